@@ -1,0 +1,400 @@
+/* SPDX-License-Identifier: MIT */
+#include "sv_client.h"
+#include "sv_log.h"
+#include "sv_sock.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static struct {
+	pthread_mutex_t lock; /* serialises whole request/reply exchanges */
+	int fd;		      /* -1: not connected */
+	uint32_t seq;
+	uint64_t instance;    /* daemon instance of fd */
+	int atfork_done;
+} chan = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&chan.lock);
+}
+
+static void atfork_parent(void)
+{
+	pthread_mutex_unlock(&chan.lock);
+}
+
+/* The child must never talk on the parent's connection: replies would go
+ * to whichever process reads first. */
+static void atfork_child(void)
+{
+	if (chan.fd >= 0)
+		close(chan.fd);
+	chan.fd = -1;
+	pthread_mutex_init(&chan.lock, NULL);
+}
+
+static void register_atfork(void)
+{
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+static char daemon_path_buf[PATH_MAX + 32];
+
+const char *sv_daemon_path(void)
+{
+	const char *env = getenv("SOFTVERBSD");
+	Dl_info info;
+	char dir[PATH_MAX];
+	char *slash;
+
+	if (env && *env)
+		return env;
+	/* Next to our own object: build/lib/libibverbs.so.1 and
+	 * build/bin/softverbs both find build/bin/softverbsd. */
+	if (dladdr((void *)sv_daemon_path, &info) && info.dli_fname &&
+	    realpath(info.dli_fname, dir)) {
+		slash = strrchr(dir, '/');
+		if (slash) {
+			*slash = 0;
+			snprintf(daemon_path_buf, sizeof(daemon_path_buf),
+				 "%s/../bin/softverbsd", dir);
+			if (access(daemon_path_buf, X_OK) == 0)
+				return daemon_path_buf;
+			snprintf(daemon_path_buf, sizeof(daemon_path_buf),
+				 "%s/softverbsd", dir);
+			if (access(daemon_path_buf, X_OK) == 0)
+				return daemon_path_buf;
+		}
+	}
+	snprintf(daemon_path_buf, sizeof(daemon_path_buf), "%s/softverbsd",
+		 SV_INSTALL_BINDIR);
+	return daemon_path_buf;
+}
+
+static int connect_once(int *out)
+{
+	struct sockaddr_un addr;
+	socklen_t len = sv_socket_addr(&addr);
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	int fd;
+
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&addr, len) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	/* Abstract names can be squatted: talk only to our own uid. */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
+	    cred.uid != getuid()) {
+		sv_err("the daemon on socket @%s runs as uid %u, not %u: refusing it",
+		       addr.sun_path + 1, (unsigned)cred.uid, (unsigned)getuid());
+		close(fd);
+		return -EACCES;
+	}
+	*out = fd;
+	return 0;
+}
+
+static int spawn_daemon(void)
+{
+	const char *path = sv_daemon_path();
+	char logpath[PATH_MAX];
+	const char *tmp = getenv("TMPDIR");
+	char *const argv[] = { "softverbsd", "--detach", NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t set;
+	pid_t pid;
+	int status, err;
+
+	if (access(path, X_OK) < 0) {
+		sv_err("cannot start the device: daemon %s: %s (set SOFTVERBSD)",
+		       path, strerror(errno));
+		return -ENODEV;
+	}
+	snprintf(logpath, sizeof(logpath), "%s/softverbsd-%u.log",
+		 tmp && *tmp ? tmp : "/tmp", (unsigned)getuid());
+
+	/* posix_spawn, not fork: we hold chan.lock and fork() would run our
+	 * own atfork handlers.  The daemon detaches itself (--detach: setsid,
+	 * fork, parent exits once the socket listens), so it is nobody's child:
+	 * neither reaped by the application's waitpid(-1) nor killed with its
+	 * process group, and it holds none of the application's descriptors. */
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, logpath,
+					 O_WRONLY | O_CREAT | O_APPEND, 0600);
+	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID |
+					       POSIX_SPAWN_SETSIGMASK |
+					       POSIX_SPAWN_SETSIGDEF);
+	sigemptyset(&set);
+	posix_spawnattr_setsigmask(&attr, &set);
+	sigfillset(&set);
+	posix_spawnattr_setsigdefault(&attr, &set);
+	err = posix_spawn(&pid, path, &fa, &attr, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	if (err) {
+		sv_err("cannot start the device: %s: %s", path, strerror(err));
+		return -ENODEV;
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return 0;
+}
+
+static int hello(int fd, uint64_t *instance);
+
+/* Must hold chan.lock. */
+static int chan_connect(int spawn)
+{
+	struct timespec ts = { 0, 5 * 1000 * 1000 };
+	int fd = -1, err, i;
+
+	pthread_once(&atfork_once, register_atfork);
+	err = connect_once(&fd);
+	if (err && err != -EACCES && spawn) {
+		err = spawn_daemon();
+		if (err)
+			return err;
+		/* Up to ~10 s: a loaded CI machine may be slow to exec. */
+		for (i = 0; i < 2000; i++) {
+			err = connect_once(&fd);
+			if (!err || err == -EACCES)
+				break;
+			nanosleep(&ts, NULL);
+		}
+		if (err && err != -EACCES)
+			sv_err("the daemon %s did not come up (see %s/softverbsd-%u.log)",
+			       sv_daemon_path(),
+			       getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+			       (unsigned)getuid());
+	}
+	if (err)
+		return err == -EACCES ? err : -ENODEV;
+	err = hello(fd, &chan.instance);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	chan.fd = fd;
+	return 0;
+}
+
+/* One exchange on fd.  Must hold chan.lock (or own fd alone). */
+static int exchange(int fd, struct sv_call *c)
+{
+	union {
+		struct sv_msg_hdr hdr;
+		char buf[SV_MSG_MAX];
+	} m;
+	size_t len = sizeof(struct sv_msg_hdr) + c->req_len;
+	int fds[SV_MAX_FDS];
+	int nfds = 0, err;
+	ssize_t n;
+
+	c->rep_len = 0;
+	c->nrfds = 0;
+	if (len > SV_MSG_MAX)
+		return -EINVAL;
+	memset(&m.hdr, 0, sizeof(m.hdr));
+	m.hdr.magic = SV_PROTO_MAGIC;
+	m.hdr.version = SV_PROTO_VERSION;
+	m.hdr.op = c->op;
+	m.hdr.len = len;
+	m.hdr.seq = ++chan.seq;
+	m.hdr.ufile = c->ufile;
+	if (c->req_len)
+		memcpy(m.buf + sizeof(m.hdr), c->req, c->req_len);
+	err = sv_send_msg(fd, m.buf, len, c->fds, c->nfds, 0);
+	if (err)
+		return -EPIPE;
+	n = sv_recv_msg(fd, m.buf, sizeof(m.buf), fds, SV_MAX_FDS, &nfds);
+	if (n <= 0)
+		return -EPIPE;
+	if ((size_t)n < sizeof(m.hdr) || m.hdr.magic != SV_PROTO_MAGIC ||
+	    m.hdr.len != (size_t)n || m.hdr.seq != chan.seq) {
+		sv_close_fds(fds, nfds);
+		sv_err("malformed reply from the daemon (op %u)", c->op);
+		return -EPIPE;
+	}
+	if (m.hdr.status) {
+		sv_close_fds(fds, nfds);
+		return m.hdr.status;
+	}
+	n -= sizeof(m.hdr);
+	if ((size_t)n > c->rep_cap || nfds > c->max_rfds) {
+		sv_close_fds(fds, nfds);
+		return -EPROTO;
+	}
+	if (n)
+		memcpy(c->rep, m.buf + sizeof(m.hdr), n);
+	c->rep_len = n;
+	for (int i = 0; i < nfds; i++)
+		c->rfds[i] = fds[i];
+	c->nrfds = nfds;
+	return 0;
+}
+
+static int hello(int fd, uint64_t *instance)
+{
+	struct sv_hello_rep rep;
+	struct sv_call c = { .op = SV_OP_HELLO,
+			     .rep = &rep,
+			     .rep_cap = sizeof(rep) };
+	int err = exchange(fd, &c);
+
+	if (err == -EPIPE)
+		return -ENODEV;
+	if (err) {
+		sv_err("the daemon refused us: %s (version mismatch? restart it with 'softverbs daemon stop')",
+		       strerror(-err));
+		return err;
+	}
+	if (c.rep_len != sizeof(rep))
+		return -EPROTO;
+	*instance = rep.instance;
+	return 0;
+}
+
+/* Must hold chan.lock. */
+static void chan_drop(void)
+{
+	if (chan.fd >= 0)
+		close(chan.fd);
+	chan.fd = -1;
+}
+
+int sv_call(struct sv_call *c)
+{
+	int err, tries = 0;
+
+	c->nrfds = 0;
+	pthread_mutex_lock(&chan.lock);
+again:
+	if (chan.fd < 0) {
+		err = chan_connect(c->instance == 0);
+		if (err) {
+			pthread_mutex_unlock(&chan.lock);
+			return c->instance ? -EIO : err;
+		}
+	}
+	if (c->instance && c->instance != chan.instance) {
+		pthread_mutex_unlock(&chan.lock);
+		return -EIO; /* the daemon that knew this context is gone */
+	}
+	err = exchange(chan.fd, c);
+	if (err == -EPIPE) {
+		/* The daemon went away.  Requests that belong to no context are
+		 * safe to repeat once on a fresh daemon. */
+		chan_drop();
+		if (!c->instance && tries++ == 0)
+			goto again;
+		pthread_mutex_unlock(&chan.lock);
+		return c->instance ? -EIO : -ENODEV;
+	}
+	if (err == SV_ERR_NOT_ATTACHED && c->attach_fd >= 0 && tries++ == 0) {
+		struct sv_ctx_rep rep;
+		struct sv_call a = { .op = SV_OP_ATTACH,
+				     .ufile = c->ufile,
+				     .fds = &c->attach_fd,
+				     .nfds = 1,
+				     .rep = &rep,
+				     .rep_cap = sizeof(rep) };
+
+		err = exchange(chan.fd, &a);
+		if (err == -EPIPE) {
+			chan_drop();
+			err = -EIO;
+		} else if (!err) {
+			goto again;
+		}
+	}
+	if (err == SV_ERR_NOT_ATTACHED)
+		err = -EIO;
+	pthread_mutex_unlock(&chan.lock);
+	return err;
+}
+
+int sv_call_simple(uint16_t op, uint32_t ufile, uint64_t instance,
+		   int attach_fd, const void *req, size_t req_len, void *rep,
+		   size_t rep_cap)
+{
+	struct sv_call c = { .op = op,
+			     .ufile = ufile,
+			     .instance = instance,
+			     .attach_fd = attach_fd,
+			     .req = req,
+			     .req_len = req_len,
+			     .rep = rep,
+			     .rep_cap = rep_cap };
+	int err = sv_call(&c);
+
+	if (!err && c.rep_len != rep_cap)
+		return -EPROTO;
+	return err;
+}
+
+uint64_t sv_chan_instance(int *err)
+{
+	uint64_t inst = 0;
+
+	pthread_mutex_lock(&chan.lock);
+	*err = chan.fd < 0 ? chan_connect(1) : 0;
+	if (!*err)
+		inst = chan.instance;
+	pthread_mutex_unlock(&chan.lock);
+	return inst;
+}
+
+int sv_chan_probe(void)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&chan.lock);
+	if (chan.fd < 0)
+		err = chan_connect(0);
+	pthread_mutex_unlock(&chan.lock);
+	return err;
+}
+
+void sv_chan_reset(void)
+{
+	pthread_mutex_lock(&chan.lock);
+	chan_drop();
+	pthread_mutex_unlock(&chan.lock);
+}
+
+int sv_daemon_ensure(void)
+{
+	int err;
+
+	sv_chan_instance(&err);
+	return err;
+}

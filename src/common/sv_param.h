@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Device limits in one place (as rxe_param.h).  These are what
+ * ibv_query_device reports and what the daemon enforces.
+ */
+#ifndef SV_PARAM_H
+#define SV_PARAM_H
+
+#define SV_DEFAULT_DEVICE_NAME "sv0"
+#define SV_VENDOR_ID 0xffffff	  /* no IEEE OUI: a software device */
+#define SV_VENDOR_PART_ID 0x5356 /* "SV" */
+#define SV_HW_VER 1
+
+#define SV_PAGE_SIZE_CAP 0xfffff000ULL /* 4 KiB .. 2 GiB pages */
+#define SV_MAX_MR_SIZE (1ULL << 46)    /* 64 TiB: no pinning, any size */
+#define SV_MAX_QP 0x10000
+#define SV_MAX_QP_WR 0x8000
+#define SV_MAX_SGE 32
+#define SV_MAX_SGE_RD 32
+#define SV_MAX_CQ 0x10000
+#define SV_MAX_CQE 0x20000
+#define SV_MAX_MR 0x40000
+#define SV_MAX_PD 0x10000
+#define SV_MAX_QP_RD_ATOM 128
+#define SV_MAX_RES_RD_ATOM 0x10000
+#define SV_MAX_SRQ 0x4000
+#define SV_MAX_SRQ_WR 0x8000
+#define SV_MAX_SRQ_SGE 32
+#define SV_MAX_AH 0x10000
+#define SV_MAX_MW 0x10000
+#define SV_MAX_INLINE 256
+#define SV_MAX_PKEYS 1
+#define SV_MAX_MCAST_GRP 8192
+#define SV_MAX_MCAST_QP_ATTACH 56
+#define SV_NUM_COMP_VECTORS 1
+#define SV_MAX_DM_SIZE (64ULL << 20) /* per allocation */
+#define SV_MAX_MSG_SZ 0x80000000U
+#define SV_MAX_UFILES 4096
+#define SV_MAX_HANDLES 0x40000 /* objects per ufile */
+
+#define SV_DEFAULT_IDLE_MS 30000 /* daemon exit after this long with no ufile */
+
+#endif

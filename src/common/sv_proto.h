@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control protocol between libibverbs.so.1 (and the softverbs command)
+ * and softverbsd.  Shared by both sides; nothing here is public ABI.
+ *
+ * Transport: an AF_UNIX SOCK_SEQPACKET connection, one per process (never
+ * shared across fork()).  Every message is one datagram:
+ *
+ *   | field   | size | meaning                                            |
+ *   |---------|------|----------------------------------------------------|
+ *   | magic   | 4    | SV_PROTO_MAGIC                                      |
+ *   | version | 2    | SV_PROTO_VERSION; a mismatch gets -EPROTO           |
+ *   | op      | 2    | enum sv_op                                          |
+ *   | len     | 4    | whole datagram, header included                     |
+ *   | seq     | 4    | chosen by the client, echoed in the reply           |
+ *   | ufile   | 4    | ufile id the command acts on (0: none)              |
+ *   | status  | 4    | reply only: 0 or a negative errno                   |
+ *
+ * The payload follows immediately and its size must be exactly the size of
+ * the op's request struct (checked by the daemon, svd_dispatch) or, for the
+ * variable ops, within the bounds documented at the op.  File descriptors
+ * travel as SCM_RIGHTS ancillary data; an op that expects none and receives
+ * some closes them and answers -EINVAL.
+ *
+ * The protocol is strictly request/reply: a client never has more than one
+ * request outstanding on its channel, so replies cannot be misrouted.
+ */
+#ifndef SV_PROTO_H
+#define SV_PROTO_H
+
+#include <assert.h>
+#include <stdint.h>
+#include <infiniband/verbs.h>
+
+#define SV_PROTO_MAGIC 0x31505653u /* "SVP1" little-endian */
+#define SV_PROTO_VERSION 1
+#define SV_MSG_MAX 8192 /* largest datagram either side accepts */
+#define SV_MAX_FDS 2	/* most fds one message carries */
+
+/* Status the daemon answers when the channel has not proved membership of
+ * the ufile (not an errno; the library answers it with SV_OP_ATTACH). */
+#define SV_ERR_NOT_ATTACHED (-100000)
+
+struct sv_msg_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t op;
+	uint32_t len;
+	uint32_t seq;
+	uint32_t ufile;
+	int32_t status;
+};
+static_assert(sizeof(struct sv_msg_hdr) == 24, "wire header layout");
+
+enum sv_op {
+	SV_OP_HELLO = 1,    /* -> sv_hello_rep */
+	SV_OP_PING,	    /* empty both ways: one bare round trip */
+	SV_OP_DEVICE_INFO,  /* -> sv_device_info */
+	SV_OP_OPEN_DEVICE,  /* -> sv_ctx_rep + fds {cmd_fd, async_fd} */
+	SV_OP_IMPORT_DEVICE,/* fd {cmd_fd} -> sv_ctx_rep + fd {async_fd} */
+	SV_OP_ATTACH,	    /* fd {cmd_fd} -> sv_ctx_rep (no fd): proves
+			       ufile membership on a new channel (after fork) */
+	SV_OP_CLOSE_CONTEXT,/* sv_ctx_req -> empty */
+	SV_OP_QUERY_DEVICE, /* -> struct ibv_device_attr_ex */
+	SV_OP_QUERY_PORT,   /* sv_port_req -> struct ibv_port_attr */
+	SV_OP_QUERY_GIDS,   /* sv_port_req -> sv_gid_table */
+	SV_OP_STATUS,	    /* -> sv_status_rep */
+	SV_OP_SHUTDOWN,	    /* -> empty, then the daemon exits */
+
+	/* Objects (issue: seed verbs).  All carry hdr.ufile. */
+	SV_OP_ALLOC_PD = 32,
+	SV_OP_DEALLOC_PD,
+	SV_OP_IMPORT_PD,
+	SV_OP_REG_MR,
+	SV_OP_REREG_MR,
+	SV_OP_DEREG_MR,
+	SV_OP_IMPORT_MR,
+	SV_OP_ALLOC_DM,
+	SV_OP_FREE_DM,
+	SV_OP_IMPORT_DM,
+	SV_OP_RES_LIST,
+
+	SV_OP_MAX
+};
+
+/* A daemon instance is told apart by a random id chosen at start: contexts
+ * made with one instance are dead for any other. */
+struct sv_hello_rep {
+	uint64_t instance;
+	uint32_t daemon_pid;
+	uint32_t proto_version;
+	char version[32];
+};
+
+struct sv_device_info {
+	char name[64];
+	uint64_t node_guid; /* network byte order, as ibv_get_device_guid */
+	uint32_t num_ports;
+	uint32_t pad;
+};
+
+/* Reply to OPEN_DEVICE / IMPORT_DEVICE / ATTACH. */
+struct sv_ctx_rep {
+	uint32_t ufile;
+	uint32_t ctx; /* daemon's id for this view; 0 for ATTACH */
+	uint64_t instance;
+};
+
+struct sv_ctx_req {
+	uint32_t ctx;
+	uint32_t pad;
+};
+
+struct sv_port_req {
+	uint32_t port;
+	uint32_t pad;
+};
+
+#define SV_GID_TBL_LEN 32
+struct sv_gid_table {
+	uint32_t count; /* valid entries, indices 0..count-1 */
+	uint32_t pad;
+	struct ibv_gid_entry entries[SV_GID_TBL_LEN];
+};
+static_assert(sizeof(struct sv_gid_table) + sizeof(struct sv_msg_hdr) <= SV_MSG_MAX,
+	      "gid table fits one message");
+
+struct sv_status_rep {
+	uint64_t instance;
+	uint64_t uptime_ms;
+	uint32_t pid;
+	uint32_t clients;  /* connected control channels */
+	uint32_t ufiles;   /* live ufiles */
+	uint32_t contexts; /* live context views */
+	uint32_t objects;  /* live PDs, MRs, DMs, ... over all ufiles */
+	uint32_t open_fds; /* fds the daemon holds (leak check) */
+	uint64_t requests; /* requests served */
+	uint64_t bad_requests; /* requests refused as malformed */
+	char name[64];
+};
+
+/* Async events travel on the per-context async socket (the context's
+ * async_fd), one datagram each.  EOF on that socket means the device is
+ * gone: the library reports IBV_EVENT_DEVICE_FATAL. */
+struct sv_async_msg {
+	uint32_t event_type; /* enum ibv_event_type */
+	uint32_t pad;
+	uint64_t element; /* user_handle of the object, or port number */
+};
+
+#endif

@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the device reports about itself: attributes (from sv_param.h), its
+ * one port, and the RoCE v2 GID table built from the addresses of the
+ * network namespace the daemon runs in.
+ */
+#include "svd_int.h"
+#include "sv_log.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <endian.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* FNV-1a, enough to spread a host+namespace+user identity into a GUID. */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+void svd_device_init(void)
+{
+	char host[256] = "";
+	struct stat st;
+	uint64_t h = 0xcbf29ce484222325ULL;
+	uid_t uid = getuid();
+
+	gethostname(host, sizeof(host) - 1);
+	h = fnv1a(h, host, strlen(host));
+	if (stat("/proc/self/ns/net", &st) == 0)
+		h = fnv1a(h, &st.st_ino, sizeof(st.st_ino));
+	h = fnv1a(h, &uid, sizeof(uid));
+	h = fnv1a(h, svd.name, strlen(svd.name));
+	/* EUI-64 with the locally administered bit set, multicast bit clear. */
+	h = (h & ~(0x01ULL << 56)) | (0x02ULL << 56);
+	svd.node_guid = htobe64(h);
+}
+
+void svd_query_device(struct ibv_device_attr_ex *ax)
+{
+	struct ibv_device_attr *a = &ax->orig_attr;
+
+	memset(ax, 0, sizeof(*ax));
+	snprintf(a->fw_ver, sizeof(a->fw_ver), "softverbs %s", SV_VERSION);
+	a->node_guid = svd.node_guid;
+	a->sys_image_guid = svd.node_guid;
+	a->max_mr_size = SV_MAX_MR_SIZE;
+	a->page_size_cap = SV_PAGE_SIZE_CAP;
+	a->vendor_id = SV_VENDOR_ID;
+	a->vendor_part_id = SV_VENDOR_PART_ID;
+	a->hw_ver = SV_HW_VER;
+	a->max_qp = SV_MAX_QP;
+	a->max_qp_wr = SV_MAX_QP_WR;
+	a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
+			      IBV_DEVICE_AUTO_PATH_MIG | IBV_DEVICE_CHANGE_PHY_PORT |
+			      IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_PORT_ACTIVE_EVENT |
+			      IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
+			      IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
+			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_MGT_EXTENSIONS |
+			      IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+	a->max_sge = SV_MAX_SGE;
+	a->max_sge_rd = SV_MAX_SGE_RD;
+	a->max_cq = SV_MAX_CQ;
+	a->max_cqe = SV_MAX_CQE;
+	a->max_mr = SV_MAX_MR;
+	a->max_pd = SV_MAX_PD;
+	a->max_qp_rd_atom = SV_MAX_QP_RD_ATOM;
+	a->max_ee_rd_atom = 0;
+	a->max_res_rd_atom = SV_MAX_RES_RD_ATOM;
+	a->max_qp_init_rd_atom = SV_MAX_QP_RD_ATOM;
+	a->max_ee_init_rd_atom = 0;
+	a->atomic_cap = IBV_ATOMIC_HCA;
+	a->max_mw = SV_MAX_MW;
+	a->max_mcast_grp = SV_MAX_MCAST_GRP;
+	a->max_mcast_qp_attach = SV_MAX_MCAST_QP_ATTACH;
+	a->max_total_mcast_qp_attach = SV_MAX_MCAST_GRP * SV_MAX_MCAST_QP_ATTACH;
+	a->max_ah = SV_MAX_AH;
+	a->max_srq = SV_MAX_SRQ;
+	a->max_srq_wr = SV_MAX_SRQ_WR;
+	a->max_srq_sge = SV_MAX_SRQ_SGE;
+	a->max_pkeys = SV_MAX_PKEYS;
+	a->local_ca_ack_delay = 15;
+	a->phys_port_cnt = 1;
+
+	ax->odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+	ax->odp_caps.per_transport_caps.rc_odp_caps =
+		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+		IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+	ax->odp_caps.per_transport_caps.uc_odp_caps =
+		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE;
+	ax->odp_caps.per_transport_caps.ud_odp_caps =
+		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV;
+	ax->completion_timestamp_mask = 0;
+	ax->hca_core_clock = 0;
+	ax->device_cap_flags_ex = a->device_cap_flags;
+	ax->raw_packet_caps = 0;
+	ax->max_dm_size = SV_MAX_DM_SIZE;
+	ax->pci_atomic_caps.fetch_add = 0;
+	ax->xrc_odp_caps = 0;
+	ax->phys_port_cnt_ex = 1;
+}
+
+int svd_query_port(uint32_t port, struct ibv_port_attr *p)
+{
+	struct sv_gid_table gids;
+
+	if (port != 1)
+		return -EINVAL;
+	svd_query_gids(1, &gids);
+	memset(p, 0, sizeof(*p));
+	p->state = IBV_PORT_ACTIVE;
+	p->max_mtu = IBV_MTU_4096;
+	p->active_mtu = IBV_MTU_4096;
+	p->gid_tbl_len = SV_GID_TBL_LEN;
+	p->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
+	p->max_msg_sz = SV_MAX_MSG_SZ;
+	p->pkey_tbl_len = SV_MAX_PKEYS;
+	p->lid = 0;
+	p->sm_lid = 0;
+	p->lmc = 0;
+	p->max_vl_num = 1; /* IBV_VL_0? no: 1 = one data VL */
+	p->active_width = 2;	/* 4X */
+	p->active_speed = 32;	/* EDR: 4X EDR = 100 Gb/s */
+	p->phys_state = 5;	/* LinkUp */
+	p->link_layer = IBV_LINK_LAYER_ETHERNET;
+	return 0;
+}
+
+static void put_gid(struct sv_gid_table *t, const uint8_t raw[16],
+		    unsigned ifindex)
+{
+	struct ibv_gid_entry *e;
+
+	for (uint32_t i = 0; i < t->count; i++)
+		if (!memcmp(t->entries[i].gid.raw, raw, 16))
+			return;
+	if (t->count == SV_GID_TBL_LEN)
+		return;
+	e = &t->entries[t->count];
+	memcpy(e->gid.raw, raw, 16);
+	e->gid_index = t->count;
+	e->port_num = 1;
+	e->gid_type = IBV_GID_TYPE_ROCE_V2;
+	e->ndev_ifindex = ifindex;
+	t->count++;
+}
+
+/* Order: IPv4 addresses of real interfaces first (so GID 0 is routable
+ * between hosts), then 127.0.0.1, then IPv6 (global before link-local,
+ * ::1 last).  Always at least ::ffff:127.0.0.1. */
+int svd_query_gids(uint32_t port, struct sv_gid_table *t)
+{
+	struct ifaddrs *ifa = NULL, *i;
+	uint8_t raw[16];
+	int pass;
+
+	if (port != 1)
+		return -EINVAL;
+	memset(t, 0, sizeof(*t));
+	if (getifaddrs(&ifa) < 0)
+		ifa = NULL;
+	for (pass = 0; pass < 5; pass++) {
+		for (i = ifa; i; i = i->ifa_next) {
+			const struct sockaddr *sa = i->ifa_addr;
+			int lo = (i->ifa_flags & IFF_LOOPBACK) != 0;
+
+			if (!sa || !(i->ifa_flags & IFF_UP))
+				continue;
+			if (sa->sa_family == AF_INET) {
+				const struct sockaddr_in *in = (const void *)sa;
+
+				if ((pass == 0 && lo) || (pass == 1 && !lo) ||
+				    pass > 1)
+					continue;
+				memset(raw, 0, 10);
+				raw[10] = raw[11] = 0xff;
+				memcpy(raw + 12, &in->sin_addr, 4);
+			} else if (sa->sa_family == AF_INET6) {
+				const struct sockaddr_in6 *in6 = (const void *)sa;
+				int ll = IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr);
+
+				if (pass < 2 || (pass == 2 && (lo || ll)) ||
+				    (pass == 3 && (lo || !ll)) ||
+				    (pass == 4 && !lo))
+					continue;
+				memcpy(raw, &in6->sin6_addr, 16);
+			} else {
+				continue;
+			}
+			put_gid(t, raw, if_nametoindex(i->ifa_name));
+		}
+		if (pass == 1) {
+			/* Loopback may be down in a fresh namespace; the
+			 * device still answers on it. */
+			memset(raw, 0, 10);
+			raw[10] = raw[11] = 0xff;
+			raw[12] = 127;
+			raw[15] = 1;
+			put_gid(t, raw, 1);
+		}
+	}
+	if (ifa)
+		freeifaddrs(ifa);
+	return 0;
+}
+
+unsigned svd_count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	unsigned n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n ? n - 1 : 0; /* not the directory's own fd */
+}

@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ufiles (the kernel's ib_uverbs_file), context views, and per-ufile
+ * handles.  A ufile is born with ibv_open_device and dies when the last copy
+ * of its cmd_fd is closed anywhere: the daemon holds the other end of that
+ * socket pair and sees EOF.  Then every object of the ufile is destroyed.
+ */
+#include "svd_int.h"
+#include "sv_log.h"
+#include "sv_sock.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SLOT(id) ((id) & 0xffffu)
+#define GEN(id) ((id) >> 16)
+
+int svd_ufile_create(struct svd_conn *c, int *client_fd,
+		     struct svd_ufile **out)
+{
+	struct svd_ufile *uf;
+	struct stat st;
+	int sv[2], slot, err;
+
+	for (slot = 1; slot < SV_MAX_UFILES; slot++)
+		if (!svd.ufiles[slot])
+			break;
+	if (slot == SV_MAX_UFILES)
+		return -EMFILE;
+	uf = calloc(1, sizeof(*uf));
+	if (!uf)
+		return -ENOMEM;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		err = -errno;
+		goto err_free;
+	}
+	/* The client end's inode is the ufile's identity: whoever presents
+	 * a copy of that descriptor (dup, SCM_RIGHTS, fork) is a member. */
+	if (fstat(sv[1], &st) < 0) {
+		err = -errno;
+		goto err_close;
+	}
+	uf->w.kind = SVD_W_UFILE;
+	uf->w.fd = sv[0];
+	uf->dev = st.st_dev;
+	uf->ino = st.st_ino;
+	uf->creator_pid = c->pid;
+	uf->created_ms = svd_now_ms();
+	svd.ufile_gen[slot]++;
+	uf->id = slot | (uint32_t)svd.ufile_gen[slot] << 16;
+	err = svd_watch_add(&uf->w, EPOLLIN);
+	if (err)
+		goto err_close;
+	svd.ufiles[slot] = uf;
+	svd.nufiles++;
+	*client_fd = sv[1];
+	*out = uf;
+	sv_dbg("ufile %#x for pid %d", uf->id, (int)c->pid);
+	return 0;
+
+err_close:
+	close(sv[0]);
+	close(sv[1]);
+err_free:
+	free(uf);
+	return err;
+}
+
+struct svd_ufile *svd_ufile_by_id(uint32_t id)
+{
+	struct svd_ufile *uf;
+
+	if (SLOT(id) == 0 || SLOT(id) >= SV_MAX_UFILES)
+		return NULL;
+	uf = svd.ufiles[SLOT(id)];
+	return uf && uf->id == id ? uf : NULL;
+}
+
+struct svd_ufile *svd_ufile_by_fd(int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return NULL;
+	for (int i = 1; i < SV_MAX_UFILES; i++) {
+		struct svd_ufile *uf = svd.ufiles[i];
+
+		if (uf && uf->dev == st.st_dev && uf->ino == st.st_ino)
+			return uf;
+	}
+	return NULL;
+}
+
+/* Data written into a cmd_fd by an application means nothing: drop it.
+ * EOF means the last copy of the cmd_fd is closed. */
+void svd_ufile_readable(struct svd_ufile *uf)
+{
+	char buf[256];
+	int fds[SV_MAX_FDS], nfds;
+	ssize_t n;
+
+	for (int i = 0; i < 16; i++) {
+		n = sv_recv_msg(uf->w.fd, buf, sizeof(buf), fds, SV_MAX_FDS,
+				&nfds);
+		if (n == -EAGAIN || n == -EMSGSIZE)
+			return;
+		if (n > 0) {
+			sv_close_fds(fds, nfds);
+			continue;
+		}
+		if (n < 0 && n != -ECONNRESET)
+			return;
+		sv_dbg("ufile %#x: last cmd_fd closed", uf->id);
+		svd_ufile_destroy(uf);
+		return;
+	}
+}
+
+void svd_ufile_destroy(struct svd_ufile *uf)
+{
+	uint32_t left;
+
+	while (uf->ctxs)
+		svd_ctx_destroy(uf->ctxs);
+	/* Dependents first (MRs before their PD), as the kernel's
+	 * uverbs_destroy_ufile_hw: repeat passes over objects nobody uses. */
+	do {
+		uint32_t done = 0;
+
+		left = 0;
+		for (uint32_t h = uf->handles_cap; h-- > 0;) {
+			struct svd_obj *o = uf->handles[h];
+
+			if (!o)
+				continue;
+			if (o->usecnt) {
+				left++;
+				continue;
+			}
+			svd_handle_free(o);
+			o->destroy(o);
+			done++;
+		}
+		/* A pass that frees nothing means a use count is wrong:
+		 * free anyway rather than leak. */
+		if (left && !done) {
+			sv_err("ufile %#x: %u objects still in use at teardown",
+			       uf->id, left);
+			for (uint32_t h = 0; h < uf->handles_cap; h++)
+				if (uf->handles[h])
+					uf->handles[h]->usecnt = 0;
+		}
+	} while (left);
+	free(uf->handles);
+	svd_watch_del(&uf->w);
+	close(uf->w.fd);
+	uf->w.fd = -1;
+	svd.ufiles[SLOT(uf->id)] = NULL;
+	svd.nufiles--;
+	if (!svd.nufiles)
+		svd.idle_since_ms = svd_now_ms();
+	svd_defer_free(uf);
+}
+
+int svd_ctx_create(struct svd_conn *c, struct svd_ufile *uf, int want_async,
+		   int *client_async_fd, struct svd_ctx **out)
+{
+	struct svd_ctx *ctx = calloc(1, sizeof(*ctx));
+	int sv[2];
+
+	if (!ctx)
+		return -ENOMEM;
+	ctx->async_fd = -1;
+	if (want_async) {
+		if (socketpair(AF_UNIX,
+			       SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0,
+			       sv) < 0) {
+			int err = -errno;
+
+			free(ctx);
+			return err;
+		}
+		ctx->async_fd = sv[0];
+		*client_async_fd = sv[1];
+		ctx->id = ++svd.next_ctx_id ? svd.next_ctx_id : ++svd.next_ctx_id;
+	}
+	ctx->uf = uf;
+	ctx->conn = c;
+	ctx->next_in_conn = c->ctxs;
+	c->ctxs = ctx;
+	ctx->next_in_ufile = uf->ctxs;
+	uf->ctxs = ctx;
+	svd.nctxs++;
+	*out = ctx;
+	return 0;
+}
+
+void svd_ctx_destroy(struct svd_ctx *ctx)
+{
+	struct svd_ctx **pp;
+
+	for (pp = &ctx->conn->ctxs; *pp; pp = &(*pp)->next_in_conn)
+		if (*pp == ctx) {
+			*pp = ctx->next_in_conn;
+			break;
+		}
+	for (pp = &ctx->uf->ctxs; *pp; pp = &(*pp)->next_in_ufile)
+		if (*pp == ctx) {
+			*pp = ctx->next_in_ufile;
+			break;
+		}
+	if (ctx->async_fd >= 0)
+		close(ctx->async_fd);
+	svd.nctxs--;
+	free(ctx);
+}
+
+struct svd_ctx *svd_conn_view(struct svd_conn *c, struct svd_ufile *uf)
+{
+	for (struct svd_ctx *ctx = c->ctxs; ctx; ctx = ctx->next_in_conn)
+		if (ctx->uf == uf)
+			return ctx;
+	return NULL;
+}
+
+int svd_handle_alloc(struct svd_ufile *uf, struct svd_obj *obj)
+{
+	uint32_t h;
+
+	for (h = 0; h < uf->handles_cap; h++)
+		if (!uf->handles[h])
+			break;
+	if (h == uf->handles_cap) {
+		uint32_t cap = uf->handles_cap ? uf->handles_cap * 2 : 64;
+		struct svd_obj **n;
+
+		if (cap > SV_MAX_HANDLES)
+			return -ENOSPC;
+		n = realloc(uf->handles, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		memset(n + uf->handles_cap, 0,
+		       (cap - uf->handles_cap) * sizeof(*n));
+		uf->handles = n;
+		uf->handles_cap = cap;
+	}
+	uf->handles[h] = obj;
+	obj->handle = h;
+	obj->uf = uf;
+	uf->nobjs++;
+	svd.nobjs++;
+	return 0;
+}
+
+void svd_handle_free(struct svd_obj *obj)
+{
+	struct svd_ufile *uf = obj->uf;
+
+	if (obj->handle < uf->handles_cap && uf->handles[obj->handle] == obj) {
+		uf->handles[obj->handle] = NULL;
+		uf->nobjs--;
+		svd.nobjs--;
+	}
+}
+
+struct svd_obj *svd_handle_get(struct svd_ufile *uf, uint32_t handle,
+			       enum svd_obj_type type)
+{
+	struct svd_obj *o;
+
+	if (handle >= uf->handles_cap)
+		return NULL;
+	o = uf->handles[handle];
+	return o && o->type == type ? o : NULL;
+}

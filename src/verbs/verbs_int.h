@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libibverbs.so.1 internals.  The public ABI is the system's
+ * <infiniband/verbs.h>; nothing here is exported (-fvisibility=hidden and
+ * the version script).
+ */
+#ifndef SV_VERBS_INT_H
+#define SV_VERBS_INT_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#include "sv_client.h"
+#include "sv_log.h"
+#include "sv_param.h"
+#include "sv_proto.h"
+
+#define SV_EXPORT __attribute__((visibility("default")))
+
+#define sv_container_of(ptr, type, member)                                     \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+
+/*
+ * Our ibv_device.  The pointer right after struct ibv_device mirrors
+ * rdma-core's struct verbs_device "ops": Debian's libmlx5 and libefa decide
+ * "is this device mine?" by comparing it with their own ops table, so it
+ * must point at something that is not theirs.
+ */
+struct sv_device {
+	struct ibv_device dev; /* must be first */
+	const void *verbs_device_ops;
+	uint32_t index;
+	__be64 guid;
+};
+
+/*
+ * Our ibv_context.  verbs_context must be first: the static inlines of
+ * verbs.h find it from ibv_context by container_of and check .sz.
+ */
+struct sv_context {
+	struct verbs_context vctx; /* must be first; its .context is last */
+	uint32_t ufile;		   /* daemon's ufile id */
+	uint32_t ctx_id;	   /* daemon's id of this view */
+	uint64_t instance;	   /* daemon instance that knows this ufile */
+	int fatal_reported;	   /* IBV_EVENT_DEVICE_FATAL already returned */
+};
+
+static inline struct sv_context *to_svctx(struct ibv_context *ctx)
+{
+	return sv_container_of(ctx, struct sv_context, vctx.context);
+}
+
+/*
+ * A control call on behalf of a context: fills ufile, instance and the
+ * cmd_fd to attach with.  Returns 0 or a negative errno.
+ */
+int sv_ctx_call(struct ibv_context *ctx, struct sv_call *c);
+int sv_ctx_call_simple(struct ibv_context *ctx, uint16_t op, const void *req,
+		       size_t req_len, void *rep, size_t rep_cap);
+
+/* device.c */
+struct sv_device *sv_get_device(int *err);
+
+/* dummy_ops.c: every op answers EOPNOTSUPP until a family file sets it. */
+void sv_set_dummy_ops(struct verbs_context *vctx);
+
+/* query.c */
+void sv_set_query_ops(struct verbs_context *vctx);
+
+/* fork.c (seed verbs) */
+void sv_fork_env_init(void);
+
+/* IBVERBS_PRIVATE_34 symbols we implement (rdma-core's driver.h is not
+ * installed by libibverbs-dev, so the prototypes live here). */
+int ibv_query_gid_type(struct ibv_context *ctx, uint8_t port_num,
+		       unsigned int index, int *type);
+
+/* Sets errno from a negative errno and returns NULL: for pointer verbs. */
+static inline void *sv_null_errno(int neg)
+{
+	errno = neg < 0 ? -neg : (neg ? neg : EINVAL);
+	return NULL;
+}
+
+#endif
