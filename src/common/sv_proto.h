@@ -139,6 +139,69 @@ struct sv_status_rep {
 	char name[64];
 };
 
+/* RES_LIST: the live objects, for `softverbs res show`.  Paged: the reply
+ * carries a cursor to send back while .more is set. */
+enum sv_res_type {
+	SV_RES_UFILE = 1,
+	SV_RES_PD,
+	SV_RES_MR,
+	SV_RES_DM,
+	SV_RES_MW,
+	SV_RES_CQ,
+	SV_RES_QP,
+	SV_RES_SRQ,
+	SV_RES_AH,
+};
+
+struct sv_res_req {
+	uint32_t type; /* enum sv_res_type, 0 = all */
+	uint32_t pad;
+	uint32_t cursor_ufile; /* 0 to start */
+	uint32_t cursor_handle;
+};
+
+/*
+ * | field     | meaning                                              |
+ * |-----------|------------------------------------------------------|
+ * | type      | enum sv_res_type                                     |
+ * | ufile     | ufile id                                             |
+ * | handle    | object handle in its ufile (ufile rows: 0)            |
+ * | owner_pid | process that created it (ufile: opener)              |
+ * | lkey,rkey | MR keys (0 otherwise)                                |
+ * | pd_handle | handle of the object's PD, or UINT32_MAX             |
+ * | access    | MR access flags                                      |
+ * | iova      | MR iova / DM: 0                                      |
+ * | length    | MR or DM length                                      |
+ * | usecnt    | objects depending on this one                        |
+ * | flags     | type specific (MR: bit0 = DM MR, bit1 = dma-buf MR)   |
+ */
+struct sv_res_entry {
+	uint32_t type;
+	uint32_t ufile;
+	uint32_t handle;
+	uint32_t owner_pid;
+	uint32_t lkey;
+	uint32_t rkey;
+	uint32_t pd_handle;
+	uint32_t access;
+	uint64_t iova;
+	uint64_t length;
+	uint32_t usecnt;
+	uint32_t flags;
+};
+static_assert(sizeof(struct sv_res_entry) == 56, "res entry layout");
+
+#define SV_RES_PER_MSG 128
+struct sv_res_rep {
+	uint32_t count;
+	uint32_t more;
+	uint32_t next_ufile;
+	uint32_t next_handle;
+	struct sv_res_entry e[SV_RES_PER_MSG];
+};
+static_assert(sizeof(struct sv_res_rep) + sizeof(struct sv_msg_hdr) <= SV_MSG_MAX,
+	      "res page fits one message");
+
 /* Async events travel on the per-context async socket (the context's
  * async_fd), one datagram each.  EOF on that socket means the device is
  * gone: the library reports IBV_EVENT_DEVICE_FATAL. */

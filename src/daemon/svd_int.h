@@ -64,6 +64,9 @@ struct svd_obj {
 	pid_t owner_pid; /* process that created it */
 	uint32_t usecnt; /* objects that depend on this one (PD: MRs, ...) */
 	void (*destroy)(struct svd_obj *obj); /* frees the object */
+	/* Fills a row of `softverbs res show` (type, keys, pd, access, iova,
+	 * length, flags; the caller sets ufile, handle, owner, usecnt). */
+	void (*describe)(const struct svd_obj *obj, struct sv_res_entry *e);
 };
 
 /*

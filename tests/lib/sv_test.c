@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+#include "sv_test.h"
+#include "sv_client.h"
+#include "sv_sock.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct sv_test_case sv_test_cases[SV_TEST_MAX];
+int sv_test_ncases;
+static const char *current = "?";
+
+void sv_test_register(const char *name, void (*fn)(void), int timeout)
+{
+	if (sv_test_ncases < SV_TEST_MAX)
+		sv_test_cases[sv_test_ncases++] =
+			(struct sv_test_case){ name, fn, timeout };
+}
+
+void sv_test_fail(const char *file, int line, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "FAIL %s: %s:%d: %s\n", current, file, line, buf);
+	fflush(stderr);
+	_exit(1);
+}
+
+void sv_test_sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+int sv_test_status(struct sv_status_rep *st)
+{
+	return sv_call_simple(SV_OP_STATUS, 0, 0, -1, NULL, 0, st, sizeof(*st));
+}
+
+pid_t sv_test_daemon_pid(void)
+{
+	struct sv_status_rep st;
+
+	if (sv_chan_probe() || sv_test_status(&st))
+		return -1;
+	return st.pid;
+}
+
+void sv_test_wait_quiet(const struct sv_status_rep *base, int timeout_ms)
+{
+	struct sv_status_rep st;
+	int waited = 0;
+
+	for (;;) {
+		if (sv_test_status(&st))
+			sv_test_fail(__FILE__, __LINE__, "daemon status failed");
+		if (st.ufiles == base->ufiles && st.contexts == base->contexts &&
+		    st.objects == base->objects && st.open_fds == base->open_fds)
+			return;
+		if (waited >= timeout_ms)
+			sv_test_fail(__FILE__, __LINE__,
+				     "daemon not back to baseline: ufiles %u/%u contexts %u/%u objects %u/%u fds %u/%u",
+				     st.ufiles, base->ufiles, st.contexts,
+				     base->contexts, st.objects, base->objects,
+				     st.open_fds, base->open_fds);
+		sv_test_sleep_ms(20);
+		waited += 20;
+	}
+}
+
+int sv_test_child(void (*fn)(void *), void *arg)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		fn(arg);
+		_exit(0);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int sv_test_send_fd(int sock, int fd, const void *data, size_t len)
+{
+	return sv_send_msg(sock, data, len, &fd, fd >= 0 ? 1 : 0, 0);
+}
+
+int sv_test_recv_fd(int sock, void *data, size_t len)
+{
+	int fd = -1, n;
+	ssize_t r = sv_recv_msg(sock, data, len, &fd, 1, &n);
+
+	if (r < 0)
+		return (int)r;
+	return n ? fd : -1;
+}
+
+static int run_case(const struct sv_test_case *t)
+{
+	int status;
+	pid_t pid;
+
+	current = t->name;
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid == 0) {
+		setpgid(0, 0);
+		alarm(t->timeout);
+		t->fn();
+		_exit(0);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return 1;
+	/* Helpers the case forked live in its process group. */
+	kill(-pid, SIGKILL);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		printf("ok %s\n", t->name);
+		return 0;
+	}
+	if (WIFSIGNALED(status))
+		printf("FAIL %s: %s%s\n", t->name, strsignal(WTERMSIG(status)),
+		       WTERMSIG(status) == SIGALRM ? " (timeout)" : "");
+	else
+		printf("FAIL %s\n", t->name);
+	return 1;
+}
+
+int sv_test_main(int argc, char **argv)
+{
+	char sock[108];
+	const char *only = argc > 1 ? argv[1] : NULL;
+	int failed = 0, ran = 0;
+
+	if (only && !strcmp(only, "--list")) {
+		for (int i = 0; i < sv_test_ncases; i++)
+			printf("%s\n", sv_test_cases[i].name);
+		return 0;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* A daemon of our own, named after this program and pid. */
+	if (!getenv("SV_TEST_SHARED_DAEMON")) {
+		const char *base = strrchr(argv[0], '/');
+
+		snprintf(sock, sizeof(sock), "svtest.%s.%d",
+			 base ? base + 1 : argv[0], (int)getpid());
+		setenv("SOFTVERBS_SOCKET", sock, 1);
+	}
+	for (int i = 0; i < sv_test_ncases; i++) {
+		if (only && strcmp(only, sv_test_cases[i].name))
+			continue;
+		ran++;
+		failed += run_case(&sv_test_cases[i]);
+	}
+	if (!getenv("SV_TEST_SHARED_DAEMON") && sv_chan_probe() == 0)
+		sv_call_simple(SV_OP_SHUTDOWN, 0, 0, -1, NULL, 0, NULL, 0);
+	printf("%d passed, %d failed\n", ran - failed, failed);
+	if (only && !ran) {
+		fprintf(stderr, "no test named %s\n", only);
+		return 2;
+	}
+	return failed ? 1 : 0;
+}
