@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Control-path benchmark: what the seed verbs cost, beside one bare round
+ * trip on the daemon's socket measured in the same run.
+ *
+ *   ctrl_bench [--iters N] [--report FILE]
+ *
+ * Prints a table and writes it as markdown to FILE (default
+ * bench/reports/ctrl.md under the source tree when SV_SOURCE_DIR is set).
+ * Numbers are medians of N runs of each operation, in microseconds.
+ */
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sv_client.h"
+
+static int iters = 200;
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct result {
+	const char *name;
+	double median, p90;
+	int ok;
+};
+
+static struct result results[32];
+static int nresults;
+
+static void record(const char *name, double *t, int n)
+{
+	struct result *r = &results[nresults++];
+
+	qsort(t, n, sizeof(*t), cmp_double);
+	r->name = name;
+	r->ok = n > 0;
+	r->median = n ? t[n / 2] : 0;
+	r->p90 = n ? t[n * 9 / 10] : 0;
+	if (n)
+		printf("%-44s %10.2f %10.2f\n", name, r->median, r->p90);
+	else
+		printf("%-44s %10s %10s\n", name, "failed", "");
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "ctrl_bench: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static void bench_ping(void)
+{
+	double *t = calloc(iters, sizeof(*t));
+	int n = 0;
+
+	for (int i = 0; i < iters; i++) {
+		double t0 = now_us();
+
+		if (sv_call_simple(SV_OP_PING, 0, 0, -1, NULL, 0, NULL, 0))
+			break;
+		t[n++] = now_us() - t0;
+	}
+	record("bare round trip (SV_OP_PING)", t, n);
+	free(t);
+}
+
+static void bench_alloc_pd(struct ibv_context *ctx)
+{
+	double *t = calloc(iters, sizeof(*t));
+	int n = 0;
+
+	for (int i = 0; i < iters; i++) {
+		double t0 = now_us();
+		struct ibv_pd *pd = ibv_alloc_pd(ctx);
+
+		if (!pd)
+			break;
+		t[n++] = now_us() - t0;
+		ibv_dealloc_pd(pd);
+	}
+	record("ibv_alloc_pd", t, n);
+	free(t);
+}
+
+static void bench_reg(struct ibv_pd *pd, size_t len, const char *name)
+{
+	double *t = calloc(iters, sizeof(*t));
+	void *buf;
+	int n = 0;
+
+	/* Reserved, never touched: registering must not fault pages in. */
+	buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (buf == MAP_FAILED)
+		die("mmap");
+	for (int i = 0; i < iters; i++) {
+		double t0 = now_us();
+		struct ibv_mr *mr = ibv_reg_mr(pd, buf, len,
+					       IBV_ACCESS_LOCAL_WRITE |
+						       IBV_ACCESS_REMOTE_WRITE);
+
+		if (!mr)
+			break;
+		if (ibv_dereg_mr(mr))
+			break;
+		t[n++] = now_us() - t0;
+	}
+	record(name, t, n);
+	munmap(buf, len);
+	free(t);
+}
+
+static void bench_rereg(struct ibv_pd *pd, struct ibv_pd *pd2, int flags,
+			const char *name)
+{
+	double *t = calloc(iters, sizeof(*t));
+	size_t len = 1 << 20;
+	char *buf = malloc(2 * len);
+	struct ibv_mr *mr;
+	int n = 0;
+
+	mr = ibv_reg_mr(pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		die("reg_mr");
+	for (int i = 0; i < iters; i++) {
+		struct ibv_pd *p = (i & 1) ? pd : pd2;
+		char *a = buf + ((i & 1) ? 0 : 4096);
+		int acc = IBV_ACCESS_LOCAL_WRITE |
+			  ((i & 1) ? 0 : IBV_ACCESS_REMOTE_READ);
+		double t0 = now_us();
+
+		if (ibv_rereg_mr(mr, flags, p, a, len,
+				 (flags & IBV_REREG_MR_CHANGE_ACCESS) ? acc : 0))
+			break;
+		t[n++] = now_us() - t0;
+	}
+	record(name, t, n);
+	ibv_dereg_mr(mr);
+	free(buf);
+	free(t);
+}
+
+static void bench_import(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	double *t = calloc(iters, sizeof(*t));
+	char *buf = malloc(4096);
+	struct ibv_context *ictx;
+	struct ibv_pd *ipd;
+	struct ibv_mr *mr;
+	int n = 0, fd = dup(ctx->cmd_fd);
+
+	ictx = ibv_import_device(fd);
+	if (!ictx)
+		die("import_device");
+	ipd = ibv_import_pd(ictx, pd->handle);
+	mr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	if (!ipd || !mr)
+		die("import_pd/reg_mr");
+	for (int i = 0; i < iters; i++) {
+		double t0 = now_us();
+		struct ibv_mr *imr = ibv_import_mr(ipd, mr->handle);
+
+		if (!imr)
+			break;
+		t[n++] = now_us() - t0;
+		ibv_unimport_mr(imr);
+	}
+	record("ibv_import_mr", t, n);
+	ibv_dereg_mr(mr);
+	ibv_unimport_pd(ipd);
+	ibv_close_device(ictx);
+	free(buf);
+	free(t);
+}
+
+static void write_report(const char *path)
+{
+	struct utsname u;
+	double rt = results[0].ok ? results[0].median : 0;
+	FILE *f = fopen(path, "w");
+	time_t now = time(NULL);
+	char date[64];
+
+	if (!f) {
+		fprintf(stderr, "ctrl_bench: cannot write %s: %s\n", path,
+			strerror(errno));
+		return;
+	}
+	uname(&u);
+	strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", gmtime(&now));
+	fprintf(f, "# Control-path benchmark\n\n");
+	fprintf(f, "Run %s on %s %s, %ld CPUs, %d iterations per row; "
+		   "microseconds, median and 90th percentile. `x RT` is the "
+		   "median in units of the bare round trip measured in the same "
+		   "run.\n\n",
+		date, u.sysname, u.release, sysconf(_SC_NPROCESSORS_ONLN), iters);
+	fprintf(f, "| operation | median µs | p90 µs | x RT |\n|---|---:|---:|---:|\n");
+	for (int i = 0; i < nresults; i++) {
+		if (!results[i].ok) {
+			fprintf(f, "| %s | failed | | |\n", results[i].name);
+			continue;
+		}
+		fprintf(f, "| %s | %.2f | %.2f | %.2f |\n", results[i].name,
+			results[i].median, results[i].p90,
+			rt > 0 ? results[i].median / rt : 0);
+	}
+	fclose(f);
+	printf("report: %s\n", path);
+}
+
+int main(int argc, char **argv)
+{
+	const char *report = NULL;
+	char defpath[4096];
+	struct ibv_device **list;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd, *pd2;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--iters") && i + 1 < argc)
+			iters = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--report") && i + 1 < argc)
+			report = argv[++i];
+		else {
+			fprintf(stderr, "usage: ctrl_bench [--iters N] [--report FILE]\n");
+			return 2;
+		}
+	}
+	if (iters < 10)
+		iters = 10;
+	if (!report) {
+		const char *src = getenv("SV_SOURCE_DIR");
+
+		snprintf(defpath, sizeof(defpath), "%s/bench/reports/ctrl.md",
+			 src ? src : ".");
+		report = defpath;
+	}
+	list = ibv_get_device_list(NULL);
+	if (!list || !list[0])
+		die("no device");
+	ctx = ibv_open_device(list[0]);
+	if (!ctx)
+		die("open_device");
+	pd = ibv_alloc_pd(ctx);
+	pd2 = ibv_alloc_pd(ctx);
+	if (!pd || !pd2)
+		die("alloc_pd");
+
+	printf("%-44s %10s %10s\n", "operation", "median us", "p90 us");
+	bench_ping();
+	bench_alloc_pd(ctx);
+	bench_reg(pd, 4096, "ibv_reg_mr + ibv_dereg_mr, 4 KiB");
+	bench_reg(pd, 1 << 20, "ibv_reg_mr + ibv_dereg_mr, 1 MiB");
+	bench_reg(pd, 1ULL << 30, "ibv_reg_mr + ibv_dereg_mr, 1 GiB");
+	bench_rereg(pd, pd2, IBV_REREG_MR_CHANGE_TRANSLATION,
+		    "ibv_rereg_mr CHANGE_TRANSLATION");
+	bench_rereg(pd, pd2, IBV_REREG_MR_CHANGE_PD, "ibv_rereg_mr CHANGE_PD");
+	bench_rereg(pd, pd2, IBV_REREG_MR_CHANGE_ACCESS,
+		    "ibv_rereg_mr CHANGE_ACCESS");
+	bench_rereg(pd, pd2,
+		    IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD |
+			    IBV_REREG_MR_CHANGE_ACCESS,
+		    "ibv_rereg_mr all three flags");
+	bench_import(ctx, pd);
+
+	ibv_dealloc_pd(pd2);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	ibv_free_device_list(list);
+	write_report(report);
+	return 0;
+}

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds and runs the benchmarks; reports land in bench/reports/.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+"$top/scripts/deps.sh"
+"$top/scripts/build.sh" "$top/build-bench" -DCMAKE_BUILD_TYPE=Release
+export SOFTVERBSD="$top/build-bench/bin/softverbsd"
+export SOFTVERBS_SOCKET="svbench.$$"
+export SV_SOURCE_DIR="$top"
+"$top/build-bench/bin/ctrl_bench" "$@"
+"$top/build-bench/bin/softverbs" daemon stop >/dev/null 2>&1 || true

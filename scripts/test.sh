@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds and runs every test: the normal build (unit, integration and
+# compat tests with unmodified ibverbs-utils and pyverbs), then an
+# ASan+UBSan build of the C tests.  Exits non-zero if anything fails.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+"$top/scripts/deps.sh"
+jobs=$(nproc)
+
+echo "== build"
+"$top/scripts/build.sh" "$top/build"
+echo "== tests"
+(cd "$top/build" && ctest --output-on-failure -j"$jobs" --timeout 600)
+
+echo "== sanitizer build (ASan + UBSan)"
+"$top/scripts/build.sh" "$top/build-asan" -DSV_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+# The daemon's stderr (where a sanitizer report of the daemon lands) goes to
+# $TMPDIR/softverbsd-UID.log: give this run its own and check it afterwards.
+asan_tmp=$(mktemp -d)
+export TMPDIR=$asan_tmp
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# Compat tests run unmodified (non-ASan) programs: they cannot load an ASan
+# library, so the sanitizer pass runs the C tests.
+(cd "$top/build-asan" && ctest --output-on-failure -j"$jobs" -LE compat --timeout 600)
+sleep 1
+if grep -lE "ERROR: (Address|Leak)Sanitizer|runtime error:" "$asan_tmp"/softverbsd-*.log 2>/dev/null; then
+  echo "softverbs: the daemon reported sanitizer errors:" >&2
+  cat "$asan_tmp"/softverbsd-*.log >&2
+  exit 1
+fi
+rm -rf "$asan_tmp"
+echo "== all tests passed"
