@@ -79,6 +79,8 @@ enum sv_op {
 	SV_OP_FREE_DM,
 	SV_OP_IMPORT_DM,
 	SV_OP_RES_LIST,
+	SV_OP_REG_DMABUF_MR, /* sv_reg_mr_req (addr = offset) + fd -> sv_mr_rep */
+	SV_OP_REG_DM_MR,     /* sv_reg_dm_mr_req -> sv_mr_rep */
 
 	SV_OP_MAX
 };
@@ -201,6 +203,158 @@ struct sv_res_rep {
 };
 static_assert(sizeof(struct sv_res_rep) + sizeof(struct sv_msg_hdr) <= SV_MSG_MAX,
 	      "res page fits one message");
+
+/*
+ * PDs and MRs (seed verbs).  Handles are per ufile; keys are device wide:
+ * key = index << 8 | tag, where the 8-bit tag changes every time an index
+ * is reused, so a key that outlived its MR does not find the next one.
+ *
+ *   ALLOC_PD      (no payload)     -> sv_obj_rep
+ *   DEALLOC_PD    sv_handle_req    -> empty      (-EBUSY while in use)
+ *   IMPORT_PD     sv_handle_req    -> empty      (checks the handle)
+ *   REG_MR        sv_reg_mr_req    -> sv_mr_rep
+ *   REG_DMABUF_MR sv_reg_mr_req + fd {dma-buf or memfd} -> sv_mr_rep
+ *   REREG_MR      sv_rereg_mr_req  -> sv_mr_rep
+ *   DEREG_MR      sv_handle_req    -> empty
+ *   IMPORT_MR     sv_handle_req    -> sv_mr_rep
+ *
+ * Unknown handle: -ENOENT; a handle of another type: -EINVAL; the PD of
+ * REG_MR/REREG_MR not a PD of this ufile: -EINVAL (the kernel's write ABI).
+ */
+
+/* | field  | meaning                                  |
+ * |--------|------------------------------------------|
+ * | handle | object handle in hdr.ufile               | */
+struct sv_handle_req {
+	uint32_t handle;
+	uint32_t pad;
+};
+
+/* | field  | meaning                                  |
+ * |--------|------------------------------------------|
+ * | handle | handle of the new object                 | */
+struct sv_obj_rep {
+	uint32_t handle;
+	uint32_t pad;
+};
+
+/*
+ * | field     | meaning                                                 |
+ * |-----------|---------------------------------------------------------|
+ * | addr      | start of the range in the caller (dma-buf: offset)       |
+ * | length    | bytes; SIZE_MAX with addr 0 and ON_DEMAND: implicit ODP |
+ * | iova      | address the keys use; page offset must equal addr's     |
+ * | pd_handle | PD in hdr.ufile                                          |
+ * | access    | enum ibv_access_flags, after the library's masking      |
+ */
+struct sv_reg_mr_req {
+	uint64_t addr;
+	uint64_t length;
+	uint64_t iova;
+	uint32_t pd_handle;
+	uint32_t access;
+};
+static_assert(sizeof(struct sv_reg_mr_req) == 32, "reg_mr layout");
+
+/*
+ * | field     | meaning                                                 |
+ * |-----------|---------------------------------------------------------|
+ * | addr      | CHANGE_TRANSLATION: new start                            |
+ * | length    | CHANGE_TRANSLATION: new length                           |
+ * | iova      | CHANGE_TRANSLATION: new iova (page offset = addr's)      |
+ * | handle    | the MR                                                   |
+ * | flags     | enum ibv_rereg_mr_flags (0 or unknown bits: refused)     |
+ * | pd_handle | CHANGE_PD: the new PD                                    |
+ * | access    | CHANGE_ACCESS: the new access flags                      |
+ */
+struct sv_rereg_mr_req {
+	uint64_t addr;
+	uint64_t length;
+	uint64_t iova;
+	uint32_t handle;
+	uint32_t flags;
+	uint32_t pd_handle;
+	uint32_t access;
+};
+static_assert(sizeof(struct sv_rereg_mr_req) == 40, "rereg_mr layout");
+
+/*
+ * | field  | meaning                                                    |
+ * |--------|------------------------------------------------------------|
+ * | handle | the MR's handle (unchanged by rereg)                        |
+ * | lkey   | local key (unchanged by rereg)                              |
+ * | rkey   | remote key (unchanged by rereg)                             |
+ * | access | access flags now in force                                   |
+ * | length | bytes covered (SIZE_MAX: implicit ODP)                      |
+ * | iova   | first address the keys accept                               |
+ */
+struct sv_mr_rep {
+	uint32_t handle;
+	uint32_t lkey;
+	uint32_t rkey;
+	uint32_t access;
+	uint64_t length;
+	uint64_t iova;
+};
+static_assert(sizeof(struct sv_mr_rep) == 32, "mr reply layout");
+
+/*
+ * Device memory.  A DM is a memfd the daemon creates and keeps until the DM
+ * is freed or its ufile dies; every process that allocates or imports it
+ * gets a copy of the fd and maps it MAP_SHARED.  The memfd is sealed
+ * against resizing, so no process can make another one's mapping fault.
+ *
+ *   ALLOC_DM   sv_alloc_dm_req  -> sv_dm_rep + fd {memfd}
+ *   FREE_DM    sv_handle_req    -> empty      (-EBUSY while MRs are on it)
+ *   IMPORT_DM  sv_handle_req    -> sv_dm_rep + fd {memfd}
+ *   REG_DM_MR  sv_reg_dm_mr_req -> sv_mr_rep  (an MR of kind SVD_MR_DM)
+ *
+ * | field         | meaning                                              |
+ * |---------------|------------------------------------------------------|
+ * | length        | bytes, 1..max_dm_size                                 |
+ * | log_align_req | log2 of the alignment asked for, < 64                 |
+ * | comp_mask     | must be 0                                             |
+ */
+struct sv_alloc_dm_req {
+	uint64_t length;
+	uint32_t log_align_req;
+	uint32_t comp_mask;
+};
+static_assert(sizeof(struct sv_alloc_dm_req) == 16, "alloc_dm layout");
+
+/*
+ * | field   | meaning                                                    |
+ * |---------|------------------------------------------------------------|
+ * | handle  | the DM's handle in hdr.ufile                                |
+ * | length  | bytes the user asked for (memcpy and MR bounds)             |
+ * | map_len | size of the memfd (length rounded up to pages): mmap this   |
+ */
+struct sv_dm_rep {
+	uint32_t handle;
+	uint32_t pad;
+	uint64_t length;
+	uint64_t map_len;
+};
+static_assert(sizeof(struct sv_dm_rep) == 24, "dm reply layout");
+
+/*
+ * | field     | meaning                                                  |
+ * |-----------|----------------------------------------------------------|
+ * | offset    | first byte of the DM the MR covers                        |
+ * | length    | bytes; offset + length <= the DM's length                 |
+ * | dm_handle | DM in hdr.ufile                                           |
+ * | pd_handle | PD in hdr.ufile                                           |
+ * | access    | must hold IBV_ACCESS_ZERO_BASED (the keys take offsets)   |
+ */
+struct sv_reg_dm_mr_req {
+	uint64_t offset;
+	uint64_t length;
+	uint32_t dm_handle;
+	uint32_t pd_handle;
+	uint32_t access;
+	uint32_t pad;
+};
+static_assert(sizeof(struct sv_reg_dm_mr_req) == 32, "reg_dm_mr layout");
 
 /* Async events travel on the per-context async socket (the context's
  * async_fd), one datagram each.  EOF on that socket means the device is

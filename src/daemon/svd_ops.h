@@ -37,7 +37,34 @@ struct svd_op {
 	uint32_t flags;
 };
 
+#include "svd_mr.h" /* pd.c, mr.c: PD and MR ops */
+
+/* res.c */
+int svd_op_res_list(struct svd_req *r);
+
+/* dm.c: device memory (memfd segments) and the MRs on them. */
+int svd_op_alloc_dm(struct svd_req *r);
+int svd_op_free_dm(struct svd_req *r);
+int svd_op_import_dm(struct svd_req *r);
+int svd_op_reg_dm_mr(struct svd_req *r);
+/* The daemon's memfd of a DM object, or -1 if obj is not a DM: for the
+ * engines that execute on DM MRs (they map it, as ALLOC_DM's reply). */
+int svd_dm_fd(struct svd_obj *obj);
+
 /* Object ops, one line per op: [SV_OP_X] = { fn, sizeof(req), flags }, */
-#define SVD_OBJECT_OPS
+#define SVD_OBJECT_OPS \
+	[SV_OP_RES_LIST] = { svd_op_res_list, sizeof(struct sv_res_req), 0 }, \
+	[SV_OP_ALLOC_PD] = { svd_op_alloc_pd, 0, NEED_UFILE }, \
+	[SV_OP_DEALLOC_PD] = { svd_op_dealloc_pd, sizeof(struct sv_handle_req), NEED_UFILE }, \
+	[SV_OP_IMPORT_PD] = { svd_op_import_pd, sizeof(struct sv_handle_req), NEED_UFILE }, \
+	[SV_OP_REG_MR] = { svd_op_reg_mr, sizeof(struct sv_reg_mr_req), NEED_UFILE }, \
+	[SV_OP_REG_DMABUF_MR] = { svd_op_reg_dmabuf_mr, sizeof(struct sv_reg_mr_req), NEED_UFILE | ONE_FD }, \
+	[SV_OP_REREG_MR] = { svd_op_rereg_mr, sizeof(struct sv_rereg_mr_req), NEED_UFILE }, \
+	[SV_OP_DEREG_MR] = { svd_op_dereg_mr, sizeof(struct sv_handle_req), NEED_UFILE }, \
+	[SV_OP_IMPORT_MR] = { svd_op_import_mr, sizeof(struct sv_handle_req), NEED_UFILE }, \
+	[SV_OP_ALLOC_DM] = { svd_op_alloc_dm, sizeof(struct sv_alloc_dm_req), NEED_UFILE }, \
+	[SV_OP_FREE_DM] = { svd_op_free_dm, sizeof(struct sv_handle_req), NEED_UFILE }, \
+	[SV_OP_IMPORT_DM] = { svd_op_import_dm, sizeof(struct sv_handle_req), NEED_UFILE }, \
+	[SV_OP_REG_DM_MR] = { svd_op_reg_dm_mr, sizeof(struct sv_reg_dm_mr_req), NEED_UFILE },
 
 #endif

@@ -1,1 +1,171 @@
-int main(void) { return 0; }
+/* SPDX-License-Identifier: MIT */
+/*
+ * softverbs: run programs on the softverbs device and look after it.
+ * Subcommands live in cmd_*.c; this file dispatches and holds the helpers
+ * they share.
+ */
+#include "tool_int.h"
+#include "sv_client.h"
+#include "sv_log.h"
+#include "sv_sock.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+void sv_tool_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("softverbs: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void sv_tool_usage_err(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("softverbs: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (see 'softverbs %s%s--help')\n", cmd ? cmd : "",
+		cmd ? " " : "");
+	exit(EXIT_USAGE);
+}
+
+int sv_tool_is_help(const char *arg)
+{
+	return !strcmp(arg, "-h") || !strcmp(arg, "--help");
+}
+
+void sv_tool_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+const char *sv_tool_socket_name(void)
+{
+	static struct sockaddr_un addr;
+	socklen_t len = sv_socket_addr(&addr);
+
+	/* Abstract names are not NUL-terminated; the struct was zeroed and
+	 * the name is shorter than sun_path. */
+	(void)len;
+	return addr.sun_path + 1;
+}
+
+int sv_tool_probe(void)
+{
+	int err = sv_chan_probe();
+
+	/* -EACCES was explained by the client (daemon of another uid). */
+	if (err && err != -ENODEV && err != -EACCES)
+		sv_tool_err("cannot talk to the daemon on @%s: %s",
+			    sv_tool_socket_name(), strerror(-err));
+	return err;
+}
+
+void sv_tool_comm(uint32_t pid, char *buf, size_t len)
+{
+	char path[64];
+	FILE *f;
+
+	snprintf(buf, len, "?");
+	snprintf(path, sizeof(path), "/proc/%u/comm", (unsigned)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	if (fgets(buf, (int)len, f))
+		buf[strcspn(buf, "\n")] = 0;
+	else
+		snprintf(buf, len, "?");
+	fclose(f);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: softverbs COMMAND [ARGS...]\n"
+		"\n"
+		"A user-space RDMA device: unchanged verbs programs, no NIC, no root.\n"
+		"\n"
+		"commands:\n"
+		"  run CMD [ARGS...]              run CMD on the softverbs device\n"
+		"  devices                        list devices, port state and GIDs\n"
+		"  daemon start|stop|status       manage the device daemon (softverbsd)\n"
+		"  res show [ufile|pd|mr|dm]      list live objects (--json)\n"
+		"  version                        print versions\n"
+		"\n"
+		"'softverbs COMMAND --help' describes each command.\n"
+		"environment: SOFTVERBS_SOCKET (daemon socket name), SOFTVERBSD\n"
+		"(daemon binary), SOFTVERBS_LIBDIR (library directory for 'run').\n");
+}
+
+static int cmd_version(int argc, char **argv)
+{
+	struct sv_hello_rep h;
+
+	if (argc > 1) {
+		if (sv_tool_is_help(argv[1])) {
+			printf("usage: softverbs version\n\n"
+			       "Prints the version of this command and, if it runs, of the daemon.\n");
+			return 0;
+		}
+		sv_tool_usage_err("version", "unexpected argument '%s'", argv[1]);
+	}
+	printf("softverbs %s (protocol %d)\n", SV_VERSION, SV_PROTO_VERSION);
+	/* Never start the daemon just to ask its version. */
+	if (sv_tool_probe() == 0 &&
+	    sv_call_simple(SV_OP_HELLO, 0, 0, -1, NULL, 0, &h, sizeof(h)) == 0) {
+		h.version[sizeof(h.version) - 1] = 0;
+		printf("softverbsd %s (protocol %u, pid %u, socket @%s)\n",
+		       h.version, h.proto_version, h.daemon_pid,
+		       sv_tool_socket_name());
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd;
+
+	sv_log_init("softverbs");
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	cmd = argv[1];
+	if (sv_tool_is_help(cmd) || !strcmp(cmd, "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(cmd, "--version") || !strcmp(cmd, "version"))
+		return cmd_version(argc - 1, argv + 1);
+	if (!strcmp(cmd, "run"))
+		return sv_cmd_run(argc - 1, argv + 1);
+	if (!strcmp(cmd, "devices"))
+		return sv_cmd_devices(argc - 1, argv + 1);
+	if (!strcmp(cmd, "daemon"))
+		return sv_cmd_daemon(argc - 1, argv + 1);
+	if (!strcmp(cmd, "res") || !strcmp(cmd, "resource"))
+		return sv_cmd_res(argc - 1, argv + 1);
+	sv_tool_usage_err(NULL, "unknown command '%s'", cmd);
+}

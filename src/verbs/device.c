@@ -167,6 +167,7 @@ static struct ibv_context *new_context(struct ibv_device *device,
 	sc->instance = rep->instance;
 	sv_set_dummy_ops(&sc->vctx);
 	sv_set_query_ops(&sc->vctx);
+	sv_set_dm_ops(&sc->vctx);
 	return ctx;
 }
 

@@ -71,8 +71,65 @@ void sv_set_dummy_ops(struct verbs_context *vctx);
 /* query.c */
 void sv_set_query_ops(struct verbs_context *vctx);
 
+/*
+ * PDs and MRs (pd.c, mr.c).  The verbs.h objects are wrapped so the library
+ * knows what each one is: rereg refuses every MR that is not SV_MR_REGULAR,
+ * dereg gives fork protection back only for the ranges it took it for, and
+ * the data path reads access and iova from here.
+ */
+struct sv_pd {
+	struct ibv_pd pd; /* must be first */
+	int imported;	  /* made by ibv_import_pd */
+};
+
+static inline struct sv_pd *to_svpd(struct ibv_pd *pd)
+{
+	return sv_container_of(pd, struct sv_pd, pd);
+}
+
+enum sv_mr_kind {
+	SV_MR_REGULAR = 0, /* ibv_reg_mr*: memory of this process */
+	SV_MR_IMPORTED,	   /* ibv_import_mr: addr NULL, owner elsewhere */
+	SV_MR_DM,	   /* ibv_reg_dm_mr: addr is the offset in the DM */
+	SV_MR_DMABUF,	   /* ibv_reg_dmabuf_mr: addr is the offset */
+	SV_MR_NULL,	   /* ibv_alloc_null_mr */
+};
+
+struct sv_mr {
+	struct ibv_mr mr; /* must be first */
+	enum sv_mr_kind kind;
+	uint32_t access;  /* access in force (the daemon's answer) */
+	uint64_t iova;	  /* first address the keys accept */
+	int dontfork;	  /* [addr, addr+length) was given ibv_dontfork_range */
+};
+
+static inline struct sv_mr *to_svmr(struct ibv_mr *mr)
+{
+	return sv_container_of(mr, struct sv_mr, mr);
+}
+
+/*
+ * Wraps a daemon reply into a new MR of the given kind on pd (for dm.c:
+ * kind SV_MR_DM, addr = offset in the DM).  Sets context, pd, addr,
+ * length, handle, keys.  Returns NULL on ENOMEM (errno set); the caller
+ * then deregisters rep->handle itself.
+ */
+struct ibv_mr *sv_mr_wrap(struct ibv_pd *pd, enum sv_mr_kind kind,
+			  const struct sv_mr_rep *rep, void *addr,
+			  size_t length);
+/* Deregisters an MR of any kind in the daemon and frees it on success.
+ * Returns 0 or a positive errno (ibv_dereg_mr's convention). */
+int sv_mr_dereg(struct ibv_mr *mr);
+
+/* dm.c: sets alloc_dm, free_dm and reg_dm_mr on a new context. */
+void sv_set_dm_ops(struct verbs_context *vctx);
+
 /* fork.c (seed verbs) */
 void sv_fork_env_init(void);
+/* Exported (IBVERBS_1.1) but declared only in rdma-core's private
+ * driver.h; ibv_reg_mr/ibv_dereg_mr/ibv_rereg_mr call them as v44 does. */
+int ibv_dontfork_range(void *base, size_t size);
+int ibv_dofork_range(void *base, size_t size);
 
 /* IBVERBS_PRIVATE_34 symbols we implement (rdma-core's driver.h is not
  * installed by libibverbs-dev, so the prototypes live here). */

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * softverbs daemon start|stop|status: softverbsd by hand.  The library
+ * starts and stops it on its own (first use, idle timeout); this is for
+ * people who want it up before a benchmark, or gone.
+ */
+#include "tool_int.h"
+#include "sv_client.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: softverbs daemon start\n"
+		"       softverbs daemon stop\n"
+		"       softverbs daemon status [--json]\n"
+		"\n"
+		"  start   start the device daemon unless it runs; print its pid\n"
+		"  stop    shut it down (every open device of every program becomes\n"
+		"          unusable) and wait until it is gone; not running is fine\n"
+		"  status  pid, uptime and counters; exit 1 when not running.\n"
+		"          'clients' does not count this command's own connection.\n"
+		"\n"
+		"The daemon is the one on socket @$SOFTVERBS_SOCKET (default\n"
+		"softverbs.UID); SOFTVERBSD names the binary that start runs.\n");
+}
+
+static int get_status(struct sv_status_rep *st)
+{
+	int err = sv_call_simple(SV_OP_STATUS, 0, 0, -1, NULL, 0, st,
+				 sizeof(*st));
+
+	if (err)
+		sv_tool_err("daemon status failed: %s", strerror(-err));
+	st->name[sizeof(st->name) - 1] = 0;
+	return err;
+}
+
+static int cmd_start(void)
+{
+	struct sv_status_rep st;
+	int was_running, err;
+
+	err = sv_tool_probe();
+	if (err && err != -ENODEV)
+		return 1;
+	was_running = err == 0;
+	err = sv_daemon_ensure();
+	if (err) {
+		sv_tool_err("cannot start the daemon %s: %s", sv_daemon_path(),
+			    strerror(-err));
+		return 1;
+	}
+	if (get_status(&st))
+		return 1;
+	printf("softverbsd %s, pid %u, socket @%s\n",
+	       was_running ? "already running" : "started", st.pid,
+	       sv_tool_socket_name());
+	return 0;
+}
+
+/* A zombie is gone for our purposes: it serves nobody. */
+static int pid_alive(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	p = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	if (!p || !(p = strrchr(buf, ')')))
+		return 1;
+	return p[1] != ' ' || p[2] != 'Z';
+}
+
+static int cmd_stop(void)
+{
+	struct timespec ts = { 0, 10 * 1000 * 1000 };
+	struct sv_status_rep st;
+	int err, i;
+
+	err = sv_tool_probe();
+	if (err == -ENODEV) {
+		printf("softverbsd not running (socket @%s)\n",
+		       sv_tool_socket_name());
+		return 0;
+	}
+	if (err || get_status(&st))
+		return 1;
+	err = sv_call_simple(SV_OP_SHUTDOWN, 0, 0, -1, NULL, 0, NULL, 0);
+	/* -ENODEV: it went away before answering, which is what we asked. */
+	if (err && err != -ENODEV && err != -EIO) {
+		sv_tool_err("shutdown refused: %s", strerror(-err));
+		return 1;
+	}
+	/* Gone = the name no longer answers and the process has exited
+	 * (up to ~10 s on a loaded machine). */
+	for (i = 0; i < 1000; i++) {
+		sv_chan_reset();
+		err = sv_chan_probe();
+		if (err == -ENODEV && !pid_alive(st.pid)) {
+			printf("softverbsd stopped (pid %u)\n", st.pid);
+			return 0;
+		}
+		nanosleep(&ts, NULL);
+	}
+	sv_tool_err("the daemon (pid %u) did not exit", st.pid);
+	return 1;
+}
+
+static void print_uptime(uint64_t ms)
+{
+	uint64_t s = ms / 1000;
+
+	if (s >= 86400)
+		printf("%llud ", (unsigned long long)(s / 86400));
+	printf("%02llu:%02llu:%02llu.%03llu", (unsigned long long)(s / 3600 % 24),
+	       (unsigned long long)(s / 60 % 60), (unsigned long long)(s % 60),
+	       (unsigned long long)(ms % 1000));
+}
+
+static int cmd_status(int json)
+{
+	struct sv_hello_rep h;
+	struct sv_status_rep st;
+	int err;
+
+	err = sv_tool_probe();
+	if (err == -ENODEV) {
+		if (json)
+			printf("{\"running\": false, \"socket\": ");
+		if (json) {
+			sv_tool_json_str(stdout, sv_tool_socket_name());
+			printf("}\n");
+		}
+		sv_tool_err("daemon not running (socket @%s)",
+			    sv_tool_socket_name());
+		return 1;
+	}
+	if (err || get_status(&st))
+		return 1;
+	if (sv_call_simple(SV_OP_HELLO, 0, 0, -1, NULL, 0, &h, sizeof(h)))
+		snprintf(h.version, sizeof(h.version), "?");
+	h.version[sizeof(h.version) - 1] = 0;
+	/* Our own channel is one of the clients. */
+	if (st.clients)
+		st.clients--;
+	if (json) {
+		printf("{\"running\": true, \"socket\": ");
+		sv_tool_json_str(stdout, sv_tool_socket_name());
+		printf(", \"device\": ");
+		sv_tool_json_str(stdout, st.name);
+		printf(", \"version\": ");
+		sv_tool_json_str(stdout, h.version);
+		printf(", \"pid\": %u, \"instance\": \"%016llx\", \"uptime_ms\": %llu, "
+		       "\"clients\": %u, \"ufiles\": %u, \"contexts\": %u, "
+		       "\"objects\": %u, \"fds\": %u, \"requests\": %llu, "
+		       "\"bad_requests\": %llu}\n",
+		       st.pid, (unsigned long long)st.instance,
+		       (unsigned long long)st.uptime_ms, st.clients, st.ufiles,
+		       st.contexts, st.objects, st.open_fds,
+		       (unsigned long long)st.requests,
+		       (unsigned long long)st.bad_requests);
+		return 0;
+	}
+	printf("softverbsd running\n");
+	printf("  pid:          %u\n", st.pid);
+	printf("  version:      %s\n", h.version);
+	printf("  socket:       @%s\n", sv_tool_socket_name());
+	printf("  device:       %s\n", st.name);
+	printf("  uptime:       ");
+	print_uptime(st.uptime_ms);
+	printf("\n");
+	printf("  clients:      %u\n", st.clients);
+	printf("  ufiles:       %u\n", st.ufiles);
+	printf("  contexts:     %u\n", st.contexts);
+	printf("  objects:      %u\n", st.objects);
+	printf("  fds:          %u\n", st.open_fds);
+	printf("  requests:     %llu (%llu malformed)\n",
+	       (unsigned long long)st.requests,
+	       (unsigned long long)st.bad_requests);
+	return 0;
+}
+
+int sv_cmd_daemon(int argc, char **argv)
+{
+	const char *sub;
+	int json = 0;
+
+	if (argc < 2)
+		sv_tool_usage_err("daemon", "start, stop or status?");
+	sub = argv[1];
+	if (sv_tool_is_help(sub)) {
+		usage(stdout);
+		return 0;
+	}
+	for (int i = 2; i < argc; i++) {
+		if (sv_tool_is_help(argv[i])) {
+			usage(stdout);
+			return 0;
+		}
+		if (!strcmp(argv[i], "--json") && !strcmp(sub, "status"))
+			json = 1;
+		else
+			sv_tool_usage_err("daemon", "unexpected argument '%s'",
+					  argv[i]);
+	}
+	if (!strcmp(sub, "start"))
+		return cmd_start();
+	if (!strcmp(sub, "stop"))
+		return cmd_stop();
+	if (!strcmp(sub, "status"))
+		return cmd_status(json);
+	sv_tool_usage_err("daemon", "unknown subcommand '%s'", sub);
+}

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * softverbs devices: ibv_devices plus port state and GIDs.
+ *
+ * Asks the daemon directly (DEVICE_INFO, QUERY_PORT, QUERY_GIDS) rather
+ * than through libibverbs: this command links only the control channel, so
+ * it shows what the device says even when LD_LIBRARY_PATH would load
+ * rdma-core's library, and it needs no context (no ufile is created just
+ * to look).  Like any verbs program, it starts the daemon if needed.
+ */
+#include "tool_int.h"
+#include "sv_client.h"
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <errno.h>
+#include <net/if.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: softverbs devices\n"
+		"\n"
+		"Lists the softverbs devices like ibv_devices, with each port's state,\n"
+		"link layer, active MTU and GID table.  Starts the daemon if needed.\n");
+}
+
+static const char *port_state_str(enum ibv_port_state s)
+{
+	switch (s) {
+	case IBV_PORT_NOP: return "PORT_NOP";
+	case IBV_PORT_DOWN: return "PORT_DOWN";
+	case IBV_PORT_INIT: return "PORT_INIT";
+	case IBV_PORT_ARMED: return "PORT_ARMED";
+	case IBV_PORT_ACTIVE: return "PORT_ACTIVE";
+	case IBV_PORT_ACTIVE_DEFER: return "PORT_ACTIVE_DEFER";
+	}
+	return "invalid";
+}
+
+static const char *link_layer_str(uint8_t ll)
+{
+	switch (ll) {
+	case IBV_LINK_LAYER_INFINIBAND: return "InfiniBand";
+	case IBV_LINK_LAYER_ETHERNET: return "Ethernet";
+	}
+	return "Unknown";
+}
+
+static const char *gid_type_str(uint32_t t)
+{
+	switch (t) {
+	case IBV_GID_TYPE_IB: return "IB";
+	case IBV_GID_TYPE_ROCE_V1: return "RoCE v1";
+	case IBV_GID_TYPE_ROCE_V2: return "RoCE v2";
+	}
+	return "?";
+}
+
+static int show_port(uint32_t port)
+{
+	struct sv_port_req req = { .port = port };
+	struct ibv_port_attr pa;
+	struct sv_gid_table tbl;
+	int err;
+
+	err = sv_call_simple(SV_OP_QUERY_PORT, 0, 0, -1, &req, sizeof(req), &pa,
+			     sizeof(pa));
+	if (err) {
+		sv_tool_err("port %u: query failed: %s", port, strerror(-err));
+		return 1;
+	}
+	err = sv_call_simple(SV_OP_QUERY_GIDS, 0, 0, -1, &req, sizeof(req),
+			     &tbl, sizeof(tbl));
+	if (err) {
+		sv_tool_err("port %u: GID query failed: %s", port, strerror(-err));
+		return 1;
+	}
+	printf("\tport %u: %s, %s, active_mtu %d\n", port,
+	       port_state_str(pa.state), link_layer_str(pa.link_layer),
+	       pa.active_mtu >= IBV_MTU_256 && pa.active_mtu <= IBV_MTU_4096 ?
+		       128 << pa.active_mtu : 0);
+	if (tbl.count > SV_GID_TBL_LEN)
+		tbl.count = SV_GID_TBL_LEN;
+	for (uint32_t i = 0; i < tbl.count; i++) {
+		const struct ibv_gid_entry *e = &tbl.entries[i];
+		char addr[INET6_ADDRSTRLEN], ifname[IF_NAMESIZE] = "";
+
+		if (!inet_ntop(AF_INET6, e->gid.raw, addr, sizeof(addr)))
+			snprintf(addr, sizeof(addr), "?");
+		if (e->ndev_ifindex && !if_indextoname(e->ndev_ifindex, ifname))
+			snprintf(ifname, sizeof(ifname), "#%u", e->ndev_ifindex);
+		printf("\t\tGID[%3u]: %-40s %-8s %s\n", e->gid_index, addr,
+		       gid_type_str(e->gid_type), ifname);
+	}
+	return 0;
+}
+
+int sv_cmd_devices(int argc, char **argv)
+{
+	struct sv_device_info info;
+	int err, rc = 0;
+
+	if (argc > 1) {
+		if (sv_tool_is_help(argv[1])) {
+			usage(stdout);
+			return 0;
+		}
+		sv_tool_usage_err("devices", "unexpected argument '%s'", argv[1]);
+	}
+	err = sv_call_simple(SV_OP_DEVICE_INFO, 0, 0, -1, NULL, 0, &info,
+			     sizeof(info));
+	if (err) {
+		if (err != -EACCES)
+			sv_tool_err("no device: the daemon cannot be reached: %s",
+				    strerror(-err));
+		return 1;
+	}
+	info.name[sizeof(info.name) - 1] = 0;
+	printf("    %-16s\t   node GUID\n", "device");
+	printf("    %-16s\t----------------\n", "------");
+	printf("    %-16s\t%016llx\n", info.name,
+	       (unsigned long long)be64toh(info.node_guid));
+	for (uint32_t p = 1; p <= info.num_ports && p <= 255; p++)
+		rc |= show_port(p);
+	return rc;
+}

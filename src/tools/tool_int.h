@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The softverbs command: one file per subcommand, this header between them.
+ * Exit codes of every subcommand: 0 done, 1 failed, 2 usage error.
+ */
+#ifndef TOOL_INT_H
+#define TOOL_INT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sv_proto.h"
+
+#define EXIT_USAGE 2
+
+/* Prints "softverbs: <msg>" on stderr. */
+void sv_tool_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Usage errors: the message, a hint to --help, and exit 2. */
+void sv_tool_usage_err(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3), noreturn));
+
+/* True when arg is -h or --help. */
+int sv_tool_is_help(const char *arg);
+
+/* Writes s as a JSON string literal (quotes included). */
+void sv_tool_json_str(FILE *f, const char *s);
+
+/* The abstract socket name the daemon listens on, without the leading '@'. */
+const char *sv_tool_socket_name(void);
+
+/*
+ * Connects to a running daemon without starting one.  Returns 0, or -ENODEV
+ * when none runs; any other failure (e.g. a daemon of another uid) has been
+ * reported on stderr and returns its negative errno.
+ */
+int sv_tool_probe(void);
+
+/* Reads /proc/PID/comm into buf ("?" when unknown). */
+void sv_tool_comm(uint32_t pid, char *buf, size_t len);
+
+int sv_cmd_run(int argc, char **argv);
+int sv_cmd_devices(int argc, char **argv);
+int sv_cmd_daemon(int argc, char **argv);
+int sv_cmd_res(int argc, char **argv);
+
+#endif

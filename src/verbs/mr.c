@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Memory registration: reg (all three symbols and the verbs.h macro path),
+ * dma-buf reg, rereg, dereg, import, unimport.
+ *
+ * The daemon decides (access checks, ranges, keys, PD use counts); the
+ * library does what rdma-core's verbs.c does around the command: optional
+ * access bits, fork protection of the range (ibv_dontfork_range before a
+ * non-ODP registration, ibv_dofork_range after its dereg), ibv_rereg_mr's
+ * input checks and its five error codes.
+ *
+ * Test-only fault injection: SOFTVERBS_FAULT containing "rereg_dofork_new"
+ * (or "rereg_dofork_old") makes ibv_rereg_mr treat the ibv_dofork_range of
+ * the new (old) range as failed, after doing it: that is the only way to
+ * reach IBV_REREG_MR_ERR_CMD_AND_DO_FORK_NEW and IBV_REREG_MR_ERR_DO_FORK_OLD,
+ * because MADV_DOFORK fails only on VM_IO mappings, which an unprivileged
+ * process cannot make, and our ibv_dofork_range retries page by page.
+ */
+#include "verbs_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* verbs.h turns these into macros that choose a symbol; here we are the
+ * symbols. */
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+/* Optional access bits this device implements; the others are dropped, as
+ * rdma-core and the kernel do with optional bits a device lacks. */
+#define SV_OPTIONAL_KEPT IBV_ACCESS_RELAXED_ORDERING
+
+static unsigned int mask_optional(unsigned int access)
+{
+	return access & ~((unsigned int)IBV_ACCESS_OPTIONAL_RANGE &
+			  ~(unsigned int)SV_OPTIONAL_KEPT);
+}
+
+static int fault(const char *what)
+{
+	const char *f = getenv("SOFTVERBS_FAULT");
+
+	return f && strstr(f, what);
+}
+
+struct ibv_mr *sv_mr_wrap(struct ibv_pd *pd, enum sv_mr_kind kind,
+			  const struct sv_mr_rep *rep, void *addr,
+			  size_t length)
+{
+	struct sv_mr *m = calloc(1, sizeof(*m));
+
+	if (!m) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	m->mr.context = pd->context;
+	m->mr.pd = pd;
+	m->mr.addr = addr;
+	m->mr.length = length;
+	m->mr.handle = rep->handle;
+	m->mr.lkey = rep->lkey;
+	m->mr.rkey = rep->rkey;
+	m->kind = kind;
+	m->access = rep->access;
+	m->iova = rep->iova;
+	return &m->mr;
+}
+
+static int dereg_cmd(struct ibv_context *ctx, uint32_t handle)
+{
+	struct sv_handle_req req = { .handle = handle };
+
+	return sv_ctx_call_simple(ctx, SV_OP_DEREG_MR, &req, sizeof(req), NULL,
+				  0);
+}
+
+int sv_mr_dereg(struct ibv_mr *mr)
+{
+	struct sv_mr *m = to_svmr(mr);
+	int err = dereg_cmd(mr->context, mr->handle);
+
+	if (err) {
+		errno = -err;
+		return -err;
+	}
+	/* Only the ranges reg/rereg protected (v44: MR type, not ODP). */
+	if (m->kind == SV_MR_REGULAR && m->dontfork)
+		ibv_dofork_range(mr->addr, mr->length);
+	free(m);
+	return 0;
+}
+
+static struct ibv_mr *reg_common(struct ibv_pd *pd, void *addr, size_t length,
+				 uint64_t iova, unsigned int access)
+{
+	struct sv_reg_mr_req req;
+	struct sv_mr_rep rep;
+	struct ibv_mr *mr;
+	int dontfork, err;
+
+	if (!pd)
+		return sv_null_errno(-EINVAL);
+	access = mask_optional(access);
+	/* Implicit ODP is addr 0 with length SIZE_MAX (ibv_cmd_reg_mr). */
+	if ((access & IBV_ACCESS_ON_DEMAND) && length == SIZE_MAX && addr)
+		return sv_null_errno(-EINVAL);
+	dontfork = !(access & IBV_ACCESS_ON_DEMAND);
+	if (dontfork && ibv_dontfork_range(addr, length))
+		return NULL; /* errno from madvise */
+	req = (struct sv_reg_mr_req){ .addr = (uintptr_t)addr,
+				      .length = length,
+				      .iova = iova,
+				      .pd_handle = pd->handle,
+				      .access = access };
+	err = sv_ctx_call_simple(pd->context, SV_OP_REG_MR, &req, sizeof(req),
+				 &rep, sizeof(rep));
+	if (err)
+		goto err_dofork;
+	mr = sv_mr_wrap(pd, SV_MR_REGULAR, &rep, addr, length);
+	if (!mr) {
+		dereg_cmd(pd->context, rep.handle);
+		err = -ENOMEM;
+		goto err_dofork;
+	}
+	to_svmr(mr)->dontfork = dontfork;
+	return mr;
+
+err_dofork:
+	if (dontfork)
+		ibv_dofork_range(addr, length);
+	return sv_null_errno(err);
+}
+
+/*
+ * The three registration symbols.  All mask optional access bits (as v44
+ * does even for plain ibv_reg_mr); ibv_reg_mr's iova is the address.
+ * NULL with errno: EINVAL (access, range, PD), EFAULT, ENOMEM, EIO.
+ */
+SV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr,
+				    size_t length, int access)
+{
+	return reg_common(pd, addr, length, (uintptr_t)addr,
+			  (unsigned int)access);
+}
+
+SV_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr,
+					 size_t length, uint64_t iova,
+					 int access)
+{
+	return reg_common(pd, addr, length, iova, (unsigned int)access);
+}
+
+SV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
+					  size_t length, uint64_t iova,
+					  unsigned int access)
+{
+	return reg_common(pd, addr, length, iova, access);
+}
+
+/*
+ * An MR over [offset, offset+length) of a dma-buf (e.g. udmabuf) or a
+ * shmem file (memfd, /dev/shm): memory any process of the ufile can map.
+ * Other fds: EOPNOTSUPP.  No fork protection and no optional masking (v44).
+ */
+SV_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
+					   size_t length, uint64_t iova, int fd,
+					   int access)
+{
+	struct sv_reg_mr_req req = { .addr = offset,
+				     .length = length,
+				     .iova = iova,
+				     .access = (uint32_t)access };
+	struct sv_mr_rep rep;
+	struct sv_call c = { .op = SV_OP_REG_DMABUF_MR,
+			     .req = &req,
+			     .req_len = sizeof(req),
+			     .fds = &fd,
+			     .nfds = 1,
+			     .rep = &rep,
+			     .rep_cap = sizeof(rep) };
+	struct ibv_mr *mr;
+	int err;
+
+	if (!pd)
+		return sv_null_errno(-EINVAL);
+	if (fd < 0)
+		return sv_null_errno(-EBADF);
+	req.pd_handle = pd->handle;
+	err = sv_ctx_call(pd->context, &c);
+	if (err)
+		return sv_null_errno(err);
+	if (c.rep_len != sizeof(rep))
+		return sv_null_errno(-EPROTO);
+	mr = sv_mr_wrap(pd, SV_MR_DMABUF, &rep, (void *)(uintptr_t)offset,
+			length);
+	if (!mr)
+		dereg_cmd(pd->context, rep.handle);
+	return mr;
+}
+
+/* Destroys the MR for every context of the ufile; 0 or a positive errno
+ * (ENOENT/EINVAL when another view destroyed it: mr stays allocated). */
+SV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
+{
+	return sv_mr_dereg(mr);
+}
+
+/*
+ * ibv_rereg_mr(3).  The order is part of the contract: input checks (old
+ * MR untouched, errno EINVAL), fork protection of the new range, the
+ * command, fork protection given back.  Handle, lkey and rkey never change.
+ * pd is read only with IBV_REREG_MR_CHANGE_PD.
+ */
+SV_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
+			   void *addr, size_t length, int access)
+{
+	struct sv_mr *m = to_svmr(mr);
+	int trans = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+	struct sv_rereg_mr_req req;
+	struct sv_mr_rep rep;
+	unsigned int new_access;
+	void *old_addr;
+	size_t old_len;
+	int new_dontfork, old_dontfork, err, ret;
+
+	if (m->kind != SV_MR_REGULAR ||
+	    ((unsigned int)flags & ~(unsigned int)IBV_REREG_MR_FLAGS_SUPPORTED) ||
+	    (trans && (!addr || !length)) ||
+	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
+		errno = EINVAL;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
+	new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ?
+			     (unsigned int)access :
+			     m->access;
+	/* ODP ranges were never protected, so they are not given back
+	 * either (v44 would drive the fork counts negative here). */
+	new_dontfork = trans ? !(new_access & IBV_ACCESS_ON_DEMAND) :
+			       m->dontfork;
+	if (trans && new_dontfork && ibv_dontfork_range(addr, length))
+		return IBV_REREG_MR_ERR_DONT_FORK_NEW;
+
+	req = (struct sv_rereg_mr_req){
+		.addr = (uintptr_t)addr,
+		.length = length,
+		.iova = (uintptr_t)addr, /* as ibv_cmd_rereg_mr callers */
+		.handle = mr->handle,
+		.flags = (uint32_t)flags,
+		.pd_handle = (flags & IBV_REREG_MR_CHANGE_PD) ? pd->handle : 0,
+		.access = (uint32_t)access,
+	};
+	err = sv_ctx_call_simple(mr->context, SV_OP_REREG_MR, &req, sizeof(req),
+				 &rep, sizeof(rep));
+	if (err) {
+		ret = IBV_REREG_MR_ERR_CMD;
+		if (trans && new_dontfork &&
+		    (ibv_dofork_range(addr, length) ||
+		     fault("rereg_dofork_new")))
+			ret = IBV_REREG_MR_ERR_CMD_AND_DO_FORK_NEW;
+		errno = -err;
+		return ret;
+	}
+
+	if (flags & IBV_REREG_MR_CHANGE_PD) {
+		mr->pd = pd;
+		mr->context = pd->context;
+	}
+	mr->lkey = rep.lkey;
+	mr->rkey = rep.rkey;
+	m->access = rep.access;
+	m->iova = rep.iova;
+	if (!trans)
+		return 0;
+	old_addr = mr->addr;
+	old_len = mr->length;
+	old_dontfork = m->dontfork;
+	mr->addr = addr;
+	mr->length = length;
+	m->dontfork = new_dontfork;
+	if (old_dontfork && (ibv_dofork_range(old_addr, old_len) ||
+			     fault("rereg_dofork_old")))
+		return IBV_REREG_MR_ERR_DO_FORK_OLD;
+	return 0;
+}
+
+/* A view of an MR of the same ufile: addr NULL, the object's keys, length
+ * and handle, on the caller's pd.  NULL with errno ENOENT/EINVAL. */
+SV_EXPORT struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
+{
+	struct sv_handle_req req = { .handle = mr_handle };
+	struct sv_mr_rep rep;
+	int err;
+
+	if (!pd)
+		return sv_null_errno(-EINVAL);
+	err = sv_ctx_call_simple(pd->context, SV_OP_IMPORT_MR, &req,
+				 sizeof(req), &rep, sizeof(rep));
+	if (err)
+		return sv_null_errno(err);
+	return sv_mr_wrap(pd, SV_MR_IMPORTED, &rep, NULL, rep.length);
+}
+
+/* Frees this view only (no daemon call, as the kernel). */
+SV_EXPORT void ibv_unimport_mr(struct ibv_mr *mr)
+{
+	if (mr)
+		free(to_svmr(mr));
+}

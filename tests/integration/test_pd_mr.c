@@ -1,0 +1,514 @@
+/* SPDX-License-Identifier: MIT */
+/* PDs and MRs: allocation, use counts, access checks, ODP, dma-buf, keys,
+ * handles, owners, fork protection, and no leak in the daemon. */
+#include "pd_mr_util.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+
+SV_TEST(pd_alloc_dealloc)
+{
+	struct sv_status_rep base;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd, *pd2;
+
+	baseline(&base);
+	ctx = open_dev();
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd);
+	CHECK(pd->context == ctx);
+	pd2 = ibv_alloc_pd(ctx);
+	CHECK(pd2);
+	CHECK(pd2->handle != pd->handle);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd2), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	sv_test_wait_quiet(&base, 5000);
+}
+
+SV_TEST(pd_busy_until_mr_gone)
+{
+	struct sv_status_rep base;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr1, *mr2;
+	char *buf = pages(2);
+
+	baseline(&base);
+	ctx = open_dev();
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd);
+	mr1 = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	mr2 = ibv_reg_mr(pd, buf + 4096, 4096, 0);
+	CHECK(mr1 && mr2);
+	CHECK_EQ(ibv_dealloc_pd(pd), EBUSY);
+	CHECK_EQ(ibv_dereg_mr(mr1), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd), EBUSY);
+	CHECK_EQ(ibv_dereg_mr(mr2), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	sv_test_wait_quiet(&base, 5000);
+}
+
+static void check_mr(struct ibv_mr *mr, struct ibv_pd *pd, void *addr,
+		     size_t len)
+{
+	CHECK(mr);
+	CHECK(mr->pd == pd);
+	CHECK(mr->context == pd->context);
+	CHECK(mr->addr == addr);
+	CHECK_EQ(mr->length, len);
+	CHECK(mr->lkey >= 256);
+	CHECK_EQ(mr->rkey, mr->lkey);
+}
+
+SV_TEST(reg_mr_every_entry_point)
+{
+	struct sv_status_rep base;
+	struct sv_res_entry e;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr[5];
+	char *buf = pages(4);
+	volatile int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
+
+	baseline(&base);
+	ctx = open_dev();
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd);
+	/* The exported symbol, as an old binary calls it. */
+	mr[0] = (ibv_reg_mr)(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	check_mr(mr[0], pd, buf, 4096);
+	/* The verbs.h macro with a non-constant access: ibv_reg_mr_iova2. */
+	mr[1] = ibv_reg_mr(pd, buf + 100, 300, access);
+	check_mr(mr[1], pd, buf + 100, 300);
+	/* iova: same page offset as the address. */
+	mr[2] = (ibv_reg_mr_iova)(pd, buf + 8, 4096, 0x7000000008ULL,
+				  IBV_ACCESS_LOCAL_WRITE);
+	check_mr(mr[2], pd, buf + 8, 4096);
+	mr[3] = ibv_reg_mr_iova2(pd, buf, 8192, 0x10000, access);
+	check_mr(mr[3], pd, buf, 8192);
+	mr[4] = ibv_reg_mr(pd, buf + 16, 64,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ZERO_BASED);
+	check_mr(mr[4], pd, buf + 16, 64);
+	for (int i = 0; i < 5; i++)
+		for (int j = 0; j < i; j++)
+			CHECK(mr[i]->lkey != mr[j]->lkey &&
+			      mr[i]->handle != mr[j]->handle);
+
+	/* What the device recorded. */
+	CHECK_EQ(res_find(SV_RES_MR, 0, 0, mr[1]->lkey, &e), 0);
+	CHECK_EQ(e.iova, (uintptr_t)buf + 100);
+	CHECK_EQ(e.length, 300);
+	CHECK_EQ(e.access, access);
+	CHECK_EQ(e.pd_handle, pd->handle);
+	CHECK_EQ(e.owner_pid, getpid());
+	CHECK_EQ(e.flags, 0);
+	CHECK_EQ(res_find(SV_RES_MR, 0, 0, mr[2]->lkey, &e), 0);
+	CHECK_EQ(e.iova, 0x7000000008ULL);
+	CHECK_EQ(res_find(SV_RES_MR, 0, 0, mr[4]->lkey, &e), 0);
+	CHECK_EQ(e.iova, 0); /* zero based */
+	CHECK_EQ(res_find(SV_RES_PD, e.ufile, pd->handle, 0, &e), 0);
+	CHECK_EQ(e.usecnt, 5);
+	CHECK_EQ(e.owner_pid, getpid());
+
+	for (int i = 0; i < 5; i++)
+		CHECK_EQ(ibv_dereg_mr(mr[i]), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	sv_test_wait_quiet(&base, 5000);
+}
+
+SV_TEST(reg_mr_access_checks)
+{
+	struct sv_status_rep base;
+	struct sv_res_entry e;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	char *buf = pages(2);
+	volatile unsigned int opt = 1u << 25; /* optional, unknown to us */
+
+	baseline(&base);
+	ctx = open_dev();
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_REMOTE_WRITE),
+			 EINVAL);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_REMOTE_ATOMIC),
+			 EINVAL);
+	CHECK_NULL_ERRNO((ibv_reg_mr)(pd, buf, 4096, 1 << 15), EINVAL);
+	/* iova must keep the address's page offset. */
+	CHECK_NULL_ERRNO(ibv_reg_mr_iova(pd, buf + 8, 64, 0x10000, 0), EINVAL);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, buf, 0, 0), EINVAL);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, buf, SIZE_MAX, 0), EINVAL);
+
+	/* Unsupported optional bits are dropped, relaxed ordering kept. */
+	mr = ibv_reg_mr(pd, buf, 4096,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				IBV_ACCESS_RELAXED_ORDERING | opt);
+	CHECK(mr);
+	CHECK_EQ(res_find(SV_RES_MR, 0, 0, mr->lkey, &e), 0);
+	CHECK_EQ(e.access, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_RELAXED_ORDERING);
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+	/* Every classic bit together is fine. */
+	mr = ibv_reg_mr(pd, buf, 4096, 0xff & ~IBV_ACCESS_ON_DEMAND);
+	CHECK(mr);
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	sv_test_wait_quiet(&base, 5000);
+}
+
+SV_TEST(reg_mr_bad_pd)
+{
+	struct sv_status_rep base;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd, *view;
+	char *buf = pages(1);
+
+	baseline(&base);
+	ctx = open_dev();
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd);
+	view = ibv_import_pd(ctx, pd->handle);
+	CHECK(view);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	/* The view's PD is gone: the kernel's write ABI answers EINVAL. */
+	CHECK_NULL_ERRNO(ibv_reg_mr(view, buf, 4096, 0), EINVAL);
+	ibv_unimport_pd(view);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	sv_test_wait_quiet(&base, 5000);
+}
+
+static long rss_kb(void)
+{
+	char line[256];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	CHECK(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+SV_TEST(odp_and_no_pinning)
+{
+	struct sv_status_rep base;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr, *huge, *odp;
+	size_t big = 1ULL << 40; /* 1 TiB of address space */
+	void *space = reserve(big);
+	char *buf = pages(1);
+	long before;
+
+	baseline(&base);
+	ctx = open_dev();
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd);
+	before = rss_kb();
+	/* Nothing is pinned or touched: the memory is not even accessible. */
+	huge = ibv_reg_mr(pd, space, big, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(huge);
+	CHECK_EQ(huge->length, big);
+	CHECK(rss_kb() - before < 16 * 1024);
+
+	odp = ibv_reg_mr(pd, buf, 4096,
+			 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE);
+	CHECK(odp);
+	/* Implicit ODP: the whole address space. */
+	mr = ibv_reg_mr(pd, NULL, SIZE_MAX,
+			IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr);
+	CHECK(mr->addr == NULL);
+	CHECK_EQ(mr->length, SIZE_MAX);
+	CHECK(mr->lkey != odp->lkey);
+	/* SIZE_MAX is only implicit ODP from address 0. */
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, buf, SIZE_MAX, IBV_ACCESS_ON_DEMAND),
+			 EINVAL);
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+	CHECK_EQ(ibv_dereg_mr(odp), 0);
+	CHECK_EQ(ibv_dereg_mr(huge), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	munmap(space, big);
+	sv_test_wait_quiet(&base, 5000);
+}
+
+SV_TEST(dmabuf_memfd)
+{
+	struct sv_status_rep base;
+	struct sv_res_entry e;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	int mfd = (int)syscall(SYS_memfd_create, "svtest", 0);
+	int pfd[2];
+
+	CHECK(mfd >= 0);
+	CHECK_EQ(ftruncate(mfd, 65536), 0);
+	CHECK_EQ(pipe(pfd), 0);
+	baseline(&base);
+	ctx = open_dev();
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd);
+	mr = ibv_reg_dmabuf_mr(pd, 4096, 8192, 0x20000,
+			       mfd, IBV_ACCESS_LOCAL_WRITE |
+					    IBV_ACCESS_REMOTE_READ);
+	CHECK(mr);
+	CHECK((uintptr_t)mr->addr == 4096);
+	CHECK_EQ(mr->length, 8192);
+	CHECK(mr->pd == pd && mr->context == ctx);
+	CHECK_EQ(res_find(SV_RES_MR, 0, 0, mr->lkey, &e), 0);
+	CHECK_EQ(e.flags, 2); /* dma-buf */
+	CHECK_EQ(e.iova, 0x20000);
+	/* The daemon keeps its own reference: closing ours changes nothing. */
+	CHECK_EQ(close(mfd), 0);
+	mfd = (int)syscall(SYS_memfd_create, "svtest2", 0);
+	CHECK(mfd >= 0);
+	CHECK_EQ(ftruncate(mfd, 8192), 0);
+	/* Beyond the end of the file. */
+	CHECK_NULL_ERRNO(ibv_reg_dmabuf_mr(pd, 4096, 8192, 4096, mfd, 0),
+			 EINVAL);
+	/* ODP makes no sense on a dma-buf. */
+	CHECK_NULL_ERRNO(ibv_reg_dmabuf_mr(pd, 0, 4096, 0, mfd,
+					   IBV_ACCESS_ON_DEMAND),
+			 EINVAL);
+	/* Neither a dma-buf nor shared memory. */
+	CHECK_NULL_ERRNO(ibv_reg_dmabuf_mr(pd, 0, 4096, 0, pfd[0], 0),
+			 EOPNOTSUPP);
+	CHECK_NULL_ERRNO(ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, 0), EBADF);
+	CHECK_EQ(ibv_dealloc_pd(pd), EBUSY);
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	close(mfd);
+	sv_test_wait_quiet(&base, 5000);
+}
+
+/* udmabuf needs /dev/udmabuf (a kernel module); skipped when absent. */
+SV_TEST(dmabuf_udmabuf)
+{
+	struct udmabuf_create {
+		uint32_t memfd, flags;
+		uint64_t offset, size;
+	} cr;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	int dev = open("/dev/udmabuf", O_RDWR), mfd, buf;
+
+	if (dev < 0) {
+		fprintf(stderr, "SKIP: no /dev/udmabuf\n");
+		return;
+	}
+	mfd = (int)syscall(SYS_memfd_create, "svtest", 2 /* ALLOW_SEALING */);
+	CHECK(mfd >= 0);
+	CHECK_EQ(ftruncate(mfd, 65536), 0);
+	CHECK_EQ(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	cr = (struct udmabuf_create){ .memfd = (uint32_t)mfd, .size = 65536 };
+	buf = ioctl(dev, 0x40187542 /* UDMABUF_CREATE */, &cr);
+	CHECK(buf >= 0);
+	ctx = open_dev();
+	pd = ibv_alloc_pd(ctx);
+	mr = ibv_reg_dmabuf_mr(pd, 0, 65536, 0, buf, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr);
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+}
+
+SV_TEST(keys_stale_after_reuse)
+{
+	struct sv_status_rep base;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *a, *b, *c;
+	char *buf = pages(1);
+	uint32_t old;
+
+	baseline(&base);
+	ctx = open_dev();
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd);
+	a = ibv_reg_mr(pd, buf, 4096, 0);
+	b = ibv_reg_mr(pd, buf, 4096, 0);
+	CHECK(a && b);
+	old = a->lkey;
+	CHECK_EQ(ibv_dereg_mr(a), 0);
+	c = ibv_reg_mr(pd, buf, 4096, 0);
+	CHECK(c);
+	/* Same slot of the key table, another tag: the old key is dead. */
+	CHECK_EQ(c->lkey >> 8, old >> 8);
+	CHECK(c->lkey != old);
+	CHECK_EQ(c->rkey, c->lkey);
+	/* Keys are device wide: another ufile gets other keys. */
+	{
+		struct ibv_context *ctx2 = open_dev();
+		struct ibv_pd *pd2 = ibv_alloc_pd(ctx2);
+		struct ibv_mr *d = ibv_reg_mr(pd2, buf, 4096, 0);
+		struct sv_res_entry e;
+
+		CHECK(d);
+		CHECK(d->lkey != b->lkey && d->lkey != c->lkey);
+		CHECK_EQ(res_find(SV_RES_MR, 0, 0, old, &e), -1);
+		CHECK_EQ(res_find(SV_RES_MR, 0, 0, c->lkey, &e), 0);
+		CHECK_EQ(e.handle, c->handle);
+		CHECK_EQ(ibv_dereg_mr(d), 0);
+		CHECK_EQ(ibv_dealloc_pd(pd2), 0);
+		CHECK_EQ(ibv_close_device(ctx2), 0);
+	}
+	CHECK_EQ(ibv_dereg_mr(b), 0);
+	CHECK_EQ(ibv_dereg_mr(c), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	sv_test_wait_quiet(&base, 5000);
+}
+
+SV_TEST(handles_lowest_free_shared)
+{
+	struct sv_status_rep base;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd0, *pd3, *pdx;
+	struct ibv_mr *mr1, *mr2, *mry;
+	char *buf = pages(1);
+
+	baseline(&base);
+	ctx = open_dev();
+	pd0 = ibv_alloc_pd(ctx);
+	mr1 = ibv_reg_mr(pd0, buf, 4096, 0);
+	mr2 = ibv_reg_mr(pd0, buf, 4096, 0);
+	pd3 = ibv_alloc_pd(ctx);
+	CHECK(pd0 && mr1 && mr2 && pd3);
+	CHECK_EQ(pd0->handle, 0);
+	CHECK_EQ(mr1->handle, 1);
+	CHECK_EQ(mr2->handle, 2);
+	CHECK_EQ(pd3->handle, 3);
+	/* A freed MR handle goes to the next object, whatever its type. */
+	CHECK_EQ(ibv_dereg_mr(mr1), 0);
+	pdx = ibv_alloc_pd(ctx);
+	CHECK(pdx);
+	CHECK_EQ(pdx->handle, 1);
+	CHECK_EQ(ibv_dealloc_pd(pdx), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd3), 0);
+	mry = ibv_reg_mr(pd0, buf, 4096, 0);
+	CHECK(mry);
+	CHECK_EQ(mry->handle, 1);
+	CHECK_EQ(ibv_dereg_mr(mry), 0);
+	CHECK_EQ(ibv_dereg_mr(mr2), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd0), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	sv_test_wait_quiet(&base, 5000);
+}
+
+/* Closing the device with objects left destroys them all (no leak). */
+SV_TEST(close_with_objects_left)
+{
+	struct sv_status_rep base;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	char *buf = pages(1);
+
+	baseline(&base);
+	ctx = open_dev();
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd);
+	for (int i = 0; i < 100; i++)
+		CHECK(ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE));
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	sv_test_wait_quiet(&base, 5000);
+}
+
+/* A child touches buf; returns its wait status. */
+static int child_reads(volatile char *buf)
+{
+	int st;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		signal(SIGSEGV, SIG_DFL);
+		_exit(buf[0] == 0x5a ? 0 : 1);
+	}
+	CHECK(pid > 0);
+	CHECK(waitpid(pid, &st, 0) == pid);
+	return st;
+}
+
+/* With ibv_fork_init, registered memory is not inherited by children
+ * (MADV_DONTFORK) until the last registration covering it goes; ODP
+ * memory is never protected. */
+SV_TEST(fork_protection_follows_registration)
+{
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr, *mr2, *odp;
+	char *buf = pages(2);
+	int st;
+
+	CHECK_EQ(ibv_fork_init(), 0);
+	ctx = open_dev();
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd);
+	mr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	mr2 = ibv_reg_mr(pd, buf, 4096, 0);
+	CHECK(mr && mr2);
+	st = child_reads(buf);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+	st = child_reads(buf);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
+	CHECK_EQ(ibv_dereg_mr(mr2), 0);
+	st = child_reads(buf);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	odp = ibv_reg_mr(pd, buf + 4096, 4096, IBV_ACCESS_ON_DEMAND);
+	CHECK(odp);
+	st = child_reads(buf + 4096);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK_EQ(ibv_dereg_mr(odp), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+}
+
+/* A failed registration gives the fork protection back. */
+SV_TEST(failed_reg_undoes_dontfork)
+{
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	char *buf = pages(1);
+	int st;
+
+	CHECK_EQ(ibv_fork_init(), 0);
+	ctx = open_dev();
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_REMOTE_WRITE),
+			 EINVAL);
+	st = child_reads(buf);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+}
+
+/* Registration makes ibv_fork_init too late (v44). */
+SV_TEST(fork_init_after_reg_is_too_late)
+{
+	struct ibv_context *ctx = open_dev();
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_mr *mr = ibv_reg_mr(pd, pages(1), 4096, 0);
+
+	CHECK(mr);
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+	CHECK_EQ(ibv_fork_init(), EINVAL);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+}
+
+SV_TEST_MAIN()
