@@ -10,6 +10,7 @@
 #include "sv_sock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -38,6 +39,12 @@ int svd_ufile_create(struct svd_conn *c, int *client_fd,
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		err = -errno;
 		goto err_free;
+	}
+	/* Our end only: svd_ufile_readable drains it in a loop and must never
+	 * block the daemon on an application's cmd_fd. */
+	if (fcntl(sv[0], F_SETFL, O_NONBLOCK) < 0) {
+		err = -errno;
+		goto err_close;
 	}
 	/* The client end's inode is the ufile's identity: whoever presents
 	 * a copy of that descriptor (dup, SCM_RIGHTS, fork) is a member. */
@@ -171,17 +178,22 @@ int svd_ctx_create(struct svd_conn *c, struct svd_ufile *uf, int want_async,
 		   int *client_async_fd, struct svd_ctx **out)
 {
 	struct svd_ctx *ctx = calloc(1, sizeof(*ctx));
-	int sv[2];
+	int sv[2] = { -1, -1 };
 
 	if (!ctx)
 		return -ENOMEM;
 	ctx->async_fd = -1;
 	if (want_async) {
-		if (socketpair(AF_UNIX,
-			       SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0,
-			       sv) < 0) {
+		/* The application's end is blocking, as rdma-core's async_fd:
+		 * ibv_get_async_event waits unless the caller sets O_NONBLOCK. */
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
+		    fcntl(sv[0], F_SETFL, O_NONBLOCK) < 0) {
 			int err = -errno;
 
+			if (sv[0] >= 0) {
+				close(sv[0]);
+				close(sv[1]);
+			}
 			free(ctx);
 			return err;
 		}

@@ -223,7 +223,8 @@ SV_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	size_t old_len;
 	int new_dontfork, old_dontfork, err, ret;
 
-	if (m->kind != SV_MR_REGULAR ||
+	if (!mr || m->kind != SV_MR_REGULAR ||
+	    ((flags & IBV_REREG_MR_CHANGE_PD) && !pd) ||
 	    ((unsigned int)flags & ~(unsigned int)IBV_REREG_MR_FLAGS_SUPPORTED) ||
 	    (trans && (!addr || !length)) ||
 	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
@@ -240,6 +241,16 @@ SV_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	if (trans && new_dontfork && ibv_dontfork_range(addr, length))
 		return IBV_REREG_MR_ERR_DONT_FORK_NEW;
 
+	/* A PD of another ufile: handles are per ufile, so the daemon would
+	 * find some other PD under that number.  The command refuses it. */
+	if ((flags & IBV_REREG_MR_CHANGE_PD) &&
+	    to_svctx(pd->context)->ufile != to_svctx(mr->context)->ufile) {
+		ret = IBV_REREG_MR_ERR_CMD;
+		if (trans && new_dontfork && ibv_dofork_range(addr, length))
+			ret = IBV_REREG_MR_ERR_CMD_AND_DO_FORK_NEW;
+		errno = EINVAL;
+		return ret;
+	}
 	req = (struct sv_rereg_mr_req){
 		.addr = (uintptr_t)addr,
 		.length = length,

@@ -141,7 +141,7 @@ else
 	sed 's/^/    /' "$TMP/out"
 fi
 expect_rc 0 "ibv_devices" "$SV" run ibv_devices
-expect_out "^ +sv0 +[0-9a-f]{16}$" "ibv_devices lists sv0"
+expect_out "^ +sv0[[:space:]]+[0-9a-f]{16}$" "ibv_devices lists sv0"
 guid=$(grep -Eo '[0-9a-f]{16}$' "$TMP/out" | head -1)
 
 expect_rc 0 "devices" "$SV" devices
