@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
@@ -378,6 +379,14 @@ int sv_chan_probe(void)
 	int err = 0;
 
 	pthread_mutex_lock(&chan.lock);
+	/* The daemon never speaks unasked: anything to read on an idle
+	 * channel is its EOF, i.e. it died since our last call. */
+	if (chan.fd >= 0) {
+		struct pollfd pfd = { .fd = chan.fd, .events = POLLIN };
+
+		if (poll(&pfd, 1, 0) != 0)
+			chan_drop();
+	}
 	if (chan.fd < 0)
 		err = chan_connect(0);
 	pthread_mutex_unlock(&chan.lock);

@@ -39,6 +39,7 @@ int sv_tool_probe(void);
 /* Reads /proc/PID/comm into buf ("?" when unknown). */
 void sv_tool_comm(uint32_t pid, char *buf, size_t len);
 
+/* Subcommands: argv[0] is the subcommand's name; return the exit code. */
 int sv_cmd_run(int argc, char **argv);
 int sv_cmd_devices(int argc, char **argv);
 int sv_cmd_daemon(int argc, char **argv);

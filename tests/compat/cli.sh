@@ -168,7 +168,7 @@ try:
     keep.append(pd)
     mr = MR(pd, 8192, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_READ)
     keep.append(mr)
-    print("pd %d mr %d %d" % (pd.handle, mr.lkey, mr.rkey), flush=True)
+    print("pd %d %d %d" % (pd.handle, mr.lkey, mr.rkey), flush=True)
 except Exception as ex:
     print("ctx-only %s" % ex, flush=True)
 sys.stdin.read()
