@@ -249,30 +249,19 @@ SV_TEST(change_translation_keeps_keys)
 }
 
 /* With ibv_fork_init: the protection follows the range. */
-static int child_reads(volatile char *p)
-{
-	int st;
-	pid_t pid = fork();
-
-	if (pid == 0)
-		_exit(p[0] == 0x5a ? 0 : 1);
-	CHECK(waitpid(pid, &st, 0) == pid);
-	return WIFSIGNALED(st) ? WTERMSIG(st) : 0;
-}
-
 SV_TEST(translation_moves_fork_protection)
 {
 	struct fixture f;
 
 	CHECK_EQ(ibv_fork_init(), 0);
 	setup(&f);
-	CHECK_EQ(child_reads(f.buf), SIGSEGV);
-	CHECK_EQ(child_reads(f.buf + 8192), 0);
+	CHECK_EQ(sv_test_child_read(f.buf), -SIGSEGV);
+	CHECK_EQ(sv_test_child_read(f.buf + 8192), 0x5a);
 	CHECK_EQ(ibv_rereg_mr(f.mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
 			      f.buf + 8192, 4096, 0),
 		 0);
-	CHECK_EQ(child_reads(f.buf), 0);
-	CHECK_EQ(child_reads(f.buf + 8192), SIGSEGV);
+	CHECK_EQ(sv_test_child_read(f.buf), 0x5a);
+	CHECK_EQ(sv_test_child_read(f.buf + 8192), -SIGSEGV);
 	teardown(&f);
 }
 
@@ -291,7 +280,7 @@ SV_TEST(err_dont_fork_new)
 		 IBV_REREG_MR_ERR_DONT_FORK_NEW);
 	unchanged(&f, f.buf, 4096);
 	/* The old MR is valid and still protected. */
-	CHECK_EQ(child_reads(f.buf), SIGSEGV);
+	CHECK_EQ(sv_test_child_read(f.buf), -SIGSEGV);
 	CHECK_EQ(ibv_rereg_mr(f.mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
 			      0),
 		 0);
@@ -317,7 +306,7 @@ SV_TEST(err_do_fork_old)
 	unchanged(&f, f.buf + 8192, 4096);
 	CHECK_EQ(res_find(SV_RES_MR, 0, 0, f.lkey, &e), 0);
 	CHECK_EQ(e.iova, (uintptr_t)f.buf + 8192);
-	CHECK_EQ(child_reads(f.buf + 8192), SIGSEGV);
+	CHECK_EQ(sv_test_child_read(f.buf + 8192), -SIGSEGV);
 	teardown(&f);
 }
 

@@ -5,6 +5,7 @@
 
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -93,6 +94,26 @@ int sv_test_child(void (*fn)(void *), void *arg)
 		if (errno != EINTR)
 			return -1;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int sv_test_child_read(const volatile char *addr)
+{
+	struct rlimit no_core = { 0, 0 };
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		sv_test_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		setrlimit(RLIMIT_CORE, &no_core); /* a SIGSEGV may be expected */
+		signal(SIGSEGV, SIG_DFL);
+		_exit((unsigned char)*addr);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			sv_test_fail(__FILE__, __LINE__, "waitpid: %s",
+				     strerror(errno));
+	return WIFSIGNALED(status) ? -WTERMSIG(status) : WEXITSTATUS(status);
 }
 
 int sv_test_send_fd(int sock, int fd, const void *data, size_t len)

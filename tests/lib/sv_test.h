@@ -90,6 +90,13 @@ void sv_test_wait_quiet(const struct sv_status_rep *baseline, int timeout_ms);
 pid_t sv_test_daemon_pid(void);
 /* Runs fn in a child; returns its exit status (or 128+signal). */
 int sv_test_child(void (*fn)(void *), void *arg);
+/*
+ * A fork()ed child reads the byte at addr.  Returns that byte (0..255), or
+ * -signal when the child died reading it (-SIGSEGV: the page was not
+ * inherited, as after MADV_DONTFORK).  The child restores the default
+ * SIGSEGV action first, so sanitizer builds see the plain signal too.
+ */
+int sv_test_child_read(const volatile char *addr);
 /* Unix socketpair helpers for passing fds between processes. */
 int sv_test_send_fd(int sock, int fd, const void *data, size_t len);
 int sv_test_recv_fd(int sock, void *data, size_t len);
