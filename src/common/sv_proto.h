@@ -82,6 +82,32 @@ enum sv_op {
 	SV_OP_REG_DMABUF_MR, /* sv_reg_mr_req (addr = offset) + fd -> sv_mr_rep */
 	SV_OP_REG_DM_MR,     /* sv_reg_dm_mr_req -> sv_mr_rep */
 
+	/* Data-path objects (issue 4, verbs side): see "Data-path objects". */
+	SV_OP_CREATE_CQ = 64, /* sv_create_cq_req -> sv_obj_rep */
+	SV_OP_DESTROY_CQ,     /* sv_handle_req -> empty (-EBUSY while used) */
+	SV_OP_RESIZE_CQ,      /* sv_create_cq_req (handle) -> empty */
+	SV_OP_CREATE_QP,      /* sv_create_qp_req -> sv_qp_rep */
+	SV_OP_MODIFY_QP,      /* sv_modify_qp_req -> empty */
+	SV_OP_DESTROY_QP,     /* sv_handle_req -> empty */
+	SV_OP_CREATE_SRQ,     /* sv_create_srq_req -> sv_obj_rep */
+	SV_OP_MODIFY_SRQ,     /* sv_create_srq_req (handle) -> empty */
+	SV_OP_DESTROY_SRQ,    /* sv_handle_req -> empty (-EBUSY while used) */
+	SV_OP_CREATE_AH,      /* sv_create_ah_req -> sv_obj_rep */
+	SV_OP_DESTROY_AH,     /* sv_handle_req -> empty */
+	SV_OP_ALLOC_MW,	      /* sv_alloc_mw_req -> sv_mw_rep */
+	SV_OP_DEALLOC_MW,     /* sv_handle_req -> empty */
+
+	/* Engine side (issue 4): see "Engines, links and keys". */
+	SV_OP_ENGINE_ATTACH = 96, /* fd {doorbell} -> sv_engine_attach_rep +
+				     fds {engine socket, key table memfd} */
+	SV_OP_QPN_LOOKUP,	  /* sv_qpn_req -> sv_qpn_rep */
+	SV_OP_LINK_CONNECT,	  /* sv_link_req + fd {ring memfd} ->
+				     sv_link_rep + fd {target's doorbell} */
+	SV_OP_KEY_FD,		  /* sv_key_req -> sv_key_fd_rep + fd {memfd} */
+	SV_OP_MW_BIND,		  /* sv_mw_bind_req -> empty */
+	SV_OP_KEY_INVALIDATE,	  /* sv_key_req -> empty */
+	SV_OP_ASYNC_EVENT,	  /* sv_async_req -> empty */
+
 	SV_OP_MAX
 };
 
@@ -355,6 +381,226 @@ struct sv_reg_dm_mr_req {
 	uint32_t pad;
 };
 static_assert(sizeof(struct sv_reg_dm_mr_req) == 32, "reg_dm_mr layout");
+
+/*
+ * Data-path objects.  The daemon keeps handles, use counts and QPNs; the
+ * queues are in the creating process.  Unknown handle: -ENOENT; another
+ * type: -EINVAL; a PD/CQ/SRQ argument that is not one of this ufile:
+ * -EINVAL.  Destroying a CQ or SRQ that a QP uses: -EBUSY.
+ *
+ * | field  | meaning                                               |
+ * |--------|-------------------------------------------------------|
+ * | handle | RESIZE_CQ: the CQ (ignored by CREATE_CQ)               |
+ * | cqe    | entries, 1..max_cqe                                    |
+ */
+struct sv_create_cq_req {
+	uint32_t handle;
+	uint32_t cqe;
+};
+
+/*
+ * | field        | meaning                                            |
+ * |--------------|----------------------------------------------------|
+ * | pd_handle    | PD in hdr.ufile                                     |
+ * | scq_handle   | send CQ                                             |
+ * | rcq_handle   | receive CQ                                          |
+ * | srq_handle   | SRQ, or UINT32_MAX for none                         |
+ * | qp_type      | IBV_QPT_RC, UC or UD (others: -EOPNOTSUPP)           |
+ * | max_send_wr  | granted capabilities (for res show; checked <= the   |
+ * | max_recv_wr  |   device limits)                                    |
+ */
+struct sv_create_qp_req {
+	uint32_t pd_handle;
+	uint32_t scq_handle;
+	uint32_t rcq_handle;
+	uint32_t srq_handle;
+	uint32_t qp_type;
+	uint32_t max_send_wr;
+	uint32_t max_recv_wr;
+	uint32_t pad;
+};
+static_assert(sizeof(struct sv_create_qp_req) == 32, "create_qp layout");
+
+/* | handle | the new QP's handle | qpn | its device-wide number (24 bits) | */
+struct sv_qp_rep {
+	uint32_t handle;
+	uint32_t qpn;
+};
+
+/*
+ * What the library's state machine accepted (ibv_modify_qp already
+ * validated it): the daemon records it for res show and the wire.
+ *
+ * | field    | meaning                                                |
+ * |----------|--------------------------------------------------------|
+ * | handle   | the QP                                                  |
+ * | state    | enum ibv_qp_state now in force                          |
+ * | dest_qpn | RC/UC: remote QPN (0 before RTR)                        |
+ * | qkey     | UD: Q_Key                                               |
+ */
+struct sv_modify_qp_req {
+	uint32_t handle;
+	uint32_t state;
+	uint32_t dest_qpn;
+	uint32_t qkey;
+};
+
+/*
+ * | field     | meaning                                               |
+ * |-----------|-------------------------------------------------------|
+ * | handle    | MODIFY_SRQ: the SRQ (ignored by CREATE_SRQ)             |
+ * | pd_handle | CREATE_SRQ: PD in hdr.ufile                             |
+ * | max_wr    | 1..max_srq_wr                                           |
+ * | max_sge   | 1..max_srq_sge (CREATE_SRQ)                             |
+ */
+struct sv_create_srq_req {
+	uint32_t handle;
+	uint32_t pd_handle;
+	uint32_t max_wr;
+	uint32_t max_sge;
+};
+
+/* | pd_handle | PD in hdr.ufile | */
+struct sv_create_ah_req {
+	uint32_t pd_handle;
+	uint32_t pad;
+};
+
+/* | pd_handle | PD in hdr.ufile | type | IBV_MW_TYPE_1 or _2 | */
+struct sv_alloc_mw_req {
+	uint32_t pd_handle;
+	uint32_t type;
+};
+
+/* | handle | the MW's handle | rkey | device-wide key (index << 8 | tag) | */
+struct sv_mw_rep {
+	uint32_t handle;
+	uint32_t rkey;
+};
+
+/*
+ * Engines, links and keys (issue 4, engine side; src/engine, daemon
+ * broker.c and keytab.c).
+ *
+ * ENGINE_ATTACH: a process registers its engine.  The request carries the
+ * engine's doorbell (an eventfd); the reply names the engine and carries
+ * the engine socket (the daemon pushes sv_engine_msg on it: new inbound
+ * links, engines that died) and the key table memfd (read-only, see
+ * sv_keytab.h).  A process has at most one engine: a second attach
+ * replaces the first.
+ *
+ * | field     | meaning                                                |
+ * |-----------|--------------------------------------------------------|
+ * | engine_id | device-wide id of the engine (never 0)                  |
+ * | kt_size   | bytes of the key table memfd (map them all)             |
+ * | gid       | GID index 0 of port 1 (source GID of UD packets)        |
+ */
+struct sv_engine_attach_rep {
+	uint32_t engine_id;
+	uint32_t pad;
+	uint64_t kt_size;
+	uint8_t gid[16];
+};
+
+/* QPN_LOOKUP: which engine serves a QP.  -ENOENT: no such QP, or its
+ * process has no engine.
+ * | qpn | 24-bit QP number | */
+struct sv_qpn_req {
+	uint32_t qpn;
+	uint32_t pad;
+};
+/* | engine_id | engine of the QP's process | pid | that process |
+ * | qp_type | enum ibv_qp_type | */
+struct sv_qpn_rep {
+	uint32_t engine_id;
+	uint32_t pid;
+	uint32_t qp_type;
+	uint32_t pad;
+};
+
+/*
+ * LINK_CONNECT: the caller made a ring (memfd, sv_ring.h) to send to
+ * engine `engine_id`; the daemon hands it (with the caller's doorbell) to
+ * that engine's socket and answers with the target's doorbell.
+ * | engine_id | target engine | ring_size | bytes of the memfd |
+ */
+struct sv_link_req {
+	uint32_t engine_id;
+	uint32_t pad;
+	uint64_t ring_size;
+};
+/* | engine_id | target | pid | the target's process | */
+struct sv_link_rep {
+	uint32_t engine_id;
+	uint32_t pid;
+};
+
+/* What the daemon pushes on an engine socket.  LINK_NEW carries fds
+ * {ring memfd, peer's doorbell}. */
+enum sv_engine_msg_type {
+	SV_ENGINE_LINK_NEW = 1, /* a peer made a ring towards us */
+	SV_ENGINE_PEER_GONE,	/* engine `peer` died: fail its links */
+};
+struct sv_engine_msg {
+	uint32_t type;
+	uint32_t peer;	   /* engine id of the peer */
+	uint32_t peer_pid;
+	uint32_t pad;
+	uint64_t ring_size; /* LINK_NEW */
+};
+
+/* KEY_FD, KEY_INVALIDATE.  KEY_FD: the memfd under a DM or dma-buf MR
+ * (key = its lkey/rkey).  KEY_INVALIDATE: invalidates memory window `key`
+ * (LOCAL_INV, SEND_WITH_INV) for QP `qpn` whose PD is `pd_id`; -EINVAL
+ * when the key is not a bound type 2 window of that PD. */
+struct sv_key_req {
+	uint32_t key;
+	uint32_t pd_id;
+	uint32_t qpn;
+	uint32_t pad;
+};
+/* | map_len | bytes of the memfd | obj_id | key table obj_id it backs | */
+struct sv_key_fd_rep {
+	uint64_t map_len;
+	uint64_t obj_id;
+};
+
+/*
+ * MW_BIND: a BIND_MW work request executing.  -EINVAL (the engine
+ * completes with MW_BIND_ERR) unless: mw_key names a window of PD pd_id
+ * (type 2: unbound), new_key keeps its index, mr_key a live MR of PD
+ * pd_id with MW_BIND access covering [addr, addr + length), and the
+ * window's remote write/atomic access has LOCAL_WRITE on the MR.  Type 1
+ * with length 0 unbinds.
+ */
+struct sv_mw_bind_req {
+	uint32_t mw_key;  /* the window's current rkey */
+	uint32_t new_key; /* its rkey after the bind */
+	uint32_t mr_key;
+	uint32_t access;  /* window access (remote bits, ZERO_BASED) */
+	uint64_t addr;
+	uint64_t length;
+	uint32_t pd_id;	  /* the QP's PD */
+	uint32_t qpn;	  /* the QP (type 2 windows are bound to it) */
+};
+static_assert(sizeof(struct sv_mw_bind_req) == 40, "mw_bind layout");
+
+/* ASYNC_EVENT: the engine raises an event on one of its contexts (the
+ * daemon writes a sv_async_msg to that context's async socket).
+ * | ctx | context view id (sv_ctx_rep.ctx) | event_type, element: as
+ * sv_async_msg | */
+struct sv_async_req {
+	uint32_t ctx;
+	uint32_t event_type;
+	uint64_t element;
+};
+
+/* PD replies (ALLOC_PD, IMPORT_PD): the handle and the PD's device-wide
+ * id, which the engine compares with the key table's pd_id. */
+struct sv_pd_rep {
+	uint32_t handle;
+	uint32_t pd_id;
+};
 
 /* Async events travel on the per-context async socket (the context's
  * async_fd), one datagram each.  EOF on that socket means the device is

@@ -5,6 +5,7 @@
  * namespace.  One thread, one epoll loop.
  */
 #include "svd_int.h"
+#include "svd_engine.h"
 #include "sv_log.h"
 #include "sv_sock.h"
 
@@ -214,6 +215,8 @@ int main(int argc, char **argv)
 	svd.start_ms = svd_now_ms();
 	svd.idle_since_ms = svd.start_ms;
 	svd_device_init();
+	if (svd_keytab_init())
+		sv_warn("no key table: the data path is unavailable");
 
 	svd.epfd = epoll_create1(EPOLL_CLOEXEC);
 	sw.fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -257,6 +260,9 @@ int main(int argc, char **argv)
 			case SVD_W_UFILE:
 				svd_ufile_readable((struct svd_ufile *)w);
 				break;
+			case SVD_W_ENGINE:
+				svd_engine_readable((struct svd_engine *)w);
+				break;
 			case SVD_W_SIGNAL:
 				sv_info("signal: exiting");
 				svd.stopping = 1;
@@ -268,6 +274,7 @@ int main(int argc, char **argv)
 
 	/* Orderly teardown: clients see EOF on their channels and async fds. */
 	close(lw.fd);
+	svd_engines_close();
 	while (svd.conns)
 		svd_conn_close(svd.conns);
 	for (i = 0; i < SV_MAX_UFILES; i++)

@@ -14,6 +14,7 @@
  */
 #include "svd_mr.h"
 #include "svd_ops.h"
+#include "svd_engine.h"
 #include "sv_log.h"
 
 #include <errno.h>
@@ -135,6 +136,7 @@ static void mr_destroy(struct svd_obj *obj)
 {
 	struct svd_mr *mr = (struct svd_mr *)obj;
 
+	svd_keytab_unpublish(mr->key);
 	key_free(mr);
 	if (mr->pd && mr->pd->obj.usecnt)
 		mr->pd->obj.usecnt--;
@@ -213,6 +215,7 @@ int svd_mr_new(struct svd_ufile *uf, pid_t owner, struct svd_pd *pd,
 	}
 	if (a->kind == SVD_MR_DMABUF)
 		mr->fd = a->fd;
+	svd_keytab_publish(mr);
 	*out = mr;
 	sv_dbg("ufile %#x mr#%u: key %#x len %#llx access %#x pid %d", uf->id,
 	       mr->obj.handle, mr->key, (unsigned long long)mr->length,
@@ -387,6 +390,7 @@ int svd_op_rereg_mr(struct svd_req *r)
 	/* The registering process of the new range is the caller. */
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
 		mr->obj.owner_pid = r->conn->pid;
+	svd_keytab_publish(mr);
 	svd_mr_fill_rep(mr, r->rep);
 	r->rep_len = sizeof(struct sv_mr_rep);
 	return 0;

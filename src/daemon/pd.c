@@ -40,9 +40,13 @@ static int lookup_err(struct svd_ufile *uf, uint32_t handle)
 								    -ENOENT;
 }
 
+/* Device-wide PD ids: the engines compare them (key table pd_id against
+ * the QP's) where handles, being per ufile, would not do. */
+static uint32_t next_pd_id;
+
 int svd_op_alloc_pd(struct svd_req *r)
 {
-	struct sv_obj_rep *rep = r->rep;
+	struct sv_pd_rep *rep = r->rep;
 	struct svd_pd *pd = calloc(1, sizeof(*pd));
 	int err;
 
@@ -57,7 +61,11 @@ int svd_op_alloc_pd(struct svd_req *r)
 		free(pd);
 		return err;
 	}
+	if (!++next_pd_id)
+		++next_pd_id;
+	pd->pd_id = next_pd_id;
 	rep->handle = pd->obj.handle;
+	rep->pd_id = pd->pd_id;
 	r->rep_len = sizeof(*rep);
 	sv_dbg("ufile %#x pd#%u: allocated by pid %d", r->uf->id,
 	       pd->obj.handle, (int)r->conn->pid);
@@ -82,6 +90,13 @@ int svd_op_dealloc_pd(struct svd_req *r)
 int svd_op_import_pd(struct svd_req *r)
 {
 	const struct sv_handle_req *req = r->body;
+	struct sv_pd_rep *rep = r->rep;
+	struct svd_pd *pd = svd_pd_get(r->uf, req->handle);
 
-	return lookup_err(r->uf, req->handle);
+	if (!pd)
+		return lookup_err(r->uf, req->handle);
+	rep->handle = pd->obj.handle;
+	rep->pd_id = pd->pd_id;
+	r->rep_len = sizeof(*rep);
+	return 0;
 }

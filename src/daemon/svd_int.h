@@ -12,7 +12,13 @@
 #include "sv_proto.h"
 
 /* What an epoll event points at. */
-enum svd_watch_kind { SVD_W_LISTEN, SVD_W_CONN, SVD_W_UFILE, SVD_W_SIGNAL };
+enum svd_watch_kind {
+	SVD_W_LISTEN,
+	SVD_W_CONN,
+	SVD_W_UFILE,
+	SVD_W_SIGNAL,
+	SVD_W_ENGINE, /* broker.c: an engine socket */
+};
 
 struct svd_watch {
 	enum svd_watch_kind kind;

@@ -12,6 +12,7 @@
 
 struct svd_pd {
 	struct svd_obj obj; /* type SVD_OBJ_PD; usecnt = MRs, MWs, QPs... */
+	uint32_t pd_id;	    /* device-wide id (key table, engines), never 0 */
 };
 
 enum svd_mr_kind {

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "sv_engine.h"
 #include "sv_sock.h"
 
 static struct sv_device *the_device;
@@ -168,6 +169,7 @@ static struct ibv_context *new_context(struct ibv_device *device,
 	sv_set_dummy_ops(&sc->vctx);
 	sv_set_query_ops(&sc->vctx);
 	sv_set_dm_ops(&sc->vctx);
+	sv_set_dp_ops(&sc->vctx);
 	return ctx;
 }
 
@@ -249,6 +251,9 @@ SV_EXPORT int ibv_close_device(struct ibv_context *ctx)
 	struct sv_context *sc = to_svctx(ctx);
 	struct sv_ctx_req req = { .ctx = sc->ctx_id };
 
+	/* QPs still open on this context stop moving data (as the kernel
+	 * destroys them); the engine detaches if it has nothing left. */
+	sv_engine_ctx_close(ctx);
 	/* Errors do not matter here: if the daemon is gone, so is the view. */
 	sv_ctx_call_simple(ctx, SV_OP_CLOSE_CONTEXT, &req, sizeof(req), NULL, 0);
 	if (ctx->async_fd >= 0)
@@ -267,6 +272,7 @@ SV_EXPORT int ibv_get_async_event(struct ibv_context *ctx,
 	struct sv_async_msg m;
 	ssize_t n;
 
+again:
 	n = recv(ctx->async_fd, &m, sizeof(m), 0);
 	if (n < 0)
 		return -1;
@@ -302,6 +308,10 @@ SV_EXPORT int ibv_get_async_event(struct ibv_context *ctx,
 		/* Object events carry the object pointer given at create time
 		 * (the kernel's user_handle). */
 		event->element.cq = (struct ibv_cq *)(uintptr_t)m.element;
+		/* Counted for destroy's wait; an event for an object
+		 * destroyed since is dropped, as the kernel does. */
+		if (sv_dp_event_delivered(event))
+			goto again;
 		break;
 	}
 	return 0;
@@ -309,7 +319,7 @@ SV_EXPORT int ibv_get_async_event(struct ibv_context *ctx,
 
 SV_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 {
-	/* Objects that wait for acks at destroy time (CQ, QP, SRQ) count them
-	 * in their own files; port and device events need nothing. */
-	(void)event;
+	/* CQ, QP and SRQ destroys wait for these acks; port and device
+	 * events need nothing. */
+	sv_dp_event_ack(event);
 }

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 static struct ibv_pd *new_pd(struct ibv_context *ctx, uint32_t handle,
-			     int imported)
+			     uint32_t pd_id, int imported)
 {
 	struct sv_pd *p = calloc(1, sizeof(*p));
 
@@ -17,13 +17,14 @@ static struct ibv_pd *new_pd(struct ibv_context *ctx, uint32_t handle,
 	p->pd.context = ctx;
 	p->pd.handle = handle;
 	p->imported = imported;
+	p->pd_id = pd_id;
 	return &p->pd;
 }
 
 /* Returns a PD, or NULL with errno (EIO: the device is gone). */
 SV_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *ctx)
 {
-	struct sv_obj_rep rep;
+	struct sv_pd_rep rep;
 	struct sv_handle_req undo;
 	struct ibv_pd *pd;
 	int err;
@@ -33,7 +34,7 @@ SV_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *ctx)
 	err = sv_ctx_call_simple(ctx, SV_OP_ALLOC_PD, NULL, 0, &rep, sizeof(rep));
 	if (err)
 		return sv_null_errno(err);
-	pd = new_pd(ctx, rep.handle, 0);
+	pd = new_pd(ctx, rep.handle, rep.pd_id, 0);
 	if (!pd) {
 		undo = (struct sv_handle_req){ .handle = rep.handle };
 		sv_ctx_call_simple(ctx, SV_OP_DEALLOC_PD, &undo, sizeof(undo),
@@ -70,16 +71,17 @@ SV_EXPORT struct ibv_pd *ibv_import_pd(struct ibv_context *ctx,
 				       uint32_t pd_handle)
 {
 	struct sv_handle_req req = { .handle = pd_handle };
+	struct sv_pd_rep rep;
 	struct ibv_pd *pd;
 	int err;
 
 	if (!ctx)
 		return sv_null_errno(-EINVAL);
-	err = sv_ctx_call_simple(ctx, SV_OP_IMPORT_PD, &req, sizeof(req), NULL,
-				 0);
+	err = sv_ctx_call_simple(ctx, SV_OP_IMPORT_PD, &req, sizeof(req), &rep,
+				 sizeof(rep));
 	if (err)
 		return sv_null_errno(err);
-	pd = new_pd(ctx, pd_handle, 1);
+	pd = new_pd(ctx, pd_handle, rep.pd_id, 1);
 	return pd ? pd : sv_null_errno(-ENOMEM);
 }
 

@@ -80,6 +80,8 @@ void sv_set_query_ops(struct verbs_context *vctx);
 struct sv_pd {
 	struct ibv_pd pd; /* must be first */
 	int imported;	  /* made by ibv_import_pd */
+	uint32_t pd_id;	  /* device-wide PD identity (the data path checks
+			     MR/MW/AH/SRQ PD == QP PD with it) */
 };
 
 static inline struct sv_pd *to_svpd(struct ibv_pd *pd)
@@ -123,6 +125,15 @@ int sv_mr_dereg(struct ibv_mr *mr);
 
 /* dm.c: sets alloc_dm, free_dm and reg_dm_mr on a new context. */
 void sv_set_dm_ops(struct verbs_context *vctx);
+
+/* Data path (cq.c, qp.c, post.c, srq.c, mw.c ...): sets their ops on a new
+ * context. */
+void sv_set_dp_ops(struct verbs_context *vctx);
+/* dp_obj.c, for ibv_get_async_event / ibv_ack_async_event: CQ, QP and SRQ
+ * events are counted so destroy can wait for their acks.  delivered
+ * returns -1 when the event names an object destroyed since (drop it). */
+int sv_dp_event_delivered(struct ibv_async_event *ev);
+void sv_dp_event_ack(struct ibv_async_event *ev);
 
 /* fork.c (seed verbs) */
 void sv_fork_env_init(void);

@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The link broker: introduces engines to each other (DESIGN.md "Data
+ * path").  The daemon never carries data; it hands a sender's ring memfd
+ * and doorbell to the receiving engine and answers with the receiver's
+ * doorbell.  After that the two engines talk through shared memory only.
+ *
+ * An engine is a process's data path (one per process).  It attaches with
+ * its doorbell eventfd and gets an engine socket: the daemon pushes
+ * sv_engine_msg on it (new inbound links, dead peers).  EOF on the engine
+ * socket means the process died (or detached its engine): the daemon
+ * forgets the engine and tells every other engine, which fail their links
+ * to it (error completions, never a hang).
+ */
+#include "svd_engine.h"
+#include "svd_ops.h"
+#include "svd_qp.h"
+#include "sv_log.h"
+#include "sv_sock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct svd_engine {
+	struct svd_watch w; /* daemon end of the engine socket */
+	uint32_t id;
+	pid_t pid;
+	int doorbell;
+	struct svd_conn *conn; /* the process's channel */
+	struct svd_engine *next;
+};
+
+static struct svd_engine *engines;
+static uint32_t next_engine_id;
+
+/* Until the QP objects exist (verbs side): no QP is known. */
+__attribute__((weak)) struct svd_qp *svd_qp_by_qpn(uint32_t qpn)
+{
+	(void)qpn;
+	return NULL;
+}
+
+static struct svd_engine *engine_by_id(uint32_t id)
+{
+	for (struct svd_engine *e = engines; e; e = e->next)
+		if (e->id == id)
+			return e;
+	return NULL;
+}
+
+static struct svd_engine *engine_by_pid(pid_t pid)
+{
+	for (struct svd_engine *e = engines; e; e = e->next)
+		if (e->pid == pid)
+			return e;
+	return NULL;
+}
+
+static void engine_push(struct svd_engine *e, const struct sv_engine_msg *m,
+			const int *fds, int nfds)
+{
+	int err = sv_send_msg(e->w.fd, m, sizeof(*m), fds, nfds, 1);
+
+	if (err)
+		sv_warn("engine %u (pid %d): push failed: %s", e->id,
+			(int)e->pid, strerror(-err));
+}
+
+static void engine_destroy(struct svd_engine *e)
+{
+	struct sv_engine_msg m = { .type = SV_ENGINE_PEER_GONE,
+				   .peer = e->id,
+				   .peer_pid = (uint32_t)e->pid };
+	struct svd_engine **pp;
+
+	for (pp = &engines; *pp; pp = &(*pp)->next)
+		if (*pp == e) {
+			*pp = e->next;
+			break;
+		}
+	svd_watch_del(&e->w);
+	close(e->w.fd);
+	e->w.fd = -1;
+	close(e->doorbell);
+	sv_dbg("engine %u (pid %d) gone", e->id, (int)e->pid);
+	for (struct svd_engine *o = engines; o; o = o->next)
+		engine_push(o, &m, NULL, 0);
+	svd_defer_free(e);
+}
+
+void svd_engine_readable(struct svd_engine *e)
+{
+	char buf[64];
+	int fds[SV_MAX_FDS], nfds;
+	ssize_t n;
+
+	for (int i = 0; i < 16; i++) {
+		n = sv_recv_msg(e->w.fd, buf, sizeof(buf), fds, SV_MAX_FDS,
+				&nfds);
+		if (n == -EAGAIN)
+			return;
+		if (n > 0 || n == -EMSGSIZE) {
+			if (n > 0)
+				sv_close_fds(fds, nfds);
+			continue; /* engines send nothing: ignore */
+		}
+		engine_destroy(e);
+		return;
+	}
+}
+
+void svd_engine_conn_gone(struct svd_conn *c)
+{
+	struct svd_engine *e = engines, *next;
+
+	for (; e; e = next) {
+		next = e->next;
+		if (e->conn == c)
+			engine_destroy(e);
+	}
+}
+
+void svd_engines_close(void)
+{
+	while (engines)
+		engine_destroy(engines);
+}
+
+int svd_op_engine_attach(struct svd_req *r)
+{
+	struct sv_engine_attach_rep *rep = r->rep;
+	struct sv_gid_table gids;
+	struct svd_engine *e, *old;
+	int sv[2], ktfd, err;
+
+	ktfd = svd_keytab_dup();
+	if (ktfd < 0)
+		return ktfd;
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		err = -ENOMEM;
+		goto err_kt;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		err = -errno;
+		goto err_free;
+	}
+	if (fcntl(sv[0], F_SETFL, O_NONBLOCK) < 0) {
+		err = -errno;
+		goto err_close;
+	}
+	e->w.kind = SVD_W_ENGINE;
+	e->w.fd = sv[0];
+	e->pid = r->conn->pid;
+	e->doorbell = r->fds[0];
+	e->conn = r->conn;
+	if (!++next_engine_id)
+		++next_engine_id;
+	e->id = next_engine_id;
+	err = svd_watch_add(&e->w, EPOLLIN);
+	if (err)
+		goto err_close;
+	/* One engine per process: a re-attach (after a detach the daemon has
+	 * not noticed yet) replaces the old one. */
+	old = engine_by_pid(e->pid);
+	if (old)
+		engine_destroy(old);
+	r->fds[0] = -1;
+	e->next = engines;
+	engines = e;
+	rep->engine_id = e->id;
+	rep->kt_size = svd_keytab_size();
+	if (!svd_query_gids(1, &gids) && gids.count)
+		memcpy(rep->gid, gids.entries[0].gid.raw, 16);
+	r->rep_len = sizeof(*rep);
+	r->out_fds[0] = sv[1];
+	r->out_fds[1] = ktfd;
+	r->n_out_fds = 2;
+	sv_dbg("engine %u attached by pid %d", e->id, (int)e->pid);
+	return 0;
+
+err_close:
+	close(sv[0]);
+	close(sv[1]);
+err_free:
+	free(e);
+err_kt:
+	close(ktfd);
+	return err;
+}
+
+int svd_op_qpn_lookup(struct svd_req *r)
+{
+	const struct sv_qpn_req *req = r->body;
+	struct sv_qpn_rep *rep = r->rep;
+	struct svd_qp *qp;
+	struct svd_engine *e;
+
+	if (req->qpn > 0xffffff || req->pad)
+		return -EINVAL;
+	qp = svd_qp_by_qpn(req->qpn);
+	if (!qp)
+		return -ENOENT;
+	e = engine_by_pid(qp->obj.owner_pid);
+	if (!e)
+		return -ENOENT;
+	rep->engine_id = e->id;
+	rep->pid = (uint32_t)e->pid;
+	rep->qp_type = qp->qp_type;
+	r->rep_len = sizeof(*rep);
+	return 0;
+}
+
+int svd_op_link_connect(struct svd_req *r)
+{
+	const struct sv_link_req *req = r->body;
+	struct sv_link_rep *rep = r->rep;
+	struct svd_engine *from = engine_by_pid(r->conn->pid);
+	struct svd_engine *to = engine_by_id(req->engine_id);
+	struct sv_engine_msg m = { .type = SV_ENGINE_LINK_NEW };
+	int fds[2], db, err;
+
+	if (!from)
+		return -ENOTCONN;
+	if (!to)
+		return -ENOENT;
+	if (req->pad || req->ring_size < 8192 || req->ring_size > (1u << 30))
+		return -EINVAL;
+	db = fcntl(to->doorbell, F_DUPFD_CLOEXEC, 0);
+	if (db < 0)
+		return -errno;
+	m.peer = from->id;
+	m.peer_pid = (uint32_t)from->pid;
+	m.ring_size = req->ring_size;
+	fds[0] = r->fds[0];
+	fds[1] = from->doorbell;
+	err = sv_send_msg(to->w.fd, &m, sizeof(m), fds, 2, 1);
+	if (err) {
+		close(db);
+		return err == -EAGAIN ? -EAGAIN : -ECONNRESET;
+	}
+	rep->engine_id = to->id;
+	rep->pid = (uint32_t)to->pid;
+	r->rep_len = sizeof(*rep);
+	r->out_fds[0] = db;
+	r->n_out_fds = 1;
+	return 0;
+}
+
+/* An engine raises an async event on one of the process's contexts. */
+int svd_op_async_event(struct svd_req *r)
+{
+	const struct sv_async_req *req = r->body;
+	struct sv_async_msg m = { .event_type = req->event_type,
+				  .element = req->element };
+
+	if (req->event_type > IBV_EVENT_WQ_FATAL)
+		return -EINVAL;
+	for (struct svd_ctx *ctx = r->conn->ctxs; ctx; ctx = ctx->next_in_conn)
+		if (ctx->uf == r->uf && ctx->id == req->ctx &&
+		    ctx->async_fd >= 0)
+			return sv_send_msg(ctx->async_fd, &m, sizeof(m), NULL,
+					   0, 1);
+	return -ENOENT;
+}

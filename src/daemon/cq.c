@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Completion queues in the daemon: a handle, a size and a use count.  The
+ * ring is in the creating process; QPs (and nothing else) hold counts, so
+ * ibv_destroy_cq of a CQ in use answers -EBUSY as the kernel does.
+ */
+#include "svd_qp.h"
+#include "svd_ops.h"
+#include "sv_log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+int svd_lookup_err(struct svd_ufile *uf, uint32_t handle)
+{
+	return (handle < uf->handles_cap && uf->handles[handle]) ? -EINVAL :
+								   -ENOENT;
+}
+
+static void cq_destroy(struct svd_obj *obj)
+{
+	free(obj);
+}
+
+static void cq_describe(const struct svd_obj *obj, struct sv_res_entry *e)
+{
+	const struct svd_cq *cq = (const struct svd_cq *)obj;
+
+	e->type = SV_RES_CQ;
+	e->length = cq->cqe;
+}
+
+int svd_op_create_cq(struct svd_req *r)
+{
+	const struct sv_create_cq_req *req = r->body;
+	struct sv_obj_rep *rep = r->rep;
+	struct svd_cq *cq;
+	int err;
+
+	if (!req->cqe || req->cqe > SV_MAX_CQE)
+		return -EINVAL;
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return -ENOMEM;
+	cq->obj.type = SVD_OBJ_CQ;
+	cq->obj.owner_pid = r->conn->pid;
+	cq->obj.destroy = cq_destroy;
+	cq->obj.describe = cq_describe;
+	cq->cqe = req->cqe;
+	err = svd_handle_alloc(r->uf, &cq->obj);
+	if (err) {
+		free(cq);
+		return err;
+	}
+	rep->handle = cq->obj.handle;
+	r->rep_len = sizeof(*rep);
+	return 0;
+}
+
+int svd_op_resize_cq(struct svd_req *r)
+{
+	const struct sv_create_cq_req *req = r->body;
+	struct svd_obj *o = svd_handle_get(r->uf, req->handle, SVD_OBJ_CQ);
+
+	if (!o)
+		return svd_lookup_err(r->uf, req->handle);
+	if (!req->cqe || req->cqe > SV_MAX_CQE)
+		return -EINVAL;
+	((struct svd_cq *)o)->cqe = req->cqe;
+	return 0;
+}
+
+int svd_op_destroy_cq(struct svd_req *r)
+{
+	const struct sv_handle_req *req = r->body;
+	struct svd_obj *o = svd_handle_get(r->uf, req->handle, SVD_OBJ_CQ);
+
+	if (!o)
+		return svd_lookup_err(r->uf, req->handle);
+	if (o->usecnt)
+		return -EBUSY;
+	svd_handle_free(o);
+	o->destroy(o);
+	return 0;
+}

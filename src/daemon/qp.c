@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Queue pairs in the daemon: handles, the use counts a QP holds (PD, both
+ * CQs, SRQ) and the device-wide QPN table.
+ *
+ * QPNs are 24 bits, device wide (every process and ufile draws from one
+ * space, as on one HCA), never 0 or 1 (IBTA reserves them for SMI/GSI),
+ * and handed out round robin so a number just freed is not reused at once:
+ * a late packet for a destroyed QP must not reach its successor.
+ */
+#include "svd_qp.h"
+#include "svd_ops.h"
+#include "sv_log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#define QPN_MASK 0xffffffu
+#define QPN_BUCKETS 4096u
+
+static struct svd_qp *qpn_hash[QPN_BUCKETS];
+static struct svd_qp **qpn_next_link(struct svd_qp *qp);
+static uint32_t qpn_cursor;
+
+/* Chain links live beside the table, not in struct svd_qp, so the struct
+ * stays what other files see. */
+struct qpn_node {
+	struct svd_qp qp;
+	struct svd_qp *next;
+};
+
+static struct svd_qp **qpn_next_link(struct svd_qp *qp)
+{
+	return &((struct qpn_node *)qp)->next;
+}
+
+struct svd_qp *svd_qp_by_qpn(uint32_t qpn)
+{
+	struct svd_qp *qp = qpn_hash[qpn % QPN_BUCKETS];
+
+	while (qp && qp->qpn != qpn)
+		qp = *qpn_next_link(qp);
+	return qp;
+}
+
+static int qpn_alloc(struct svd_qp *qp)
+{
+	uint32_t tries;
+
+	if (!qpn_cursor)
+		qpn_cursor = (uint32_t)(svd.instance & 0xfff) + 0x10;
+	for (tries = 0; tries < QPN_MASK; tries++) {
+		uint32_t qpn = qpn_cursor++ & QPN_MASK;
+
+		if (qpn < 2 || svd_qp_by_qpn(qpn))
+			continue;
+		qp->qpn = qpn;
+		*qpn_next_link(qp) = qpn_hash[qpn % QPN_BUCKETS];
+		qpn_hash[qpn % QPN_BUCKETS] = qp;
+		return 0;
+	}
+	return -ENOMEM;
+}
+
+static void qpn_free(struct svd_qp *qp)
+{
+	struct svd_qp **pp = &qpn_hash[qp->qpn % QPN_BUCKETS];
+
+	for (; *pp; pp = qpn_next_link(*pp))
+		if (*pp == qp) {
+			*pp = *qpn_next_link(qp);
+			return;
+		}
+}
+
+static void put(struct svd_obj *o)
+{
+	if (o && o->usecnt)
+		o->usecnt--;
+}
+
+static void qp_destroy(struct svd_obj *obj)
+{
+	struct svd_qp *qp = (struct svd_qp *)obj;
+
+	qpn_free(qp);
+	put(qp->pd ? &qp->pd->obj : NULL);
+	put(qp->scq ? &qp->scq->obj : NULL);
+	put(qp->rcq ? &qp->rcq->obj : NULL);
+	put(qp->srq ? &qp->srq->obj : NULL);
+	free((struct qpn_node *)qp);
+}
+
+static void qp_describe(const struct svd_obj *obj, struct sv_res_entry *e)
+{
+	const struct svd_qp *qp = (const struct svd_qp *)obj;
+
+	e->type = SV_RES_QP;
+	e->pd_handle = qp->pd ? qp->pd->obj.handle : UINT32_MAX;
+	/* lkey: the QPN; access: the type; iova: the state; rkey: dest QPN. */
+	e->lkey = qp->qpn;
+	e->rkey = qp->dest_qpn;
+	e->access = qp->qp_type;
+	e->iova = qp->state;
+	e->flags = qp->srq ? 1u : 0;
+}
+
+int svd_op_create_qp(struct svd_req *r)
+{
+	const struct sv_create_qp_req *req = r->body;
+	struct sv_qp_rep *rep = r->rep;
+	struct svd_obj *scq, *rcq, *srq = NULL;
+	struct qpn_node *n;
+	struct svd_qp *qp;
+	struct svd_pd *pd;
+	int err;
+
+	if (req->pad)
+		return -EINVAL;
+	if (req->qp_type != IBV_QPT_RC && req->qp_type != IBV_QPT_UC &&
+	    req->qp_type != IBV_QPT_UD)
+		return -EOPNOTSUPP;
+	pd = svd_pd_get(r->uf, req->pd_handle);
+	scq = svd_handle_get(r->uf, req->scq_handle, SVD_OBJ_CQ);
+	rcq = svd_handle_get(r->uf, req->rcq_handle, SVD_OBJ_CQ);
+	if (req->srq_handle != UINT32_MAX) {
+		srq = svd_handle_get(r->uf, req->srq_handle, SVD_OBJ_SRQ);
+		if (!srq)
+			return -EINVAL;
+	}
+	if (!pd || !scq || !rcq)
+		return -EINVAL;
+	if (req->max_send_wr > SV_MAX_QP_WR || req->max_recv_wr > SV_MAX_QP_WR)
+		return -EINVAL;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	qp = &n->qp;
+	qp->obj.type = SVD_OBJ_QP;
+	qp->obj.owner_pid = r->conn->pid;
+	qp->obj.destroy = qp_destroy;
+	qp->obj.describe = qp_describe;
+	qp->qp_type = req->qp_type;
+	qp->state = IBV_QPS_RESET;
+	err = qpn_alloc(qp);
+	if (err)
+		goto err_free;
+	err = svd_handle_alloc(r->uf, &qp->obj);
+	if (err)
+		goto err_qpn;
+	qp->pd = pd;
+	pd->obj.usecnt++;
+	qp->scq = (struct svd_cq *)scq;
+	scq->usecnt++;
+	qp->rcq = (struct svd_cq *)rcq;
+	rcq->usecnt++;
+	if (srq) {
+		qp->srq = (struct svd_srq *)srq;
+		srq->usecnt++;
+	}
+	rep->handle = qp->obj.handle;
+	rep->qpn = qp->qpn;
+	r->rep_len = sizeof(*rep);
+	sv_dbg("ufile %#x qp#%u: qpn %#x type %u pid %d", r->uf->id,
+	       qp->obj.handle, qp->qpn, qp->qp_type, (int)r->conn->pid);
+	return 0;
+
+err_qpn:
+	qpn_free(qp);
+err_free:
+	free(n);
+	return err;
+}
+
+int svd_op_modify_qp(struct svd_req *r)
+{
+	const struct sv_modify_qp_req *req = r->body;
+	struct svd_obj *o = svd_handle_get(r->uf, req->handle, SVD_OBJ_QP);
+	struct svd_qp *qp;
+
+	if (!o)
+		return svd_lookup_err(r->uf, req->handle);
+	if (req->state > IBV_QPS_ERR || req->dest_qpn > QPN_MASK)
+		return -EINVAL;
+	qp = (struct svd_qp *)o;
+	qp->state = req->state;
+	qp->dest_qpn = req->dest_qpn;
+	qp->qkey = req->qkey;
+	return 0;
+}
+
+int svd_op_destroy_qp(struct svd_req *r)
+{
+	const struct sv_handle_req *req = r->body;
+	struct svd_obj *o = svd_handle_get(r->uf, req->handle, SVD_OBJ_QP);
+
+	if (!o)
+		return svd_lookup_err(r->uf, req->handle);
+	sv_dbg("ufile %#x qp#%u: destroyed (qpn %#x)", r->uf->id, o->handle,
+	       ((struct svd_qp *)o)->qpn);
+	svd_handle_free(o);
+	o->destroy(o);
+	return 0;
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The daemon's side of the data path: the key table (keytab.c) and the
+ * link broker (broker.c).  See sv_keytab.h and sv_proto.h "Engines, links
+ * and keys".
+ */
+#ifndef SVD_ENGINE_H
+#define SVD_ENGINE_H
+
+#include "svd_int.h"
+#include "svd_mr.h"
+
+/* keytab.c */
+/* Creates the key table memfd (at daemon start, so its descriptor is part
+ * of every baseline).  Returns 0 or a negative errno. */
+int svd_keytab_init(void);
+/* A new descriptor for the key table memfd (read-only mapping only: the
+ * memfd is sealed against new writable mappings), or a negative errno. */
+int svd_keytab_dup(void);
+/* Bytes of the key table. */
+uint64_t svd_keytab_size(void);
+/* Publishes mr's current state under mr->key (reg, rereg); the engines
+ * see it before the op's reply leaves. */
+void svd_keytab_publish(const struct svd_mr *mr);
+/* The key stops naming anything (dereg, ufile teardown). */
+void svd_keytab_unpublish(uint32_t key);
+
+/* Op handlers. */
+struct svd_req;
+int svd_op_key_fd(struct svd_req *r);
+int svd_op_mw_bind(struct svd_req *r);
+int svd_op_key_invalidate(struct svd_req *r);
+
+/* broker.c */
+int svd_op_engine_attach(struct svd_req *r);
+int svd_op_qpn_lookup(struct svd_req *r);
+int svd_op_link_connect(struct svd_req *r);
+int svd_op_async_event(struct svd_req *r);
+/* The engine socket of a process became readable: only EOF (the process
+ * died or detached) or garbage arrive there. */
+struct svd_engine;
+void svd_engine_readable(struct svd_engine *e);
+/* The process's control channel closed: its engine goes with it (the
+ * channel is private to the process, so this is the process's end). */
+void svd_engine_conn_gone(struct svd_conn *c);
+/* Drops every engine (daemon shutdown). */
+void svd_engines_close(void);
+
+#endif

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Data-path objects in the daemon (cq.c, qp.c, srq.c, ah.c, mw.c): what the
+ * "kernel" keeps about CQs, QPs, SRQs, AHs and MWs.  The queues themselves
+ * live in the creating process (DESIGN.md "Queues"); the daemon keeps
+ * handles, use counts and the device-wide QPN table, so the engine side of
+ * the daemon (broker, wire gateway) can find which process serves a QPN.
+ */
+#ifndef SVD_QP_H
+#define SVD_QP_H
+
+#include "svd_int.h"
+#include "svd_mr.h"
+
+struct svd_cq {
+	struct svd_obj obj; /* type SVD_OBJ_CQ; usecnt = QPs (and SRQs) on it */
+	uint32_t cqe;
+};
+
+struct svd_srq {
+	struct svd_obj obj; /* type SVD_OBJ_SRQ; usecnt = QPs using it */
+	struct svd_pd *pd;  /* holds one use count */
+	uint32_t max_wr, max_sge;
+};
+
+/*
+ * A QP.  qpn is device wide (24 bits, never 0 or 1, not reused at once);
+ * obj.owner_pid is the process whose engine serves it: the QP's queues are
+ * in that process, so every packet for qpn goes to it.
+ */
+struct svd_qp {
+	struct svd_obj obj; /* type SVD_OBJ_QP */
+	uint32_t qpn;
+	uint32_t qp_type; /* enum ibv_qp_type */
+	uint32_t state;	  /* enum ibv_qp_state, as the library last set it */
+	uint32_t dest_qpn; /* RC/UC after RTR */
+	uint32_t qkey;	   /* UD */
+	struct svd_pd *pd; /* each holds one use count */
+	struct svd_cq *scq, *rcq;
+	struct svd_srq *srq; /* or NULL */
+};
+
+struct svd_ah {
+	struct svd_obj obj; /* type SVD_OBJ_AH */
+	struct svd_pd *pd;
+};
+
+struct svd_mw {
+	struct svd_obj obj; /* type SVD_OBJ_MW; usecnt unused */
+	struct svd_pd *pd;
+	uint32_t mw_type; /* 1 or 2 */
+	uint32_t rkey;	  /* index << 8 | tag, from the key table */
+};
+
+/* The live QP with this number, or NULL. */
+struct svd_qp *svd_qp_by_qpn(uint32_t qpn);
+
+/*
+ * Key table side of memory windows.  Implemented with the MR keys (the
+ * engine helper's key table); weak fallbacks in mw.c hand out keys from a
+ * private counter until it exists.
+ *  - svd_mw_key_alloc: gives mw an rkey (index << 8 | tag) in the
+ *    device-wide key space, unbound; 0 or -ENOMEM.
+ *  - svd_mw_key_free: the key stops naming mw (and anything bound).
+ */
+int svd_mw_key_alloc(struct svd_mw *mw);
+void svd_mw_key_free(struct svd_mw *mw);
+
+/* Op handlers (svd_ops.h SVD_OBJECT_OPS). */
+struct svd_req;
+int svd_op_create_cq(struct svd_req *r);
+int svd_op_destroy_cq(struct svd_req *r);
+int svd_op_resize_cq(struct svd_req *r);
+int svd_op_create_qp(struct svd_req *r);
+int svd_op_modify_qp(struct svd_req *r);
+int svd_op_destroy_qp(struct svd_req *r);
+int svd_op_create_srq(struct svd_req *r);
+int svd_op_modify_srq(struct svd_req *r);
+int svd_op_destroy_srq(struct svd_req *r);
+int svd_op_create_ah(struct svd_req *r);
+int svd_op_destroy_ah(struct svd_req *r);
+int svd_op_alloc_mw(struct svd_req *r);
+int svd_op_dealloc_mw(struct svd_req *r);
+
+/* Stale handle: -ENOENT; a live handle of another type: -EINVAL (the
+ * kernel's idr lookup). */
+int svd_lookup_err(struct svd_ufile *uf, uint32_t handle);
+
+#endif

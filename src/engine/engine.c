@@ -1,0 +1,1134 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine: everything that moves bytes between QPs of processes on one
+ * host (DESIGN.md "Data path: the engine").  This file is the plumbing:
+ * attach, links, the progress thread, the QP table.  The transport is
+ * sv_req.c (requester), sv_resp.c (responder), sv_comp.c (completer);
+ * keys.c finds the memory behind keys.
+ *
+ * Design
+ * ------
+ * Attach.  A process's engine attaches to the daemon when its first QP is
+ * added and detaches when its last QP goes (so a process without QPs holds
+ * nothing in the daemon).  SV_OP_ENGINE_ATTACH gives the daemon our
+ * doorbell (an eventfd) and returns an engine id, the engine socket and
+ * the key table memfd (mapped read-only, kept for the life of the
+ * process).
+ *
+ * Links.  Per pair of engines, one SPSC ring per direction (sv_ring.h) in
+ * a memfd the sender creates.  SV_OP_LINK_CONNECT hands it to the receiver
+ * (the daemon pushes it on the receiver's engine socket) and returns the
+ * receiver's doorbell.  Which engine serves a QPN: SV_OP_QPN_LOOKUP (cached
+ * for UD).  A QP in this process is reached through a loopback ring, the
+ * same code path.  When an engine dies the daemon tells every other one
+ * (SV_ENGINE_PEER_GONE); links to it are dead and the RC QPs using them
+ * fail their outstanding work with IBV_WC_RETRY_EXC_ERR at once.
+ *
+ * Progress.  A progress thread per attached engine drains the inbound
+ * rings, runs timers (retransmission, RNR) and retries blocked senders;
+ * after activity it spins SV_ENG_SPIN_NS before it arms every inbound ring
+ * and sleeps in epoll (doorbell, engine socket, stop eventfd) with a
+ * timeout only when a timer is pending: an idle process uses no CPU.
+ * Producers ring a doorbell only when the consumer armed its ring (poll
+ * first, block later).  ibv_poll_cq drains inline too
+ * (sv_engine_progress); a per-ring trylock makes one thread consume a ring
+ * at a time, so packets of a ring are processed in order.  While the
+ * application polls (an inline drain in the last SV_ENG_INLINE_NS) the
+ * thread leaves the rings unarmed and naps 1 ms at a time: peers then
+ * write no doorbell and the poller picks packets up itself.
+ *
+ * Locks, in order: eng->qp_lock (read, while packets are processed) ->
+ * qp->sq_lock -> qp->rq_lock -> cq->lock; link->tx_lock is a leaf;
+ * eng->lock guards the links list, the async queue and attach state and
+ * is never taken with a QP lock held.  No daemon call is made with a QP
+ * lock held, except fetching a DM mapping on first use (keys.c).
+ *
+ * Transport (IBTA ch. 9): real BTH/RETH/AETH/AtomicETH/AtomicAckETH/
+ * ImmDt/IETH/DETH packets, PSNs, ACK/NAK (sequence, RNR, access, invalid
+ * request, operational), coalesced ACKs (one per drained batch),
+ * go-back-N retransmission on timeout.  The ring is lossless, so a
+ * timeout only counts as a retry when the peer consumed our packets and
+ * still did not answer (its QP is gone or not ready): a slow but living
+ * peer never exhausts retry_cnt.
+ */
+#include "engine_int.h"
+#include "sv_client.h"
+#include "verbs_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sv_sock.h"
+
+static struct sv_engine *the_engine;
+static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+uint64_t sv_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* -------------------------------------------------------- QP table -- */
+
+static uint32_t qhash(uint32_t qpn, uint32_t cap)
+{
+	return (qpn * 2654435761u) & (cap - 1);
+}
+
+struct sv_qp *sv_eng_qp(struct sv_engine *eng, uint32_t qpn)
+{
+	if (!eng->qcap)
+		return NULL;
+	for (uint32_t i = qhash(qpn, eng->qcap);; i = (i + 1) & (eng->qcap - 1)) {
+		if (!eng->qtab[i].qp)
+			return NULL;
+		if (eng->qtab[i].qpn == qpn)
+			return eng->qtab[i].qp;
+	}
+}
+
+/* Must hold qp_lock (write). */
+static int qtab_put(struct sv_engine *eng, uint32_t qpn, struct sv_qp *qp)
+{
+	if ((eng->nqps + 1) * 2 > eng->qcap) {
+		uint32_t ncap = eng->qcap ? eng->qcap * 2 : 64;
+		struct sv_qpent *n = calloc(ncap, sizeof(*n)), *o = eng->qtab;
+		uint32_t ocap = eng->qcap;
+
+		if (!n)
+			return -ENOMEM;
+		eng->qtab = n;
+		eng->qcap = ncap;
+		for (uint32_t i = 0; i < ocap; i++)
+			if (o[i].qp) {
+				uint32_t j = qhash(o[i].qpn, ncap);
+
+				while (n[j].qp)
+					j = (j + 1) & (ncap - 1);
+				n[j] = o[i];
+			}
+		free(o);
+	}
+	uint32_t i = qhash(qpn, eng->qcap);
+
+	while (eng->qtab[i].qp)
+		i = (i + 1) & (eng->qcap - 1);
+	eng->qtab[i].qpn = qpn;
+	eng->qtab[i].qp = qp;
+	eng->nqps++;
+	return 0;
+}
+
+/* Must hold qp_lock (write).  Backward-shift deletion keeps probes short
+ * without tombstones. */
+static void qtab_del(struct sv_engine *eng, uint32_t qpn)
+{
+	uint32_t mask = eng->qcap - 1, i, j;
+
+	if (!eng->qcap)
+		return;
+	for (i = qhash(qpn, eng->qcap);; i = (i + 1) & mask) {
+		if (!eng->qtab[i].qp)
+			return;
+		if (eng->qtab[i].qpn == qpn)
+			break;
+	}
+	eng->qtab[i].qp = NULL;
+	eng->nqps--;
+	for (j = (i + 1) & mask; eng->qtab[j].qp; j = (j + 1) & mask) {
+		uint32_t h = qhash(eng->qtab[j].qpn, eng->qcap);
+
+		/* Move j back to i if its home is not in (i, j]. */
+		if ((j > i && (h <= i || h > j)) || (j < i && h <= i && h > j)) {
+			eng->qtab[i] = eng->qtab[j];
+			eng->qtab[j].qp = NULL;
+			i = j;
+		}
+	}
+}
+
+/* ----------------------------------------------------------- links -- */
+
+static int make_ring(size_t size, int *fdp, void **mapp)
+{
+	int fd = memfd_create("softverbs-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	void *p;
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)size) < 0) {
+		close(fd);
+		return -errno;
+	}
+	/* Neither side may shrink it under the other's mapping. */
+	fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		close(fd);
+		return -errno;
+	}
+	*fdp = fd;
+	*mapp = p;
+	return 0;
+}
+
+/* Adds an inbound ring (mapping map of len bytes, owned when own_map).
+ * Must hold eng->lock. */
+static int add_inring(struct sv_engine *eng, void *map, size_t len,
+		      uint32_t peer, int own_map)
+{
+	unsigned n = atomic_load(&eng->nin);
+	struct sv_inring *in;
+
+	if (n >= SV_ENG_MAX_INRINGS)
+		return -ENOSPC;
+	in = calloc(1, sizeof(*in));
+	if (!in)
+		return -ENOMEM;
+	if (sv_ring_cons_init(&in->rx, map, len)) {
+		free(in);
+		return -EPROTO;
+	}
+	pthread_mutex_init(&in->lock, NULL);
+	in->map = own_map ? map : NULL;
+	in->map_len = len;
+	in->peer_id = peer;
+	eng->in[n] = in;
+	atomic_store_explicit(&eng->nin, n + 1, memory_order_release);
+	return 0;
+}
+
+/* The link to engine `peer`, made if needed.  Must hold eng->lock (the
+ * daemon is called with it: no QP lock is held by our callers). */
+static struct sv_link *link_get(struct sv_engine *eng, uint32_t peer)
+{
+	size_t size = SV_RING_DATA_OFF + SV_ENG_RING_BYTES;
+	struct sv_link_req req = { .engine_id = peer, .ring_size = size };
+	struct sv_link_rep rep;
+	struct sv_link *l;
+	int fd, db = -1, err;
+	struct sv_call c = { .op = SV_OP_LINK_CONNECT,
+			     .instance = eng->instance,
+			     .attach_fd = -1,
+			     .req = &req,
+			     .req_len = sizeof(req),
+			     .rep = &rep,
+			     .rep_cap = sizeof(rep),
+			     .rfds = &db,
+			     .max_rfds = 1 };
+
+	for (l = eng->links; l; l = l->next)
+		if (l->peer_id == peer && !atomic_load(&l->dead))
+			return l;
+	if (!eng->attached)
+		return NULL;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return NULL;
+	err = make_ring(size, &fd, &l->map);
+	if (err)
+		goto err_free;
+	l->map_len = size;
+	sv_ring_init(l->map, size, (uint32_t)eng->pid);
+	sv_ring_prod_init(&l->tx, l->map);
+	pthread_spin_init(&l->tx_lock, PTHREAD_PROCESS_PRIVATE);
+	l->eng = eng;
+	l->peer_id = peer;
+	if (peer == eng->id) {
+		/* Loopback: we consume what we produce. */
+		l->peer_pid = eng->pid;
+		l->peer_db = fcntl(eng->doorbell, F_DUPFD_CLOEXEC, 0);
+		close(fd);
+		if (l->peer_db < 0 || add_inring(eng, l->map, size, peer, 0))
+			goto err_unmap;
+	} else {
+		c.fds = &fd;
+		c.nfds = 1;
+		err = sv_call(&c);
+		close(fd);
+		if (err || c.nrfds != 1 || c.rep_len != sizeof(rep)) {
+			sv_dbg("engine %u: link to engine %u: %s", eng->id, peer,
+			       strerror(err < 0 ? -err : EPROTO));
+			if (db >= 0)
+				close(db);
+			goto err_unmap;
+		}
+		l->peer_db = db;
+		l->peer_pid = (pid_t)rep.pid;
+	}
+	l->next = eng->links;
+	eng->links = l;
+	return l;
+
+err_unmap:
+	munmap(l->map, size);
+err_free:
+	free(l);
+	return NULL;
+}
+
+static uint32_t lookup_engine(struct sv_engine *eng, uint32_t qpn)
+{
+	struct sv_qpn_req req = { .qpn = qpn };
+	struct sv_qpn_rep rep;
+	struct sv_call c = { .op = SV_OP_QPN_LOOKUP,
+			     .instance = eng->instance,
+			     .attach_fd = -1,
+			     .req = &req,
+			     .req_len = sizeof(req),
+			     .rep = &rep,
+			     .rep_cap = sizeof(rep) };
+
+	if (sv_call(&c) || c.rep_len != sizeof(rep))
+		return 0;
+	return rep.engine_id;
+}
+
+struct sv_link *sv_eng_link_for_qpn(struct sv_engine *eng, uint32_t qpn)
+{
+	struct sv_link *l = NULL;
+	uint32_t peer = 0, slot = qpn & 255;
+
+	pthread_rwlock_rdlock(&eng->qp_lock);
+	if (sv_eng_qp(eng, qpn))
+		peer = eng->id;
+	pthread_rwlock_unlock(&eng->qp_lock);
+
+	pthread_mutex_lock(&eng->lock);
+	if (!peer && eng->dcache[slot].qpn == qpn && eng->dcache[slot].engine_id)
+		peer = eng->dcache[slot].engine_id;
+	pthread_mutex_unlock(&eng->lock);
+	if (!peer) {
+		peer = lookup_engine(eng, qpn);
+		if (!peer)
+			return NULL;
+	}
+	pthread_mutex_lock(&eng->lock);
+	eng->dcache[slot].qpn = qpn;
+	eng->dcache[slot].engine_id = peer;
+	l = link_get(eng, peer);
+	pthread_mutex_unlock(&eng->lock);
+	return l;
+}
+
+uint8_t *sv_link_reserve(struct sv_link *link, uint32_t len, int grh,
+			 int *dead)
+{
+	uint8_t *p;
+
+	*dead = atomic_load_explicit(&link->dead, memory_order_relaxed);
+	if (*dead)
+		return NULL;
+	pthread_spin_lock(&link->tx_lock);
+	p = sv_ring_reserve(&link->tx, len,
+			    SV_REC_PKT | (grh ? SV_REC_F_GRH : 0));
+	if (!p)
+		pthread_spin_unlock(&link->tx_lock);
+	return p;
+}
+
+void sv_link_commit(struct sv_link *link)
+{
+	int ring = sv_ring_commit(&link->tx);
+
+	pthread_spin_unlock(&link->tx_lock);
+	if (ring) {
+		uint64_t one = 1;
+
+		if (write(link->peer_db, &one, sizeof(one)) < 0 &&
+		    errno != EAGAIN)
+			sv_dbg("doorbell of engine %u: %s", link->peer_id,
+			       strerror(errno));
+	}
+}
+
+void sv_link_abort(struct sv_link *link)
+{
+	sv_ring_abort(&link->tx);
+	pthread_spin_unlock(&link->tx_lock);
+}
+
+/* ---------------------------------------------------- async events -- */
+
+static void async_send(const struct sv_async_ev *ev)
+{
+	struct sv_async_req req = { .ctx = ev->ctx_id,
+				    .event_type = ev->type,
+				    .element = ev->element };
+	struct sv_call c = { .op = SV_OP_ASYNC_EVENT,
+			     .ufile = ev->ufile,
+			     .instance = ev->instance,
+			     .attach_fd = -1,
+			     .req = &req,
+			     .req_len = sizeof(req) };
+
+	if (sv_call(&c))
+		sv_dbg("async event %u dropped", ev->type);
+}
+
+void sv_eng_async(struct sv_engine *eng, struct ibv_context *ctx,
+		  enum ibv_event_type type, void *element)
+{
+	struct sv_context *sc = to_svctx(ctx);
+	struct sv_async_ev *ev = calloc(1, sizeof(*ev));
+	uint64_t one = 1;
+
+	if (!ev)
+		return;
+	ev->ufile = sc->ufile;
+	ev->ctx_id = sc->ctx_id;
+	ev->instance = sc->instance;
+	ev->type = type;
+	ev->element = (uint64_t)(uintptr_t)element;
+	pthread_mutex_lock(&eng->lock);
+	if (!eng->thread_running) {
+		pthread_mutex_unlock(&eng->lock);
+		async_send(ev); /* no thread: our caller holds no lock */
+		free(ev);
+		return;
+	}
+	*eng->async_tail = ev;
+	eng->async_tail = &ev->next;
+	pthread_mutex_unlock(&eng->lock);
+	if (write(eng->doorbell, &one, sizeof(one)) < 0)
+		sv_dbg("doorbell: %s", strerror(errno));
+}
+
+void sv_engine_async_event(struct ibv_context *ctx, enum ibv_event_type type,
+			   void *element)
+{
+	int err;
+	struct sv_engine *eng = sv_engine_get(ctx);
+
+	(void)err;
+	if (eng)
+		sv_eng_async(eng, ctx, type, element);
+}
+
+static void async_drain(struct sv_engine *eng)
+{
+	struct sv_async_ev *ev;
+
+	for (;;) {
+		pthread_mutex_lock(&eng->lock);
+		ev = eng->async_head;
+		if (ev) {
+			eng->async_head = ev->next;
+			if (!eng->async_head)
+				eng->async_tail = &eng->async_head;
+		}
+		pthread_mutex_unlock(&eng->lock);
+		if (!ev)
+			return;
+		async_send(ev);
+		free(ev);
+	}
+}
+
+void sv_eng_deadline(struct sv_engine *eng, uint64_t when)
+{
+	uint64_t one = 1;
+
+	if (when < atomic_load(&eng->sleep_until) && eng->doorbell >= 0)
+		if (write(eng->doorbell, &one, sizeof(one)) < 0)
+			sv_dbg("doorbell: %s", strerror(errno));
+}
+
+void sv_eng_want_work(struct sv_engine *eng)
+{
+	uint64_t one = 1;
+
+	if (!atomic_exchange(&eng->work, 1) && eng->doorbell >= 0)
+		if (write(eng->doorbell, &one, sizeof(one)) < 0)
+			sv_dbg("doorbell: %s", strerror(errno));
+}
+
+/* ------------------------------------------------------- inbound -- */
+
+/* Up to 64 QPs touched by one drain: their ACKs go out once, after it. */
+struct touched {
+	struct sv_qp *qp[64];
+	int n;
+};
+
+static void touch(struct touched *t, struct sv_qp *qp)
+{
+	for (int i = 0; i < t->n; i++)
+		if (t->qp[i] == qp)
+			return;
+	if (t->n == 64) {
+		sv_resp_flush(qp);
+		return;
+	}
+	t->qp[t->n++] = qp;
+}
+
+static void dispatch(struct sv_engine *eng, const uint8_t *buf, uint32_t len,
+		     uint32_t type, struct touched *t)
+{
+	struct sv_pkt pkt;
+	struct sv_qp *qp;
+
+	if ((type & 0xffff) != SV_REC_PKT ||
+	    sv_pkt_parse(&pkt, buf, len, !!(type & SV_REC_F_GRH)))
+		return; /* not a packet: dropped (C9-xx: silently) */
+	qp = sv_eng_qp(eng, pkt.qpn);
+	if (!qp)
+		return;
+	if (pkt.flags & OP_REQ) {
+		sv_resp_packet(qp, &pkt);
+		touch(t, qp);
+	} else if (sv_comp_packet(qp, &pkt)) {
+		sv_engine_flush(qp);
+	}
+}
+
+/* Drains one ring if no other thread does.  Must hold qp_lock (read).
+ * Returns the packets processed. */
+static int drain_ring(struct sv_engine *eng, struct sv_inring *in,
+		      struct touched *t)
+{
+	int n = 0;
+
+	if (in->broken || pthread_mutex_trylock(&in->lock))
+		return 0;
+	while (n < SV_ENG_BATCH) {
+		const void *p;
+		uint32_t type, len;
+		int r = sv_ring_peek(&in->rx, &type, &p, &len);
+
+		if (r == 0)
+			break;
+		if (r < 0) {
+			sv_warn("engine %u: ring from engine %u is corrupt: "
+				"ignoring it", eng->id, in->peer_id);
+			in->broken = 1;
+			break;
+		}
+		dispatch(eng, p, len, type, t);
+		sv_ring_pop(&in->rx, len);
+		n++;
+	}
+	pthread_mutex_unlock(&in->lock);
+	return n;
+}
+
+static int drain_all(struct sv_engine *eng)
+{
+	unsigned nin = atomic_load_explicit(&eng->nin, memory_order_acquire);
+	struct touched t = { .n = 0 };
+	int n = 0;
+
+	pthread_rwlock_rdlock(&eng->qp_lock);
+	for (unsigned i = 0; i < nin; i++)
+		n += drain_ring(eng, eng->in[i], &t);
+	for (int i = 0; i < t.n; i++) {
+		struct sv_tr *tr = tr_of(t.qp[i]);
+
+		sv_resp_flush(t.qp[i]);
+		if (tr->need_flush) {
+			tr->need_flush = 0;
+			sv_engine_flush(t.qp[i]);
+		}
+	}
+	pthread_rwlock_unlock(&eng->qp_lock);
+	return n;
+}
+
+/* Timers, blocked senders, pending responses of every QP.  Returns the
+ * earliest deadline (ns) or 0. */
+static uint64_t scan_qps(struct sv_engine *eng, uint64_t now, int *busy)
+{
+	uint64_t next = 0;
+	struct sv_qp *flush[32];
+	int nflush = 0;
+
+	pthread_rwlock_rdlock(&eng->qp_lock);
+	for (uint32_t i = 0; i < eng->qcap; i++) {
+		struct sv_qp *qp = eng->qtab[i].qp;
+		struct sv_tr *tr;
+
+		if (!qp)
+			continue;
+		tr = tr_of(qp);
+		if (sv_comp_timers(qp, now, &next) && nflush < 32)
+			flush[nflush++] = qp;
+		if (tr->blocked)
+			sv_req_run(qp);
+		if (tr->ack_pending || tr->rq_head != tr->rq_tail)
+			sv_resp_flush(qp);
+		if (tr->blocked || tr->ack_pending || tr->rq_head != tr->rq_tail)
+			*busy = 1;
+	}
+	for (int i = 0; i < nflush; i++)
+		sv_engine_flush(flush[i]);
+	pthread_rwlock_unlock(&eng->qp_lock);
+	return next;
+}
+
+/* -------------------------------------------------- engine socket -- */
+
+static void peer_gone(struct sv_engine *eng, uint32_t peer)
+{
+	pthread_mutex_lock(&eng->lock);
+	for (struct sv_link *l = eng->links; l; l = l->next)
+		if (l->peer_id == peer)
+			atomic_store(&l->dead, 1);
+	for (int i = 0; i < 256; i++)
+		if (eng->dcache[i].engine_id == peer)
+			eng->dcache[i].engine_id = 0;
+	pthread_mutex_unlock(&eng->lock);
+	atomic_store(&eng->work, 1);
+}
+
+static void sock_readable(struct sv_engine *eng)
+{
+	for (;;) {
+		struct sv_engine_msg m;
+		int fds[SV_MAX_FDS], nfds = 0;
+		ssize_t n = sv_recv_msg(eng->sock, &m, sizeof(m), fds,
+					SV_MAX_FDS, &nfds);
+		struct stat st;
+		void *map;
+
+		if (n == -EAGAIN)
+			return;
+		if (n <= 0) {
+			/* The daemon is gone: every link is. */
+			sv_warn("engine %u: the device went away", eng->id);
+			epoll_ctl(eng->epfd, EPOLL_CTL_DEL, eng->sock, NULL);
+			pthread_mutex_lock(&eng->lock);
+			for (struct sv_link *l = eng->links; l; l = l->next)
+				if (l->peer_id != eng->id)
+					atomic_store(&l->dead, 1);
+			pthread_mutex_unlock(&eng->lock);
+			atomic_store(&eng->work, 1);
+			return;
+		}
+		if (n != sizeof(m)) {
+			sv_close_fds(fds, nfds);
+			continue;
+		}
+		if (m.type == SV_ENGINE_PEER_GONE) {
+			sv_close_fds(fds, nfds);
+			peer_gone(eng, m.peer);
+			continue;
+		}
+		if (m.type != SV_ENGINE_LINK_NEW || nfds != 2 ||
+		    fstat(fds[0], &st) < 0 || (uint64_t)st.st_size != m.ring_size) {
+			sv_close_fds(fds, nfds);
+			continue;
+		}
+		map = mmap(NULL, m.ring_size, PROT_READ | PROT_WRITE,
+			   MAP_SHARED, fds[0], 0);
+		sv_close_fds(fds, nfds); /* the peer's doorbell: not needed */
+		if (map == MAP_FAILED)
+			continue;
+		pthread_mutex_lock(&eng->lock);
+		if (add_inring(eng, map, m.ring_size, m.peer, 1)) {
+			sv_warn("engine %u: refusing a link from engine %u",
+				eng->id, m.peer);
+			munmap(map, m.ring_size);
+		}
+		pthread_mutex_unlock(&eng->lock);
+	}
+}
+
+/* -------------------------------------------------- progress thread -- */
+
+static void arm_all(struct sv_engine *eng, int arm, int *ready)
+{
+	unsigned nin = atomic_load_explicit(&eng->nin, memory_order_acquire);
+
+	for (unsigned i = 0; i < nin; i++) {
+		struct sv_inring *in = eng->in[i];
+
+		if (in->broken)
+			continue;
+		if (!arm)
+			sv_ring_disarm(&in->rx);
+		else if (sv_ring_arm(&in->rx))
+			*ready = 1;
+	}
+}
+
+static void *progress_main(void *arg)
+{
+	struct sv_engine *eng = arg;
+	uint64_t last_work = sv_now_ns(), next_deadline = 0;
+
+	atomic_store(&eng->thread_tid, (unsigned)syscall(SYS_gettid));
+	while (!atomic_load(&eng->stop)) {
+		struct epoll_event evs[4];
+		uint64_t now;
+		int n, busy = 0, ready = 0, timeout = -1;
+
+		n = drain_all(eng);
+		now = sv_now_ns();
+		if (n || atomic_exchange(&eng->work, 0) ||
+		    (next_deadline && now >= next_deadline))
+			next_deadline = scan_qps(eng, now, &busy);
+		if (busy)
+			atomic_store(&eng->work, 1);
+		if (eng->async_head)
+			async_drain(eng);
+		if (n) {
+			last_work = now;
+			continue;
+		}
+		if (now - last_work < SV_ENG_SPIN_NS)
+			continue;
+
+		if (now - atomic_load_explicit(&eng->last_inline,
+					       memory_order_relaxed) <
+		    SV_ENG_INLINE_NS) {
+			/* The application polls a CQ and drains the rings
+			 * itself: stay unarmed, so peers skip the doorbell
+			 * (a wake-up costs more than the whole message). */
+			timeout = 1;
+		} else {
+			arm_all(eng, 1, &ready);
+		}
+		if (timeout == 1) {
+			/* unarmed nap */
+		} else if (ready || atomic_load(&eng->work)) {
+			arm_all(eng, 0, &ready);
+			if (ready)
+				continue;
+			timeout = 1; /* blocked senders: poll gently */
+		} else if (next_deadline) {
+			uint64_t d = next_deadline > now ? next_deadline - now : 0;
+
+			timeout = (int)((d + 999999) / 1000000);
+			if (timeout > 1000)
+				timeout = 1000;
+		}
+		/* Deadlines set from now on by other threads ring us when
+		 * they are earlier than our wake-up (sv_eng_deadline); the
+		 * scan after publishing closes the race with a setter that
+		 * looked before. */
+		atomic_store(&eng->sleep_until,
+			     timeout < 0 ? UINT64_MAX :
+					   now + (uint64_t)timeout * 1000000);
+		{
+			uint64_t d = scan_qps(eng, now, &busy);
+
+			if (d && (!next_deadline || d < next_deadline))
+				next_deadline = d;
+			if (d && (timeout < 0 ||
+				  d < now + (uint64_t)timeout * 1000000)) {
+				timeout = d > now ? (int)((d - now + 999999) / 1000000) : 0;
+				atomic_store(&eng->sleep_until, d);
+			}
+		}
+		n = epoll_wait(eng->epfd, evs, 4, timeout);
+		atomic_store(&eng->sleep_until, 0);
+		arm_all(eng, 0, &ready);
+		for (int i = 0; i < n; i++) {
+			int fd = evs[i].data.fd;
+			uint64_t v;
+
+			if (fd == eng->doorbell || fd == eng->stopfd) {
+				if (read(fd, &v, sizeof(v)) < 0)
+					continue;
+			} else if (fd == eng->sock) {
+				sock_readable(eng);
+			}
+		}
+		last_work = sv_now_ns();
+		if (n == 0)
+			last_work -= SV_ENG_SPIN_NS; /* a timeout: no spin */
+	}
+	async_drain(eng);
+	return NULL;
+}
+
+void sv_engine_progress(struct sv_engine *eng)
+{
+	if (!eng || !eng->attached || pthread_rwlock_tryrdlock(&eng->attach_lock))
+		return;
+	atomic_store_explicit(&eng->last_inline, sv_now_ns(),
+			      memory_order_relaxed);
+	if (eng->attached) {
+		drain_all(eng);
+		if (atomic_load_explicit(&eng->work, memory_order_relaxed)) {
+			int busy = 0;
+
+			scan_qps(eng, sv_now_ns(), &busy);
+		}
+	}
+	pthread_rwlock_unlock(&eng->attach_lock);
+}
+
+/* ------------------------------------------------ attach / detach -- */
+
+static int map_keytab(struct sv_engine *eng, int fd, uint64_t size)
+{
+	const struct sv_keytab_hdr *h;
+	void *p;
+
+	if (eng->kt) {
+		close(fd);
+		return 0;
+	}
+	p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return -errno;
+	h = p;
+	if (size < sizeof(*h) || h->magic != SV_KEYTAB_MAGIC ||
+	    h->version != SV_KEYTAB_VERSION || h->size != size ||
+	    h->entry_size != sizeof(struct sv_key_entry) ||
+	    h->entries_off < sizeof(*h) ||
+	    (uint64_t)h->entries_off + (uint64_t)h->nentries * h->entry_size > size) {
+		munmap(p, size);
+		return -EPROTO;
+	}
+	eng->kt = h;
+	eng->keys = (const struct sv_key_entry *)((const char *)p + h->entries_off);
+	eng->nkeys = h->nentries;
+	eng->kt_len = size;
+	return 0;
+}
+
+/* Must hold eng->lock. */
+static int attach(struct sv_engine *eng)
+{
+	struct sv_engine_attach_rep rep;
+	int rfds[2] = { -1, -1 }, err;
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct sv_call c = { .op = SV_OP_ENGINE_ATTACH,
+			     .instance = eng->instance,
+			     .attach_fd = -1,
+			     .rep = &rep,
+			     .rep_cap = sizeof(rep),
+			     .rfds = rfds,
+			     .max_rfds = 2 };
+
+	eng->doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	eng->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	eng->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (eng->doorbell < 0 || eng->stopfd < 0 || eng->epfd < 0) {
+		err = -errno;
+		goto err_close;
+	}
+	c.fds = &eng->doorbell;
+	c.nfds = 1;
+	err = sv_call(&c);
+	if (!err && (c.nrfds != 2 || c.rep_len != sizeof(rep)))
+		err = -EPROTO;
+	if (err)
+		goto err_close;
+	eng->sock = rfds[0];
+	rfds[0] = -1;
+	err = map_keytab(eng, rfds[1], rep.kt_size);
+	rfds[1] = -1;
+	if (err)
+		goto err_close;
+	fcntl(eng->sock, F_SETFL, O_NONBLOCK);
+	eng->id = rep.engine_id;
+	memcpy(eng->gid, rep.gid, 16);
+	ev.data.fd = eng->doorbell;
+	epoll_ctl(eng->epfd, EPOLL_CTL_ADD, eng->doorbell, &ev);
+	ev.data.fd = eng->sock;
+	epoll_ctl(eng->epfd, EPOLL_CTL_ADD, eng->sock, &ev);
+	ev.data.fd = eng->stopfd;
+	epoll_ctl(eng->epfd, EPOLL_CTL_ADD, eng->stopfd, &ev);
+	atomic_store(&eng->stop, 0);
+	eng->attached = 1;
+	err = pthread_create(&eng->thread, NULL, progress_main, eng);
+	if (err) {
+		err = -err;
+		eng->attached = 0;
+		goto err_close;
+	}
+	eng->thread_running = 1;
+	sv_dbg("engine %u attached (pid %d)", eng->id, (int)eng->pid);
+	return 0;
+
+err_close:
+	sv_close_fds(rfds, 2);
+	if (eng->sock >= 0)
+		close(eng->sock);
+	if (eng->doorbell >= 0)
+		close(eng->doorbell);
+	if (eng->stopfd >= 0)
+		close(eng->stopfd);
+	if (eng->epfd >= 0)
+		close(eng->epfd);
+	eng->sock = eng->doorbell = eng->stopfd = eng->epfd = -1;
+	sv_err("cannot start the data path: %s", strerror(-err));
+	return err;
+}
+
+/* Frees links and inbound rings; closes descriptors.  Must hold
+ * attach_lock (write) or be the only thread (fork child). */
+static void release_all(struct sv_engine *eng, int close_fds)
+{
+	unsigned nin = atomic_load(&eng->nin);
+
+	while (eng->links) {
+		struct sv_link *l = eng->links;
+
+		eng->links = l->next;
+		if (close_fds)
+			close(l->peer_db);
+		munmap(l->map, l->map_len);
+		free(l);
+	}
+	for (unsigned i = 0; i < nin; i++) {
+		if (eng->in[i]->map)
+			munmap(eng->in[i]->map, eng->in[i]->map_len);
+		free(eng->in[i]);
+		eng->in[i] = NULL;
+	}
+	atomic_store(&eng->nin, 0);
+	memset(eng->dcache, 0, sizeof(eng->dcache));
+	if (close_fds) {
+		close(eng->sock);
+		close(eng->doorbell);
+		close(eng->stopfd);
+		close(eng->epfd);
+	}
+	eng->sock = eng->doorbell = eng->stopfd = eng->epfd = -1;
+	eng->attached = 0;
+}
+
+static void detach(struct sv_engine *eng)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&eng->lock);
+	if (!eng->attached || eng->nqps) {
+		pthread_mutex_unlock(&eng->lock);
+		return;
+	}
+	atomic_store(&eng->stop, 1);
+	if (write(eng->stopfd, &one, sizeof(one)) < 0)
+		sv_dbg("stopfd: %s", strerror(errno));
+	eng->thread_running = 0;
+	pthread_mutex_unlock(&eng->lock);
+	pthread_join(eng->thread, NULL);
+	async_drain(eng);
+	pthread_rwlock_wrlock(&eng->attach_lock);
+	pthread_mutex_lock(&eng->lock);
+	if (!eng->nqps) {
+		release_all(eng, 1);
+		sv_dbg("engine %u detached", eng->id);
+	} else {
+		/* A QP came meanwhile: keep the links, restart the thread. */
+		atomic_store(&eng->stop, 0);
+		if (!pthread_create(&eng->thread, NULL, progress_main, eng))
+			eng->thread_running = 1;
+	}
+	pthread_mutex_unlock(&eng->lock);
+	pthread_rwlock_unlock(&eng->attach_lock);
+}
+
+/* A fork()ed child has its own engine: forget the parent's (its rings
+ * and sockets are the parent's business). */
+static void atfork_child(void)
+{
+	struct sv_engine *eng = the_engine;
+
+	pthread_mutex_init(&engine_lock, NULL);
+	if (!eng)
+		return;
+	pthread_mutex_init(&eng->lock, NULL);
+	pthread_rwlock_init(&eng->attach_lock, NULL);
+	pthread_rwlock_init(&eng->qp_lock, NULL);
+	if (eng->attached)
+		release_all(eng, 1);
+	eng->thread_running = 0;
+	eng->pid = getpid();
+	free(eng->qtab);
+	eng->qtab = NULL;
+	eng->qcap = eng->nqps = 0;
+	eng->async_head = NULL;
+	eng->async_tail = &eng->async_head;
+	atomic_store(&eng->work, 0);
+}
+
+static void register_atfork(void)
+{
+	pthread_atfork(NULL, NULL, atfork_child);
+}
+
+struct sv_engine *sv_engine_get(struct ibv_context *ctx)
+{
+	struct sv_engine *eng;
+
+	pthread_once(&atfork_once, register_atfork);
+	pthread_mutex_lock(&engine_lock);
+	eng = the_engine;
+	if (!eng) {
+		eng = calloc(1, sizeof(*eng));
+		if (!eng) {
+			pthread_mutex_unlock(&engine_lock);
+			errno = ENOMEM;
+			return NULL;
+		}
+		pthread_mutex_init(&eng->lock, NULL);
+		pthread_rwlock_init(&eng->attach_lock, NULL);
+		pthread_rwlock_init(&eng->qp_lock, NULL);
+		eng->sock = eng->doorbell = eng->stopfd = eng->epfd = -1;
+		eng->async_tail = &eng->async_head;
+		eng->pid = getpid();
+		the_engine = eng;
+	}
+	/* The daemon instance the engine talks to: the newest context's. */
+	if (ctx && !eng->attached)
+		eng->instance = to_svctx(ctx)->instance;
+	pthread_mutex_unlock(&engine_lock);
+	return eng;
+}
+
+/* ----------------------------------------------------- QP hooks -- */
+
+int sv_engine_qp_add(struct sv_engine *eng, struct sv_qp *qp)
+{
+	int err = sv_tr_init(qp);
+
+	if (err)
+		return err;
+	pthread_mutex_lock(&eng->lock);
+	if (!eng->attached) {
+		err = attach(eng);
+		if (err) {
+			pthread_mutex_unlock(&eng->lock);
+			sv_tr_free(qp);
+			return err;
+		}
+	}
+	pthread_rwlock_wrlock(&eng->qp_lock);
+	err = qtab_put(eng, qp->qpx.qp_base.qp_num, qp);
+	pthread_rwlock_unlock(&eng->qp_lock);
+	pthread_mutex_unlock(&eng->lock);
+	if (err) {
+		sv_tr_free(qp);
+		detach(eng);
+	}
+	return err;
+}
+
+int sv_engine_qp_modify(struct sv_qp *qp, enum ibv_qp_state old_state,
+			int attr_mask)
+{
+	struct sv_engine *eng = qp->eng;
+	struct sv_tr *tr = tr_of(qp);
+	enum ibv_qp_state st = qp->state;
+	struct sv_link *link = NULL;
+
+	if (!tr)
+		return 0;
+	if (st == IBV_QPS_RESET || (st == IBV_QPS_INIT && old_state == IBV_QPS_RESET)) {
+		pthread_spin_lock(&qp->sq_lock);
+		pthread_spin_lock(&qp->rq_lock);
+		sv_tr_reset(qp);
+		qp->link = NULL;
+		tr->link = NULL;
+		pthread_spin_unlock(&qp->rq_lock);
+		pthread_spin_unlock(&qp->sq_lock);
+		return 0;
+	}
+	if ((attr_mask & IBV_QP_STATE) && st == IBV_QPS_RTR &&
+	    qp->type != IBV_QPT_UD) {
+		uint32_t dqpn = qp->dest_qpn ? qp->dest_qpn : qp->attr.dest_qp_num;
+
+		/* May fail (peer not there yet): retried at the first send;
+		 * packets to nowhere end in RETRY_EXC_ERR, as on a fabric. */
+		link = sv_eng_link_for_qpn(eng, dqpn);
+	}
+	pthread_spin_lock(&qp->sq_lock);
+	pthread_spin_lock(&qp->rq_lock);
+	if (attr_mask & IBV_QP_PATH_MTU)
+		tr->mtu = sv_mtu_bytes(qp->attr.path_mtu);
+	if (attr_mask & IBV_QP_RQ_PSN)
+		tr->epsn = qp->attr.rq_psn & PSN_MASK;
+	if (attr_mask & IBV_QP_SQ_PSN) {
+		tr->psn = qp->attr.sq_psn & PSN_MASK;
+		tr->last_ack_psn = (tr->psn - 1) & PSN_MASK;
+	}
+	if (attr_mask & IBV_QP_RETRY_CNT)
+		tr->retry_left = qp->attr.retry_cnt;
+	if (attr_mask & IBV_QP_RNR_RETRY)
+		tr->rnr_left = qp->attr.rnr_retry;
+	if (link) {
+		qp->link = link;
+		tr->link = link;
+	}
+	pthread_spin_unlock(&qp->rq_lock);
+	pthread_spin_unlock(&qp->sq_lock);
+	if (st == IBV_QPS_RTS)
+		sv_req_run(qp);
+	return 0;
+}
+
+void sv_engine_qp_del(struct sv_qp *qp)
+{
+	struct sv_engine *eng = qp->eng;
+	int last;
+
+	if (!eng || !qp->tr)
+		return;
+	pthread_mutex_lock(&eng->lock);
+	pthread_rwlock_wrlock(&eng->qp_lock);
+	qtab_del(eng, qp->qpx.qp_base.qp_num);
+	last = eng->nqps == 0;
+	pthread_rwlock_unlock(&eng->qp_lock);
+	pthread_mutex_unlock(&eng->lock);
+	sv_tr_free(qp);
+	if (last)
+		detach(eng);
+}
+
+void sv_engine_ctx_close(struct ibv_context *ctx)
+{
+	struct sv_engine *eng = the_engine;
+	int last;
+
+	if (!eng)
+		return;
+	pthread_mutex_lock(&eng->lock);
+	pthread_rwlock_wrlock(&eng->qp_lock);
+	for (uint32_t i = 0; i < eng->qcap;) {
+		struct sv_qp *qp = eng->qtab[i].qp;
+
+		if (qp && qp->qpx.qp_base.context == ctx) {
+			qtab_del(eng, eng->qtab[i].qpn);
+			sv_tr_free(qp);
+			continue; /* the slot may hold a moved entry now */
+		}
+		i++;
+	}
+	last = eng->nqps == 0;
+	pthread_rwlock_unlock(&eng->qp_lock);
+	pthread_mutex_unlock(&eng->lock);
+	if (last)
+		detach(eng);
+}
+
+void sv_engine_kick_sq(struct sv_qp *qp)
+{
+	if (qp->tr)
+		sv_req_run(qp);
+}
+
+void sv_engine_kick_rq(struct sv_qp *qp)
+{
+	(void)qp; /* peers waiting on RNR retry on their timer */
+}

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The opcode table (IBTA 9.2.1, table 39): which headers each transport
+ * opcode carries, what it does, and where it sits in a message.
+ */
+#include "engine_int.h"
+
+#define RC(op) (0x00 | (op))
+#define UC(op) (0x20 | (op))
+#define UD(op) (0x60 | (op))
+
+const struct sv_opinfo sv_opcodes[256] = {
+	[RC(0x00)] = { "RC_SEND_FIRST", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_PAYLOAD },
+	[RC(0x01)] = { "RC_SEND_MIDDLE", OP_VALID | OP_REQ | OP_SEND | OP_MIDDLE | OP_PAYLOAD },
+	[RC(0x02)] = { "RC_SEND_LAST", OP_VALID | OP_REQ | OP_SEND | OP_LAST | OP_PAYLOAD },
+	[RC(0x03)] = { "RC_SEND_LAST_IMM", OP_VALID | OP_REQ | OP_SEND | OP_LAST | OP_PAYLOAD | OP_IMM },
+	[RC(0x04)] = { "RC_SEND_ONLY", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_LAST | OP_PAYLOAD },
+	[RC(0x05)] = { "RC_SEND_ONLY_IMM", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_IMM },
+	[RC(0x06)] = { "RC_WRITE_FIRST", OP_VALID | OP_REQ | OP_WRITE | OP_FIRST | OP_PAYLOAD | OP_RETH },
+	[RC(0x07)] = { "RC_WRITE_MIDDLE", OP_VALID | OP_REQ | OP_WRITE | OP_MIDDLE | OP_PAYLOAD },
+	[RC(0x08)] = { "RC_WRITE_LAST", OP_VALID | OP_REQ | OP_WRITE | OP_LAST | OP_PAYLOAD },
+	[RC(0x09)] = { "RC_WRITE_LAST_IMM", OP_VALID | OP_REQ | OP_WRITE | OP_LAST | OP_PAYLOAD | OP_IMM },
+	[RC(0x0a)] = { "RC_WRITE_ONLY", OP_VALID | OP_REQ | OP_WRITE | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_RETH },
+	[RC(0x0b)] = { "RC_WRITE_ONLY_IMM", OP_VALID | OP_REQ | OP_WRITE | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_RETH | OP_IMM },
+	[RC(0x0c)] = { "RC_READ_REQUEST", OP_VALID | OP_REQ | OP_READ | OP_FIRST | OP_LAST | OP_RETH },
+	[RC(0x0d)] = { "RC_READ_RESPONSE_FIRST", OP_VALID | OP_RESP | OP_READ | OP_FIRST | OP_PAYLOAD | OP_AETH },
+	[RC(0x0e)] = { "RC_READ_RESPONSE_MIDDLE", OP_VALID | OP_RESP | OP_READ | OP_MIDDLE | OP_PAYLOAD },
+	[RC(0x0f)] = { "RC_READ_RESPONSE_LAST", OP_VALID | OP_RESP | OP_READ | OP_LAST | OP_PAYLOAD | OP_AETH },
+	[RC(0x10)] = { "RC_READ_RESPONSE_ONLY", OP_VALID | OP_RESP | OP_READ | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_AETH },
+	[RC(0x11)] = { "RC_ACKNOWLEDGE", OP_VALID | OP_RESP | OP_ACK | OP_FIRST | OP_LAST | OP_AETH },
+	[RC(0x12)] = { "RC_ATOMIC_ACKNOWLEDGE", OP_VALID | OP_RESP | OP_ATOMIC | OP_FIRST | OP_LAST | OP_AETH | OP_ATMACK },
+	[RC(0x13)] = { "RC_COMPARE_SWAP", OP_VALID | OP_REQ | OP_ATOMIC | OP_FIRST | OP_LAST | OP_ATMETH },
+	[RC(0x14)] = { "RC_FETCH_ADD", OP_VALID | OP_REQ | OP_ATOMIC | OP_FIRST | OP_LAST | OP_ATMETH },
+	[RC(0x16)] = { "RC_SEND_LAST_INV", OP_VALID | OP_REQ | OP_SEND | OP_LAST | OP_PAYLOAD | OP_IETH },
+	[RC(0x17)] = { "RC_SEND_ONLY_INV", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_IETH },
+	[UC(0x00)] = { "UC_SEND_FIRST", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_PAYLOAD },
+	[UC(0x01)] = { "UC_SEND_MIDDLE", OP_VALID | OP_REQ | OP_SEND | OP_MIDDLE | OP_PAYLOAD },
+	[UC(0x02)] = { "UC_SEND_LAST", OP_VALID | OP_REQ | OP_SEND | OP_LAST | OP_PAYLOAD },
+	[UC(0x03)] = { "UC_SEND_LAST_IMM", OP_VALID | OP_REQ | OP_SEND | OP_LAST | OP_PAYLOAD | OP_IMM },
+	[UC(0x04)] = { "UC_SEND_ONLY", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_LAST | OP_PAYLOAD },
+	[UC(0x05)] = { "UC_SEND_ONLY_IMM", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_IMM },
+	[UC(0x06)] = { "UC_WRITE_FIRST", OP_VALID | OP_REQ | OP_WRITE | OP_FIRST | OP_PAYLOAD | OP_RETH },
+	[UC(0x07)] = { "UC_WRITE_MIDDLE", OP_VALID | OP_REQ | OP_WRITE | OP_MIDDLE | OP_PAYLOAD },
+	[UC(0x08)] = { "UC_WRITE_LAST", OP_VALID | OP_REQ | OP_WRITE | OP_LAST | OP_PAYLOAD },
+	[UC(0x09)] = { "UC_WRITE_LAST_IMM", OP_VALID | OP_REQ | OP_WRITE | OP_LAST | OP_PAYLOAD | OP_IMM },
+	[UC(0x0a)] = { "UC_WRITE_ONLY", OP_VALID | OP_REQ | OP_WRITE | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_RETH },
+	[UC(0x0b)] = { "UC_WRITE_ONLY_IMM", OP_VALID | OP_REQ | OP_WRITE | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_RETH | OP_IMM },
+	[UD(0x04)] = { "UD_SEND_ONLY", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_DETH },
+	[UD(0x05)] = { "UD_SEND_ONLY_IMM", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_DETH | OP_IMM },
+};
+
+/* Header bytes after the BTH, in the order of 9.2: DETH, RETH, AtomicETH,
+ * AETH, AtomicAckETH, ImmDt, IETH. */
+unsigned sv_op_hdr_len(uint32_t flags)
+{
+	return SV_BTH_BYTES + ((flags & OP_DETH) ? SV_DETH_BYTES : 0) +
+	       ((flags & OP_RETH) ? SV_RETH_BYTES : 0) +
+	       ((flags & OP_ATMETH) ? SV_ATMETH_BYTES : 0) +
+	       ((flags & OP_AETH) ? SV_AETH_BYTES : 0) +
+	       ((flags & OP_ATMACK) ? SV_ATMACK_BYTES : 0) +
+	       ((flags & OP_IMM) ? SV_IMMDT_BYTES : 0) +
+	       ((flags & OP_IETH) ? SV_IETH_BYTES : 0);
+}
+
+int sv_pkt_parse(struct sv_pkt *pkt, const uint8_t *buf, uint32_t len,
+		 int grh)
+{
+	const struct sv_opinfo *oi;
+	const uint8_t *p = buf;
+	unsigned hl;
+
+	memset(pkt, 0, sizeof(*pkt));
+	if (grh) {
+		if (len < SV_GRH_BYTES)
+			return -1;
+		pkt->grh = p;
+		p += SV_GRH_BYTES;
+		len -= SV_GRH_BYTES;
+	}
+	if (len < SV_BTH_BYTES)
+		return -1;
+	pkt->bth = p;
+	pkt->opcode = __bth_opcode(p);
+	oi = &sv_opcodes[pkt->opcode];
+	if (!(oi->flags & OP_VALID))
+		return -1;
+	pkt->flags = oi->flags;
+	hl = sv_op_hdr_len(oi->flags);
+	if (len < hl)
+		return -1;
+	pkt->qpn = __bth_qpn(p);
+	pkt->psn = __bth_psn(p);
+	p += SV_BTH_BYTES;
+	if (oi->flags & OP_DETH) {
+		pkt->qkey = __deth_qkey(p);
+		pkt->src_qpn = __deth_sqp(p);
+		p += SV_DETH_BYTES;
+	}
+	if (oi->flags & OP_RETH) {
+		pkt->va = __reth_va(p);
+		pkt->rkey = __reth_rkey(p);
+		pkt->dma_len = __reth_len(p);
+		p += SV_RETH_BYTES;
+	}
+	if (oi->flags & OP_ATMETH) {
+		pkt->va = __atmeth_va(p);
+		pkt->rkey = __atmeth_rkey(p);
+		pkt->swap = __atmeth_swap(p);
+		pkt->comp = __atmeth_comp(p);
+		p += SV_ATMETH_BYTES;
+	}
+	if (oi->flags & OP_AETH) {
+		pkt->syn = __aeth_syn(p);
+		pkt->msn = __aeth_msn(p);
+		p += SV_AETH_BYTES;
+	}
+	if (oi->flags & OP_ATMACK) {
+		pkt->orig = __atmack_orig(p);
+		p += SV_ATMACK_BYTES;
+	}
+	if (oi->flags & OP_IMM) {
+		pkt->imm = __immdt_raw(p);
+		p += SV_IMMDT_BYTES;
+	}
+	if (oi->flags & OP_IETH) {
+		pkt->inv_rkey = __ieth_rkey(p);
+		p += SV_IETH_BYTES;
+	}
+	pkt->payload = p;
+	pkt->paylen = len - hl;
+	if (pkt->paylen && !(oi->flags & OP_PAYLOAD))
+		return -1;
+	return 0;
+}

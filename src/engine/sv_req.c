@@ -1,0 +1,427 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The requester (IBTA 9.7.x requester side; rxe_req.c's role): takes send
+ * WQEs in order and turns them into packets on the QP's link, segmented by
+ * the path MTU.  Local operations (LOCAL_INV, BIND_MW) ask the daemon,
+ * which owns the key table, with the SQ lock dropped; `req_busy` keeps a
+ * second thread from overtaking meanwhile, so the SQ stays in order.
+ *
+ * Keys are checked here when a WQE starts (not when it was posted), so a
+ * dereg or rereg between post and execution is honoured.
+ */
+#include "engine_int.h"
+#include "sv_client.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define WQE_STATE(w) ((w)->state & 0xff)
+#define WQE_STATUS(w) ((w)->state >> 8)
+
+/* Marks w finished with status (retired in order by the completer). */
+static void wqe_done(struct sv_send_wqe *w, enum ibv_wc_status status)
+{
+	w->state = WQE_DONE | (uint32_t)status << 8;
+}
+
+static uint8_t base_opcode(uint32_t wr_op, int first, int last)
+{
+	switch (wr_op) {
+	case IBV_WR_SEND:
+		return first && last ? OPC_SEND_ONLY :
+		       first	      ? OPC_SEND_FIRST :
+		       last	      ? OPC_SEND_LAST :
+					OPC_SEND_MIDDLE;
+	case IBV_WR_SEND_WITH_IMM:
+		return first && last ? OPC_SEND_ONLY_IMM :
+		       first	      ? OPC_SEND_FIRST :
+		       last	      ? OPC_SEND_LAST_IMM :
+					OPC_SEND_MIDDLE;
+	case IBV_WR_SEND_WITH_INV:
+		return first && last ? OPC_SEND_ONLY_INV :
+		       first	      ? OPC_SEND_FIRST :
+		       last	      ? OPC_SEND_LAST_INV :
+					OPC_SEND_MIDDLE;
+	case IBV_WR_RDMA_WRITE:
+		return first && last ? OPC_WRITE_ONLY :
+		       first	      ? OPC_WRITE_FIRST :
+		       last	      ? OPC_WRITE_LAST :
+					OPC_WRITE_MIDDLE;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return first && last ? OPC_WRITE_ONLY_IMM :
+		       first	      ? OPC_WRITE_FIRST :
+		       last	      ? OPC_WRITE_LAST_IMM :
+					OPC_WRITE_MIDDLE;
+	case IBV_WR_RDMA_READ:
+		return OPC_READ_REQ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return OPC_CMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return OPC_FETCH_ADD;
+	}
+	return 0xff;
+}
+
+/* Writes the headers of a packet at p; returns the header length. */
+static unsigned build_hdrs(struct sv_qp *qp, struct sv_engine *eng,
+			   struct sv_send_wqe *w, uint8_t *p, uint8_t opcode,
+			   uint32_t psn, int last, uint32_t paylen,
+			   uint64_t len)
+{
+	uint32_t flags = sv_opcodes[opcode].flags;
+	uint32_t dqpn = qp->type == IBV_QPT_UD ? w->remote_qpn : qp->dest_qpn;
+	uint8_t *h = p;
+
+	if (qp->type == IBV_QPT_UD) {
+		/* GRH (8.3): IPv6-style; the responder writes it into the
+		 * receive buffer (sv_resp.c builds what the receiver sees). */
+		memset(h, 0, SV_GRH_BYTES);
+		st_be32(h, 6u << 28);
+		h[4] = (uint8_t)((paylen + SV_BTH_BYTES + SV_DETH_BYTES) >> 8);
+		h[5] = (uint8_t)(paylen + SV_BTH_BYTES + SV_DETH_BYTES);
+		h[6] = 0x1b; /* next header: IBA transport */
+		h[7] = 64;   /* hop limit */
+		memcpy(h + 8, eng->gid, 16);
+		memcpy(h + 24, w->dgid.raw, 16);
+		h += SV_GRH_BYTES;
+	}
+	bth_init(h, opcode,
+		 last && (w->send_flags & IBV_SEND_SOLICITED) &&
+			 (flags & (OP_SEND | OP_IMM)),
+		 0xffff, dqpn,
+		 qp->type == IBV_QPT_RC && last, psn);
+	h += SV_BTH_BYTES;
+	if (flags & OP_DETH) {
+		deth_set(h, w->remote_qkey, qp->qpx.qp_base.qp_num);
+		h += SV_DETH_BYTES;
+	}
+	if (flags & OP_RETH) {
+		reth_set(h, w->remote_addr, w->rkey, (uint32_t)len);
+		h += SV_RETH_BYTES;
+	}
+	if (flags & OP_ATMETH) {
+		if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP)
+			atmeth_set(h, w->remote_addr, w->rkey, w->swap,
+				   w->compare_add);
+		else
+			atmeth_set(h, w->remote_addr, w->rkey, w->compare_add, 0);
+		h += SV_ATMETH_BYTES;
+	}
+	if (flags & OP_IMM) {
+		immdt_set_raw(h, w->imm_data);
+		h += SV_IMMDT_BYTES;
+	}
+	if (flags & OP_IETH) {
+		ieth_set(h, w->invalidate_rkey);
+		h += SV_IETH_BYTES;
+	}
+	return (unsigned)(h - p);
+}
+
+static enum ibv_wc_status kerr_status(int e)
+{
+	return e < 0 ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR;
+}
+
+/* Checks every local SGE of w now (execution time). */
+static int check_sges(struct sv_qp *qp, struct sv_send_wqe *w, uint32_t access)
+{
+	for (uint32_t i = 0; i < w->num_sge; i++) {
+		struct sv_mem m;
+
+		if (!w->sge[i].length)
+			continue;
+		if (sv_key_resolve(qp->eng, w->sge[i].lkey, qp->pd_id,
+				   w->sge[i].addr, w->sge[i].length, access, 0,
+				   0, &m))
+			return -1;
+	}
+	return 0;
+}
+
+enum step { STEP_NEXT, STEP_BLOCKED, STEP_UNLOCKED };
+
+/* A local operation: the daemon changes the key table.  Called with
+ * sq_lock held; drops and retakes it. */
+static enum step local_op(struct sv_qp *qp, struct sv_send_wqe *w,
+			  uint32_t idx)
+{
+	struct sv_engine *eng = qp->eng;
+	enum ibv_wc_status status = IBV_WC_SUCCESS;
+	uint32_t op = w->opcode;
+	struct sv_mw_bind_req b;
+	struct sv_key_req k;
+	struct sv_call c = { .instance = eng->instance, .attach_fd = -1 };
+	int err;
+
+	if (op == IBV_WR_BIND_MW) {
+		memset(&b, 0, sizeof(b));
+		b.mw_key = w->mw ? w->mw->rkey : w->mw_new_rkey;
+		b.new_key = w->mw_new_rkey;
+		b.mr_key = w->bind_info.mr ? w->bind_info.mr->lkey : 0;
+		b.access = w->bind_info.mw_access_flags;
+		b.addr = w->bind_info.addr;
+		b.length = w->bind_info.length;
+		b.pd_id = qp->pd_id;
+		b.qpn = qp->qpx.qp_base.qp_num;
+		c.op = SV_OP_MW_BIND;
+		c.req = &b;
+		c.req_len = sizeof(b);
+	} else {
+		k = (struct sv_key_req){ .key = w->invalidate_rkey,
+					 .pd_id = qp->pd_id,
+					 .qpn = qp->qpx.qp_base.qp_num };
+		c.op = SV_OP_KEY_INVALIDATE;
+		c.req = &k;
+		c.req_len = sizeof(k);
+	}
+	pthread_spin_unlock(&qp->sq_lock);
+	err = sv_call(&c);
+	pthread_spin_lock(&qp->sq_lock);
+	/* Flushed or reset meanwhile: the WQE is no longer ours. */
+	if (qp->sq.next != idx || qp->state == IBV_QPS_ERR ||
+	    qp->state == IBV_QPS_RESET)
+		return STEP_UNLOCKED;
+	if (err)
+		status = op == IBV_WR_BIND_MW ? IBV_WC_MW_BIND_ERR :
+						IBV_WC_LOC_QP_OP_ERR;
+	wqe_done(w, status);
+	qp->sq.next++;
+	return STEP_UNLOCKED;
+}
+
+/* Sends (the rest of) w.  Must hold sq_lock. */
+static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
+			  struct sv_send_wqe *w)
+{
+	struct sv_engine *eng = qp->eng;
+	int inl = !!(w->send_flags & IBV_SEND_INLINE);
+	int ud = qp->type == IBV_QPT_UD, rc = qp->type == IBV_QPT_RC;
+	uint32_t op = w->opcode, mtu = tr->mtu ? tr->mtu : 4096;
+	uint64_t len;
+	struct sv_link *link = ud ? NULL : qp->link;
+
+	if (op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	    op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		len = op == IBV_WR_RDMA_READ ? sv_sge_total(w->sge, (int)w->num_sge) : 8;
+	} else {
+		len = inl ? w->inline_len : sv_sge_total(w->sge, (int)w->num_sge);
+	}
+
+	if (WQE_STATE(w) == WQE_NEW) {
+		uint32_t acc = 0;
+
+		if (base_opcode(op, 1, 1) == 0xff ||
+		    (!rc && (op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+			     op == IBV_WR_ATOMIC_FETCH_AND_ADD)) ||
+		    (ud && op != IBV_WR_SEND && op != IBV_WR_SEND_WITH_IMM)) {
+			wqe_done(w, IBV_WC_LOC_QP_OP_ERR);
+			return STEP_NEXT;
+		}
+		if (len > SV_ENG_MAX_MSG || (ud && len > mtu)) {
+			wqe_done(w, IBV_WC_LOC_LEN_ERR);
+			return STEP_NEXT;
+		}
+		if ((op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+		     op == IBV_WR_ATOMIC_FETCH_AND_ADD) &&
+		    (w->num_sge < 1 || w->sge[0].length < 8)) {
+			wqe_done(w, IBV_WC_LOC_LEN_ERR);
+			return STEP_NEXT;
+		}
+		if (op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+		    op == IBV_WR_ATOMIC_FETCH_AND_ADD)
+			acc = IBV_ACCESS_LOCAL_WRITE;
+		if (!inl && check_sges(qp, w, acc)) {
+			wqe_done(w, IBV_WC_LOC_PROT_ERR);
+			return STEP_NEXT;
+		}
+		w->bytes_sent = 0;
+		w->first_psn = tr->psn;
+		w->retries = 0;
+	}
+	if (ud || !link) {
+		uint32_t dqpn = ud ? w->remote_qpn : qp->dest_qpn;
+
+		/* Resolving a destination may call the daemon: not with the
+		 * SQ lock held. */
+		pthread_spin_unlock(&qp->sq_lock);
+		link = sv_eng_link_for_qpn(eng, dqpn);
+		pthread_spin_lock(&qp->sq_lock);
+		if (!ud && link) {
+			qp->link = link;
+			tr->link = link;
+		}
+		if (WQE_STATE(w) == WQE_DONE)
+			return STEP_UNLOCKED;
+	}
+
+	if (op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	    op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		uint32_t npk = op == IBV_WR_RDMA_READ && len ?
+				       (uint32_t)((len + mtu - 1) / mtu) : 1;
+		uint8_t opc = base_opcode(op, 1, 1);
+		unsigned hl = sv_op_hdr_len(sv_opcodes[opc].flags);
+		int dead = 0;
+		uint8_t *p = link ? sv_link_reserve(link, hl, 0, &dead) : NULL;
+
+		if (link && !p && !dead) {
+			tr->blocked = 1;
+			return STEP_BLOCKED;
+		}
+		if (p) {
+			build_hdrs(qp, eng, w, p, opc, tr->psn, 1, 0, len);
+			sv_link_commit(link);
+		}
+		w->first_psn = tr->psn;
+		w->last_psn = (tr->psn + npk - 1) & PSN_MASK;
+		tr->psn = (tr->psn + npk) & PSN_MASK;
+		w->state = WQE_SENT;
+		return STEP_NEXT;
+	}
+
+	/* SEND / WRITE: one packet per MTU, at least one. */
+	do {
+		uint64_t off = w->bytes_sent;
+		uint32_t chunk = len - off > mtu ? mtu : (uint32_t)(len - off);
+		int first = off == 0, last = off + chunk == len, dead = 0;
+		uint8_t opc = base_opcode(op, first, last) |
+			      (ud ? OPC_UD : qp->type == IBV_QPT_UC ? OPC_UC : 0);
+		unsigned hl = sv_op_hdr_len(sv_opcodes[opc].flags) +
+			      (ud ? SV_GRH_BYTES : 0);
+		uint8_t *p = link ? sv_link_reserve(link, hl + chunk, ud, &dead) :
+				    NULL;
+		int err = 0;
+
+		if (link && !p && !dead) {
+			w->state = WQE_SENDING;
+			tr->blocked = 1;
+			return STEP_BLOCKED;
+		}
+		if (p) {
+			build_hdrs(qp, eng, w, p, opc, tr->psn, last, chunk, len);
+			if (inl)
+				memcpy(p + hl, sv_send_wqe_inline(&qp->sq, w) + off,
+				       chunk);
+			else if (chunk)
+				err = sv_sge_copy(eng, w->sge, (int)w->num_sge,
+						  qp->pd_id, off, p + hl, chunk, 0);
+			if (err) {
+				sv_link_abort(link);
+				if (rc && !first) {
+					/* Half a message went out: the peer
+					 * sees it cut by the error. */
+					w->last_psn = (tr->psn - 1) & PSN_MASK;
+				}
+				wqe_done(w, kerr_status(err));
+				return STEP_NEXT;
+			}
+			sv_link_commit(link);
+		}
+		w->bytes_sent = off + chunk;
+		tr->psn = (tr->psn + 1) & PSN_MASK;
+	} while (w->bytes_sent < len);
+	w->last_psn = (tr->psn - 1) & PSN_MASK;
+	if (rc)
+		w->state = WQE_SENT;
+	else
+		wqe_done(w, IBV_WC_SUCCESS); /* UC, UD: sent is done */
+	return STEP_NEXT;
+}
+
+/* An outstanding READ or atomic before `idx` (the fence waits for them). */
+static int reads_outstanding(struct sv_qp *qp, uint32_t idx)
+{
+	for (uint32_t i = qp->sq.head; i != idx; i++) {
+		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, i);
+
+		if (WQE_STATE(w) != WQE_DONE &&
+		    (w->opcode == IBV_WR_RDMA_READ ||
+		     w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+		     w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD))
+			return 1;
+	}
+	return 0;
+}
+
+void sv_req_run(struct sv_qp *qp)
+{
+	struct sv_tr *tr = tr_of(qp);
+	uint64_t new_deadline = 0;
+	int flush = 0;
+
+	if (!tr)
+		return;
+	pthread_spin_lock(&qp->sq_lock);
+	if (tr->req_busy) {
+		tr->req_again = 1;
+		pthread_spin_unlock(&qp->sq_lock);
+		return;
+	}
+	tr->req_busy = 1;
+	do {
+		tr->req_again = 0;
+		tr->blocked = 0;
+		while ((qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD) &&
+		       !tr->rnr_at && !tr->stopped && qp->sq.next != qp->sq.tail) {
+			uint32_t idx = qp->sq.next;
+			struct sv_send_wqe *w = sv_wq_slot(&qp->sq, idx);
+			enum step s;
+
+			if (WQE_STATE(w) == WQE_DONE) {
+				qp->sq.next++; /* a local op kept by a rewind */
+				continue;
+			}
+			/* SQD: finish what started, start nothing new. */
+			if (qp->state == IBV_QPS_SQD && WQE_STATE(w) == WQE_NEW)
+				break;
+			if ((w->send_flags & IBV_SEND_FENCE) &&
+			    WQE_STATE(w) == WQE_NEW && reads_outstanding(qp, idx))
+				break; /* the completer runs us again */
+			if (w->opcode == IBV_WR_BIND_MW ||
+			    w->opcode == IBV_WR_LOCAL_INV) {
+				if (qp->type == IBV_QPT_UD ||
+				    (w->opcode == IBV_WR_LOCAL_INV &&
+				     qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC)) {
+					wqe_done(w, IBV_WC_LOC_QP_OP_ERR);
+					qp->sq.next++;
+					continue;
+				}
+				local_op(qp, w, idx);
+				continue;
+			}
+			s = send_wqe(qp, tr, w);
+			if (s == STEP_BLOCKED)
+				break;
+			if (s == STEP_UNLOCKED)
+				continue;
+			if (WQE_STATE(w) == WQE_DONE && WQE_STATUS(w) &&
+			    qp->type == IBV_QPT_RC) {
+				/* Local error: the QP stops here; it retires
+				 * (and errors the QP) after what is before it. */
+				qp->sq.next++;
+				tr->stopped = 1;
+				break;
+			}
+			qp->sq.next++;
+			if (qp->type == IBV_QPT_RC) {
+				if (!tr->timer_at) {
+					tr->timer_at = sv_now_ns() +
+						sv_timeout_ns(qp->attr.timeout);
+					new_deadline = tr->timer_at;
+				}
+				tr->ring_mark = tr->link ? tr->link->tx.tail : 0;
+			}
+		}
+		sv_comp_retire(qp);
+		if (qp->state == IBV_QPS_ERR && qp->sq.head != qp->sq.tail)
+			flush = 1;
+	} while (tr->req_again);
+	tr->req_busy = 0;
+	pthread_spin_unlock(&qp->sq_lock);
+	if (tr->blocked)
+		sv_eng_want_work(qp->eng);
+	if (new_deadline)
+		sv_eng_deadline(qp->eng, new_deadline);
+	if (flush)
+		sv_engine_flush(qp);
+}

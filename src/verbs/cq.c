@@ -1,0 +1,542 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Completion queues and completion channels.
+ *
+ * A CQ is a ring of struct ibv_wc in this process (the engine pushes with
+ * sv_cq_push, the application pops with ibv_poll_cq or the ibv_cq_ex
+ * start/next/end_poll calls) and a handle in the daemon that counts the
+ * QPs using it.  The ring holds exactly cqe entries: one more completion
+ * overflows it, which loses the entry and raises IBV_EVENT_CQ_ERR once.
+ *
+ * A completion channel is an eventfd (EFD_SEMAPHORE: one count per event,
+ * pollable, blocking unless the application sets O_NONBLOCK) plus a list
+ * of the CQs with unread events, so destroying a CQ withdraws its pending
+ * events as the kernel does.
+ */
+#include "dp_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+struct sv_channel {
+	struct ibv_comp_channel ch; /* must be first */
+	pthread_mutex_t lock;	    /* the pending list */
+	struct sv_cq *head, *tail;  /* CQs with chan_pending > 0 */
+};
+
+static struct sv_channel *to_svchan(struct ibv_comp_channel *ch)
+{
+	return (struct sv_channel *)ch;
+}
+
+/* ----------------------------------------------------------- channel -- */
+
+SV_EXPORT struct ibv_comp_channel *
+ibv_create_comp_channel(struct ibv_context *context)
+{
+	struct sv_channel *c;
+
+	if (!context)
+		return sv_null_errno(-EINVAL);
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return sv_null_errno(-ENOMEM);
+	c->ch.fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+	if (c->ch.fd < 0) {
+		free(c);
+		return NULL; /* errno from eventfd */
+	}
+	c->ch.context = context;
+	c->ch.refcnt = 0;
+	pthread_mutex_init(&c->lock, NULL);
+	return &c->ch;
+}
+
+SV_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
+{
+	struct sv_channel *c = to_svchan(channel);
+	struct ibv_context *ctx = channel->context;
+	int busy;
+
+	pthread_mutex_lock(&ctx->mutex);
+	busy = channel->refcnt != 0;
+	pthread_mutex_unlock(&ctx->mutex);
+	if (busy) {
+		errno = EBUSY;
+		return EBUSY;
+	}
+	close(channel->fd);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+	return 0;
+}
+
+/* Queues one event for cq.  Called with cq->lock held (lock order: the
+ * channel lock is a leaf). */
+static void channel_notify(struct sv_cq *cq)
+{
+	struct sv_channel *c = to_svchan(cq->ex.channel);
+	uint64_t one = 1;
+	ssize_t n;
+
+	pthread_mutex_lock(&c->lock);
+	if (cq->chan_pending++ == 0) {
+		cq->chan_next = NULL;
+		if (c->tail)
+			c->tail->chan_next = cq;
+		else
+			c->head = cq;
+		c->tail = cq;
+	}
+	pthread_mutex_unlock(&c->lock);
+	n = write(c->ch.fd, &one, sizeof(one));
+	(void)n; /* an eventfd counter does not overflow in practice */
+}
+
+/* Withdraws cq's unread events (the eventfd count may then be ahead of
+ * the list: ibv_get_cq_event skips such counts). */
+static void channel_forget(struct sv_cq *cq)
+{
+	struct sv_channel *c = to_svchan(cq->ex.channel);
+	struct sv_cq **pp, *prev = NULL;
+
+	pthread_mutex_lock(&c->lock);
+	for (pp = &c->head; *pp; prev = *pp, pp = &(*pp)->chan_next)
+		if (*pp == cq) {
+			*pp = cq->chan_next;
+			if (c->tail == cq)
+				c->tail = prev;
+			break;
+		}
+	cq->chan_pending = 0;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * Returns 0 with the next CQ that had a completion event, or -1 with errno
+ * (EAGAIN when the application made channel->fd non-blocking and nothing
+ * is there).  Blocks otherwise.
+ */
+SV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel,
+			       struct ibv_cq **cq, void **cq_context)
+{
+	struct sv_channel *c = to_svchan(channel);
+	struct sv_cq *got;
+	uint64_t v;
+
+	for (;;) {
+		if (read(channel->fd, &v, sizeof(v)) != sizeof(v))
+			return -1;
+		pthread_mutex_lock(&c->lock);
+		got = c->head;
+		if (got) {
+			got->comp_events++;
+			if (--got->chan_pending == 0) {
+				c->head = got->chan_next;
+				if (!c->head)
+					c->tail = NULL;
+			}
+		}
+		pthread_mutex_unlock(&c->lock);
+		if (got)
+			break;
+		/* A count left by a destroyed CQ: wait for a real one. */
+	}
+	*cq = ibv_cq_ex_to_cq(&got->ex);
+	*cq_context = got->ex.cq_context;
+	return 0;
+}
+
+SV_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
+{
+	pthread_mutex_lock(&cq->mutex);
+	cq->comp_events_completed += nevents;
+	pthread_cond_broadcast(&cq->cond);
+	pthread_mutex_unlock(&cq->mutex);
+}
+
+/* ---------------------------------------------------------- the ring -- */
+
+int sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, int solicited)
+{
+	int overflow = 0, first_overflow = 0;
+
+	pthread_spin_lock(&cq->lock);
+	if (cq->count >= cq->cap) {
+		overflow = 1;
+		first_overflow = !cq->overflowed;
+		cq->overflowed = 1;
+	} else {
+		cq->ring[(cq->head + cq->count) % cq->cap] = *wc;
+		cq->count++;
+		if (cq->notify == SV_CQ_ARM_ALL ||
+		    (cq->notify == SV_CQ_ARM_SOLICITED && solicited)) {
+			cq->notify = 0;
+			if (cq->ex.channel)
+				channel_notify(cq);
+		}
+	}
+	pthread_spin_unlock(&cq->lock);
+	if (first_overflow) {
+		sv_warn("cq %p: overflow (%u entries), completion lost", (void *)cq,
+			cq->cap);
+		sv_engine_async_event(cq->ex.context, IBV_EVENT_CQ_ERR,
+				      ibv_cq_ex_to_cq(&cq->ex));
+	}
+	return overflow ? -ENOSPC : 0;
+}
+
+/* Pops up to n entries.  Takes cq->lock. */
+static int take(struct sv_cq *cq, int n, struct ibv_wc *wc)
+{
+	int i = 0;
+
+	pthread_spin_lock(&cq->lock);
+	for (; i < n && cq->count; i++) {
+		wc[i] = cq->ring[cq->head];
+		cq->head = (cq->head + 1) % cq->cap;
+		cq->count--;
+	}
+	pthread_spin_unlock(&cq->lock);
+	return i;
+}
+
+static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
+{
+	struct sv_cq *cq = to_svcq(ibcq);
+	int got;
+
+	if (n < 0)
+		return -EINVAL;
+	got = take(cq, n, wc);
+	if (got == 0 && n > 0) {
+		/* Poll first: an empty CQ drives the engine inline. */
+		sv_engine_progress(cq->eng);
+		got = take(cq, n, wc);
+	}
+	return got;
+}
+
+static int req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	struct sv_cq *cq = to_svcq(ibcq);
+
+	pthread_spin_lock(&cq->lock);
+	/* "all" is stronger than "solicited": it stays. */
+	if (!solicited_only)
+		cq->notify = SV_CQ_ARM_ALL;
+	else if (cq->notify != SV_CQ_ARM_ALL)
+		cq->notify = SV_CQ_ARM_SOLICITED;
+	pthread_spin_unlock(&cq->lock);
+	return 0;
+}
+
+/* ----------------------------------------------- ibv_cq_ex polling -- */
+
+static void load_cur(struct sv_cq *cq)
+{
+	cq->ex.wr_id = cq->cur.wr_id;
+	cq->ex.status = cq->cur.status;
+}
+
+static int start_poll(struct ibv_cq_ex *ex, struct ibv_poll_cq_attr *attr)
+{
+	struct sv_cq *cq = (struct sv_cq *)ex;
+
+	if (attr->comp_mask)
+		return EINVAL;
+	if (poll_cq(ibv_cq_ex_to_cq(ex), 1, &cq->cur) != 1)
+		return ENOENT;
+	load_cur(cq);
+	return 0;
+}
+
+static int next_poll(struct ibv_cq_ex *ex)
+{
+	struct sv_cq *cq = (struct sv_cq *)ex;
+
+	if (take(cq, 1, &cq->cur) != 1)
+		return ENOENT;
+	load_cur(cq);
+	return 0;
+}
+
+static void end_poll(struct ibv_cq_ex *ex)
+{
+	(void)ex;
+}
+
+#define CUR(ex) (((struct sv_cq *)(ex))->cur)
+
+static enum ibv_wc_opcode read_opcode(struct ibv_cq_ex *ex)
+{
+	return CUR(ex).opcode;
+}
+
+static uint32_t read_vendor_err(struct ibv_cq_ex *ex)
+{
+	return CUR(ex).vendor_err;
+}
+
+static uint32_t read_byte_len(struct ibv_cq_ex *ex)
+{
+	return CUR(ex).byte_len;
+}
+
+static __be32 read_imm_data(struct ibv_cq_ex *ex)
+{
+	return CUR(ex).imm_data;
+}
+
+static uint32_t read_qp_num(struct ibv_cq_ex *ex)
+{
+	return CUR(ex).qp_num;
+}
+
+static uint32_t read_src_qp(struct ibv_cq_ex *ex)
+{
+	return CUR(ex).src_qp;
+}
+
+static unsigned int read_wc_flags(struct ibv_cq_ex *ex)
+{
+	return CUR(ex).wc_flags;
+}
+
+static uint32_t read_slid(struct ibv_cq_ex *ex)
+{
+	return CUR(ex).slid;
+}
+
+static uint8_t read_sl(struct ibv_cq_ex *ex)
+{
+	return CUR(ex).sl;
+}
+
+static uint8_t read_dlid_path_bits(struct ibv_cq_ex *ex)
+{
+	return CUR(ex).dlid_path_bits;
+}
+
+/* ------------------------------------------------------ create/destroy -- */
+
+/* The wc_flags this device fills (timestamps, VLANs, flow tags and tag
+ * matching are not: asking for them is EOPNOTSUPP). */
+#define SV_WC_FLAGS ((uint64_t)IBV_WC_STANDARD_FLAGS)
+
+static struct sv_cq *cq_new(struct ibv_context *ctx,
+			    const struct ibv_cq_init_attr_ex *a)
+{
+	struct sv_create_cq_req req = { .cqe = a->cqe };
+	struct sv_obj_rep rep;
+	struct sv_cq *cq;
+	struct sv_engine *eng;
+	int err;
+
+	if (!a->cqe || a->cqe > SV_MAX_CQE ||
+	    a->comp_vector >= (uint32_t)ctx->num_comp_vectors)
+		return sv_null_errno(-EINVAL);
+	if (a->channel && a->channel->context != ctx)
+		return sv_null_errno(-EINVAL);
+	eng = sv_engine_get(ctx);
+	if (!eng)
+		return NULL;
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return sv_null_errno(-ENOMEM);
+	cq->ring = calloc(a->cqe, sizeof(*cq->ring));
+	if (!cq->ring) {
+		err = -ENOMEM;
+		goto err_free;
+	}
+	cq->cap = a->cqe;
+	cq->wc_flags = a->wc_flags;
+	cq->eng = eng;
+	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	err = sv_ctx_call_simple(ctx, SV_OP_CREATE_CQ, &req, sizeof(req), &rep,
+				 sizeof(rep));
+	if (err)
+		goto err_ring;
+
+	/* What rdma-core's verbs_init_cq sets, then the provider's part. */
+	cq->ex.context = ctx;
+	cq->ex.channel = a->channel;
+	cq->ex.cq_context = a->cq_context;
+	cq->ex.handle = rep.handle;
+	cq->ex.cqe = a->cqe;
+	pthread_mutex_init(&cq->ex.mutex, NULL);
+	pthread_cond_init(&cq->ex.cond, NULL);
+	cq->ex.comp_events_completed = 0;
+	cq->ex.async_events_completed = 0;
+	cq->ex.comp_mask = 0;
+	cq->ex.start_poll = start_poll;
+	cq->ex.next_poll = next_poll;
+	cq->ex.end_poll = end_poll;
+	cq->ex.read_opcode = read_opcode;
+	cq->ex.read_vendor_err = read_vendor_err;
+	cq->ex.read_wc_flags = read_wc_flags;
+	if (a->wc_flags & IBV_WC_EX_WITH_BYTE_LEN)
+		cq->ex.read_byte_len = read_byte_len;
+	if (a->wc_flags & IBV_WC_EX_WITH_IMM)
+		cq->ex.read_imm_data = read_imm_data;
+	if (a->wc_flags & IBV_WC_EX_WITH_QP_NUM)
+		cq->ex.read_qp_num = read_qp_num;
+	if (a->wc_flags & IBV_WC_EX_WITH_SRC_QP)
+		cq->ex.read_src_qp = read_src_qp;
+	if (a->wc_flags & IBV_WC_EX_WITH_SLID)
+		cq->ex.read_slid = read_slid;
+	if (a->wc_flags & IBV_WC_EX_WITH_SL)
+		cq->ex.read_sl = read_sl;
+	if (a->wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
+		cq->ex.read_dlid_path_bits = read_dlid_path_bits;
+	if (a->channel) {
+		pthread_mutex_lock(&ctx->mutex);
+		a->channel->refcnt++;
+		pthread_mutex_unlock(&ctx->mutex);
+	}
+	sv_dp_obj_add(cq);
+	return cq;
+
+err_ring:
+	pthread_spin_destroy(&cq->lock);
+	free(cq->ring);
+err_free:
+	free(cq);
+	return sv_null_errno(err);
+}
+
+SV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
+				       void *cq_context,
+				       struct ibv_comp_channel *channel,
+				       int comp_vector)
+{
+	struct ibv_cq_init_attr_ex a = { .cqe = (uint32_t)cqe,
+					 .cq_context = cq_context,
+					 .channel = channel,
+					 .comp_vector = (uint32_t)comp_vector };
+	struct sv_cq *cq;
+
+	if (!context || cqe <= 0 || comp_vector < 0)
+		return sv_null_errno(-EINVAL);
+	cq = cq_new(context, &a);
+	return cq ? ibv_cq_ex_to_cq(&cq->ex) : NULL;
+}
+
+static struct ibv_cq_ex *create_cq_ex(struct ibv_context *ctx,
+				      struct ibv_cq_init_attr_ex *a)
+{
+	struct sv_cq *cq;
+
+	if (a->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS |
+				       IBV_CQ_INIT_ATTR_MASK_PD))
+		return sv_null_errno(-EINVAL);
+	if (a->wc_flags & ~(uint64_t)IBV_CREATE_CQ_SUP_WC_FLAGS)
+		return sv_null_errno(-EOPNOTSUPP);
+	if (a->wc_flags & ~SV_WC_FLAGS)
+		return sv_null_errno(-EOPNOTSUPP);
+	if ((a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+	    (a->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED))
+		return sv_null_errno(-EOPNOTSUPP);
+	if (a->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD)
+		return sv_null_errno(-EOPNOTSUPP); /* parent domains */
+	cq = cq_new(ctx, a);
+	return cq ? &cq->ex : NULL;
+}
+
+/*
+ * Grows or shrinks the ring to cqe entries.  EINVAL: cqe out of range or
+ * smaller than the completions it holds now.
+ */
+SV_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
+{
+	struct sv_cq *cq = to_svcq(ibcq);
+	struct sv_create_cq_req req = { .handle = ibcq->handle,
+					.cqe = (uint32_t)cqe };
+	struct ibv_wc *ring, *old;
+	int err;
+
+	if (cqe <= 0 || cqe > SV_MAX_CQE) {
+		errno = EINVAL;
+		return EINVAL;
+	}
+	ring = calloc((size_t)cqe, sizeof(*ring));
+	if (!ring) {
+		errno = ENOMEM;
+		return ENOMEM;
+	}
+	pthread_spin_lock(&cq->lock);
+	if ((uint32_t)cqe < cq->count) {
+		pthread_spin_unlock(&cq->lock);
+		free(ring);
+		errno = EINVAL;
+		return EINVAL;
+	}
+	for (uint32_t i = 0; i < cq->count; i++)
+		ring[i] = cq->ring[(cq->head + i) % cq->cap];
+	old = cq->ring;
+	cq->ring = ring;
+	cq->head = 0;
+	cq->cap = (uint32_t)cqe;
+	ibcq->cqe = cqe;
+	pthread_spin_unlock(&cq->lock);
+	free(old);
+	/* Only res show's size depends on it: a failure changes nothing the
+	 * application sees. */
+	err = sv_ctx_call_simple(ibcq->context, SV_OP_RESIZE_CQ, &req,
+				 sizeof(req), NULL, 0);
+	if (err)
+		sv_dbg("cq %p: resize not recorded: %d", (void *)cq, err);
+	return 0;
+}
+
+/*
+ * EBUSY while a QP or SRQ uses it.  Otherwise waits until every event the
+ * application read (completion and async) was acked, then frees it.
+ */
+SV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct sv_cq *cq = to_svcq(ibcq);
+	struct sv_handle_req req = { .handle = ibcq->handle };
+	struct ibv_comp_channel *ch = ibcq->channel;
+	int err;
+
+	if (atomic_load(&cq->usecnt)) {
+		errno = EBUSY;
+		return EBUSY;
+	}
+	err = sv_ctx_call_simple(ibcq->context, SV_OP_DESTROY_CQ, &req,
+				 sizeof(req), NULL, 0);
+	if (err) {
+		errno = -err;
+		return -err;
+	}
+	sv_dp_obj_del(cq);
+	if (ch)
+		channel_forget(cq);
+	sv_dp_wait_acks(&ibcq->mutex, &ibcq->cond,
+			&ibcq->async_events_completed, &cq->async_events);
+	pthread_mutex_lock(&ibcq->mutex);
+	while (ibcq->comp_events_completed != cq->comp_events)
+		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
+	pthread_mutex_unlock(&ibcq->mutex);
+	if (ch) {
+		pthread_mutex_lock(&ibcq->context->mutex);
+		ch->refcnt--;
+		pthread_mutex_unlock(&ibcq->context->mutex);
+	}
+	pthread_spin_destroy(&cq->lock);
+	pthread_mutex_destroy(&ibcq->mutex);
+	pthread_cond_destroy(&ibcq->cond);
+	free(cq->ring);
+	free(cq);
+	return 0;
+}
+
+void sv_cq_set_ops(struct verbs_context *vctx)
+{
+	vctx->context.ops.poll_cq = poll_cq;
+	vctx->context.ops.req_notify_cq = req_notify_cq;
+	vctx->create_cq_ex = create_cq_ex;
+}

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private glue of the data-path verbs (cq.c, qp.c, post.c, qp_ex.c, srq.c,
+ * ah.c, mw.c, dp_obj.c).  The objects themselves are in
+ * src/engine/sv_engine.h, the contract with the engine.
+ */
+#ifndef SV_DP_INT_H
+#define SV_DP_INT_H
+
+#include "verbs_int.h"
+#include "sv_engine.h"
+
+/* An address handle: what a UD send needs, resolved at create time. */
+struct sv_ah {
+	struct ibv_ah ah; /* must be first */
+	struct ibv_ah_attr attr;
+	union ibv_gid sgid;
+	uint32_t pd_id;
+};
+
+static inline struct sv_ah *to_svah(struct ibv_ah *ah)
+{
+	return (struct sv_ah *)ah;
+}
+
+struct sv_mw {
+	struct ibv_mw mw; /* must be first */
+	uint32_t pd_id;
+};
+
+/* Per-file op setters, called by sv_set_dp_ops. */
+void sv_cq_set_ops(struct verbs_context *vctx);
+void sv_qp_set_ops(struct verbs_context *vctx);
+void sv_post_set_ops(struct verbs_context *vctx);
+void sv_srq_set_ops(struct verbs_context *vctx);
+void sv_mw_set_ops(struct verbs_context *vctx);
+
+/* post.c: ibv_post_send's body for one work request, shared with
+ * ibv_bind_mw.  Must hold qp->sq_lock.  Returns 0 or a positive errno. */
+int sv_post_one_send(struct sv_qp *qp, const struct ibv_send_wr *wr);
+/* Size of a send WQE slot for max_sge SGEs and max_inline bytes. */
+size_t sv_send_wqe_size(uint32_t max_sge, uint32_t max_inline);
+size_t sv_recv_wqe_size(uint32_t max_sge);
+/* Allocates a ring of at least max_wr slots of wqe_size bytes. */
+int sv_wq_init(struct sv_wq *wq, uint32_t max_wr, uint32_t max_sge,
+	       size_t wqe_size);
+void sv_wq_free(struct sv_wq *wq);
+
+/* qp_ex.c: fills the wr_* pointers of a QP created with send_ops_flags. */
+void sv_qp_ex_init(struct sv_qp *qp);
+/* The opcodes a QP type accepts on its send queue (bitmask of
+ * 1 << enum ibv_wr_opcode). */
+uint32_t sv_qp_send_opcodes(enum ibv_qp_type type);
+
+/*
+ * Live objects that async events may name (dp_obj.c).  The async socket may
+ * still hold an event for an object the application destroyed since; the
+ * kernel drops such events at destroy, so ibv_get_async_event skips them.
+ *  - sv_dp_obj_add/del: publish / withdraw obj (a CQ, QP or SRQ pointer);
+ *    after del returns no event for obj is counted any more.
+ *  - sv_dp_event_delivered: counts the event against its object; -1 when
+ *    the object is gone (the caller drops the event).
+ *  - sv_dp_event_ack: ibv_ack_async_event's count (wakes a destroy).
+ */
+void sv_dp_obj_add(void *obj);
+void sv_dp_obj_del(void *obj);
+/* Waits until every async event read for the object was acked.  Must be
+ * called after sv_dp_obj_del. */
+void sv_dp_wait_acks(pthread_mutex_t *mutex, pthread_cond_t *cond,
+		     const uint32_t *acked, const uint32_t *delivered);
+
+#endif

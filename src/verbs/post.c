@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ibv_post_send and ibv_post_recv (ibv_context ops behind verbs.h's static
+ * inlines), and the work queue rings they fill.
+ *
+ * Posting checks only what hardware checks when a WR is posted: the QP
+ * state, the opcode against the QP type, the SGE count, inline length, the
+ * UD address handle being there, and room in the queue.  Keys, bounds, PDs
+ * and access rights are the engine's, when the WQE executes (DESIGN.md
+ * "Checks at execution time").
+ */
+#include "dp_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define WQE_ALIGN 64u
+
+size_t sv_send_wqe_size(uint32_t max_sge, uint32_t max_inline)
+{
+	size_t sz = sizeof(struct sv_send_wqe) +
+		    (size_t)max_sge * sizeof(struct ibv_sge) + max_inline;
+
+	return (sz + WQE_ALIGN - 1) & ~(size_t)(WQE_ALIGN - 1);
+}
+
+size_t sv_recv_wqe_size(uint32_t max_sge)
+{
+	size_t sz = sizeof(struct sv_recv_wqe) +
+		    (size_t)max_sge * sizeof(struct ibv_sge);
+
+	return (sz + 15) & ~(size_t)15;
+}
+
+int sv_wq_init(struct sv_wq *wq, uint32_t max_wr, uint32_t max_sge,
+	       size_t wqe_size)
+{
+	uint32_t cap = 1;
+
+	while (cap < max_wr)
+		cap <<= 1;
+	wq->buf = calloc(cap, wqe_size);
+	if (!wq->buf)
+		return -ENOMEM;
+	wq->wqe_size = (uint32_t)wqe_size;
+	wq->cap = cap;
+	wq->max_wr = max_wr;
+	wq->max_sge = max_sge;
+	wq->head = wq->tail = wq->next = 0;
+	return 0;
+}
+
+void sv_wq_free(struct sv_wq *wq)
+{
+	free(wq->buf);
+	wq->buf = NULL;
+}
+
+#define OP(x) (1u << IBV_WR_##x)
+
+uint32_t sv_qp_send_opcodes(enum ibv_qp_type type)
+{
+	uint32_t ud = OP(SEND) | OP(SEND_WITH_IMM);
+	uint32_t uc = ud | OP(RDMA_WRITE) | OP(RDMA_WRITE_WITH_IMM) |
+		      OP(LOCAL_INV) | OP(BIND_MW);
+
+	switch (type) {
+	case IBV_QPT_UD:
+		return ud;
+	case IBV_QPT_UC:
+		return uc;
+	case IBV_QPT_RC:
+		return uc | OP(SEND_WITH_INV) | OP(RDMA_READ) |
+		       OP(ATOMIC_CMP_AND_SWP) | OP(ATOMIC_FETCH_AND_ADD);
+	default:
+		return 0;
+	}
+}
+
+/* Opcodes whose payload may be inline (IBV_SEND_INLINE is ignored on the
+ * others, as hardware does). */
+#define INLINE_OPS (OP(SEND) | OP(SEND_WITH_IMM) | OP(SEND_WITH_INV) | \
+		    OP(RDMA_WRITE) | OP(RDMA_WRITE_WITH_IMM))
+
+int sv_post_one_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
+{
+	struct sv_send_wqe *w;
+	uint32_t op = (uint32_t)wr->opcode, flags = wr->send_flags;
+	int is_inline;
+
+	/* Sends need RTS (or SQD/SQE/ERR, where they wait or flush). */
+	if (qp->state < IBV_QPS_RTS)
+		return EINVAL;
+	if (op >= 32 || !(sv_qp_send_opcodes(qp->type) & (1u << op)))
+		return EINVAL;
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
+		return EINVAL;
+	is_inline = (flags & IBV_SEND_INLINE) && (INLINE_OPS & (1u << op));
+	if (is_inline) {
+		uint64_t len = 0;
+
+		for (int i = 0; i < wr->num_sge; i++)
+			len += wr->sg_list[i].length;
+		if (len > qp->cap.max_inline_data)
+			return EINVAL;
+	}
+	if (qp->type == IBV_QPT_UD && !wr->wr.ud.ah)
+		return EINVAL;
+	if (qp->sq.tail - qp->sq.head >= qp->sq.max_wr)
+		return ENOMEM;
+
+	w = sv_wq_slot(&qp->sq, qp->sq.tail);
+	memset(w, 0, sizeof(*w));
+	w->wr_id = wr->wr_id;
+	w->opcode = op;
+	if (qp->sq_sig_all)
+		flags |= IBV_SEND_SIGNALED;
+	if (!is_inline)
+		flags &= ~(uint32_t)IBV_SEND_INLINE;
+	w->send_flags = flags;
+	w->imm_data = wr->imm_data;
+	if (op == IBV_WR_SEND_WITH_INV || op == IBV_WR_LOCAL_INV)
+		w->invalidate_rkey = wr->invalidate_rkey;
+	if (is_inline) {
+		uint8_t *dst = sv_send_wqe_inline(&qp->sq, w);
+
+		for (int i = 0; i < wr->num_sge; i++) {
+			memcpy(dst + w->inline_len,
+			       (void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
+			w->inline_len += wr->sg_list[i].length;
+		}
+	} else {
+		w->num_sge = (uint32_t)wr->num_sge;
+		if (wr->num_sge)
+			memcpy(w->sge, wr->sg_list,
+			       (size_t)wr->num_sge * sizeof(struct ibv_sge));
+	}
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+		w->remote_addr = wr->wr.rdma.remote_addr;
+		w->rkey = wr->wr.rdma.rkey;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		w->remote_addr = wr->wr.atomic.remote_addr;
+		w->rkey = wr->wr.atomic.rkey;
+		w->compare_add = wr->wr.atomic.compare_add;
+		w->swap = wr->wr.atomic.swap;
+		break;
+	case IBV_WR_BIND_MW:
+		w->mw = wr->bind_mw.mw;
+		w->mw_new_rkey = wr->bind_mw.rkey;
+		w->bind_info = wr->bind_mw.bind_info;
+		break;
+	default:
+		break;
+	}
+	if (qp->type == IBV_QPT_UD) {
+		struct sv_ah *ah = to_svah(wr->wr.ud.ah);
+
+		w->dgid = ah->attr.grh.dgid;
+		w->remote_qpn = wr->wr.ud.remote_qpn & 0xffffff;
+		/* A Q_Key with the high bit set means "the QP's own"
+		 * (IBTA 10.2.5). */
+		w->remote_qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ?
+					 qp->attr.qkey :
+					 wr->wr.ud.remote_qkey;
+		w->ah_pd_id = ah->pd_id;
+	}
+	qp->sq.tail++;
+	return 0;
+}
+
+static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		     struct ibv_send_wr **bad_wr)
+{
+	struct sv_qp *qp = to_svqp(ibqp);
+	int err = 0, flush;
+
+	pthread_spin_lock(&qp->sq_lock);
+	for (; wr; wr = wr->next) {
+		err = sv_post_one_send(qp, wr);
+		if (err) {
+			*bad_wr = wr;
+			break;
+		}
+	}
+	flush = qp->state == IBV_QPS_ERR;
+	pthread_spin_unlock(&qp->sq_lock);
+	if (flush)
+		sv_engine_flush(qp);
+	else
+		sv_engine_kick_sq(qp);
+	return err;
+}
+
+static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		     struct ibv_recv_wr **bad_wr)
+{
+	struct sv_qp *qp = to_svqp(ibqp);
+	int err = 0, flush;
+
+	if (qp->srq) {
+		/* Its receives come from the SRQ. */
+		*bad_wr = wr;
+		return EINVAL;
+	}
+	pthread_spin_lock(&qp->rq_lock);
+	for (; wr; wr = wr->next) {
+		struct sv_recv_wqe *w;
+
+		if (qp->state == IBV_QPS_RESET)
+			err = EINVAL;
+		else if (wr->num_sge < 0 ||
+			 (uint32_t)wr->num_sge > qp->cap.max_recv_sge)
+			err = EINVAL;
+		else if (qp->rq.tail - qp->rq.head >= qp->rq.max_wr)
+			err = ENOMEM;
+		if (err) {
+			*bad_wr = wr;
+			break;
+		}
+		w = sv_wq_slot(&qp->rq, qp->rq.tail);
+		w->wr_id = wr->wr_id;
+		w->num_sge = (uint32_t)wr->num_sge;
+		if (wr->num_sge)
+			memcpy(w->sge, wr->sg_list,
+			       (size_t)wr->num_sge * sizeof(struct ibv_sge));
+		qp->rq.tail++;
+	}
+	flush = qp->state == IBV_QPS_ERR;
+	pthread_spin_unlock(&qp->rq_lock);
+	if (flush)
+		sv_engine_flush(qp);
+	else
+		sv_engine_kick_rq(qp);
+	return err;
+}
+
+void sv_post_set_ops(struct verbs_context *vctx)
+{
+	vctx->context.ops.post_send = post_send;
+	vctx->context.ops.post_recv = post_recv;
+}

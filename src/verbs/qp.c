@@ -1,0 +1,660 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Queue pairs: create (RC, UC, UD), modify with the kernel's state machine,
+ * query, destroy.  The daemon gives the QP its handle and device-wide
+ * number and counts it on the PD, CQs and SRQ; the queues are here, and
+ * the engine is told about every change (sv_engine_qp_*).
+ */
+#include "dp_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ----------------------------------------------------- state machine -- */
+
+/*
+ * Which attributes each transition requires and allows, per QP type: the
+ * table of IBTA 11.2.4.2 / the kernel's ib_modify_qp_is_ok, for the three
+ * types this device has.  IBV_QP_STATE itself is always allowed.
+ */
+struct trans {
+	uint8_t valid;
+	uint32_t req[3], opt[3]; /* [T_RC], [T_UC], [T_UD] */
+};
+enum { T_RC, T_UC, T_UD };
+
+#define M(x) IBV_QP_##x
+#define PATH_OPTS (M(ALT_PATH) | M(ACCESS_FLAGS) | M(PATH_MIG_STATE))
+
+static const struct trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
+	[IBV_QPS_RESET] = {
+		[IBV_QPS_RESET] = { .valid = 1 },
+		[IBV_QPS_ERR] = { .valid = 1 },
+		[IBV_QPS_INIT] = { .valid = 1, .req = {
+			[T_RC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
+			[T_UC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
+			[T_UD] = M(PKEY_INDEX) | M(PORT) | M(QKEY) } },
+	},
+	[IBV_QPS_INIT] = {
+		[IBV_QPS_RESET] = { .valid = 1 },
+		[IBV_QPS_ERR] = { .valid = 1 },
+		[IBV_QPS_INIT] = { .valid = 1, .opt = {
+			[T_RC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
+			[T_UC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
+			[T_UD] = M(PKEY_INDEX) | M(PORT) | M(QKEY) } },
+		[IBV_QPS_RTR] = { .valid = 1,
+			.req = {
+			[T_RC] = M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN) |
+				 M(MAX_DEST_RD_ATOMIC) | M(MIN_RNR_TIMER),
+			[T_UC] = M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN) },
+			.opt = {
+			[T_RC] = M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX),
+			[T_UC] = M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX),
+			[T_UD] = M(PKEY_INDEX) | M(QKEY) } },
+	},
+	[IBV_QPS_RTR] = {
+		[IBV_QPS_RESET] = { .valid = 1 },
+		[IBV_QPS_ERR] = { .valid = 1 },
+		[IBV_QPS_RTS] = { .valid = 1,
+			.req = {
+			[T_RC] = M(TIMEOUT) | M(RETRY_CNT) | M(RNR_RETRY) |
+				 M(SQ_PSN) | M(MAX_QP_RD_ATOMIC),
+			[T_UC] = M(SQ_PSN),
+			[T_UD] = M(SQ_PSN) },
+			.opt = {
+			[T_RC] = M(CUR_STATE) | PATH_OPTS | M(MIN_RNR_TIMER),
+			[T_UC] = M(CUR_STATE) | PATH_OPTS,
+			[T_UD] = M(CUR_STATE) | M(QKEY) } },
+	},
+	[IBV_QPS_RTS] = {
+		[IBV_QPS_RESET] = { .valid = 1 },
+		[IBV_QPS_ERR] = { .valid = 1 },
+		[IBV_QPS_RTS] = { .valid = 1, .opt = {
+			[T_RC] = M(CUR_STATE) | PATH_OPTS | M(MIN_RNR_TIMER),
+			[T_UC] = M(CUR_STATE) | PATH_OPTS,
+			[T_UD] = M(CUR_STATE) | M(QKEY) } },
+		[IBV_QPS_SQD] = { .valid = 1, .opt = {
+			[T_RC] = M(EN_SQD_ASYNC_NOTIFY),
+			[T_UC] = M(EN_SQD_ASYNC_NOTIFY),
+			[T_UD] = M(EN_SQD_ASYNC_NOTIFY) } },
+	},
+	[IBV_QPS_SQD] = {
+		[IBV_QPS_RESET] = { .valid = 1 },
+		[IBV_QPS_ERR] = { .valid = 1 },
+		[IBV_QPS_RTS] = { .valid = 1, .opt = {
+			[T_RC] = M(CUR_STATE) | PATH_OPTS | M(MIN_RNR_TIMER),
+			[T_UC] = M(CUR_STATE) | PATH_OPTS,
+			[T_UD] = M(CUR_STATE) | M(QKEY) } },
+		[IBV_QPS_SQD] = { .valid = 1, .opt = {
+			[T_RC] = M(PORT) | M(AV) | M(TIMEOUT) | M(RETRY_CNT) |
+				 M(RNR_RETRY) | M(MAX_QP_RD_ATOMIC) |
+				 M(MAX_DEST_RD_ATOMIC) | PATH_OPTS |
+				 M(PKEY_INDEX) | M(MIN_RNR_TIMER),
+			[T_UC] = M(AV) | PATH_OPTS | M(PKEY_INDEX),
+			[T_UD] = M(PKEY_INDEX) | M(QKEY) } },
+	},
+	[IBV_QPS_SQE] = {
+		[IBV_QPS_RESET] = { .valid = 1 },
+		[IBV_QPS_ERR] = { .valid = 1 },
+		/* RC never enters SQE (its send errors go to ERR). */
+		[IBV_QPS_RTS] = { .valid = 1, .opt = {
+			[T_UC] = M(CUR_STATE) | M(ACCESS_FLAGS),
+			[T_UD] = M(CUR_STATE) | M(QKEY) } },
+	},
+	[IBV_QPS_ERR] = {
+		[IBV_QPS_RESET] = { .valid = 1 },
+		[IBV_QPS_ERR] = { .valid = 1 },
+	},
+};
+
+static int type_index(enum ibv_qp_type t)
+{
+	return t == IBV_QPT_RC ? T_RC : t == IBV_QPT_UC ? T_UC : T_UD;
+}
+
+/* ib_modify_qp_is_ok in our words: 1 when the transition cur -> next with
+ * mask is legal for type. */
+static int transition_ok(enum ibv_qp_state cur, enum ibv_qp_state next,
+			 enum ibv_qp_type type, uint32_t mask)
+{
+	const struct trans *t;
+	uint32_t req, opt;
+
+	if ((unsigned)cur > IBV_QPS_ERR || (unsigned)next > IBV_QPS_ERR)
+		return 0;
+	/* "current state" may only be asserted where the IBTA allows it. */
+	if ((mask & IBV_QP_CUR_STATE) && cur != IBV_QPS_RTR &&
+	    cur != IBV_QPS_RTS && cur != IBV_QPS_SQD && cur != IBV_QPS_SQE)
+		return 0;
+	t = &qp_table[cur][next];
+	if (!t->valid)
+		return 0;
+	req = t->req[type_index(type)];
+	opt = t->opt[type_index(type)];
+	if ((mask & req) != req)
+		return 0;
+	return !(mask & ~(req | opt | IBV_QP_STATE));
+}
+
+/* Does the port have a GID at this index?  (AVs on RoCE need one.) */
+static int gid_exists(struct ibv_context *ctx, uint8_t port, unsigned index,
+		      union ibv_gid *gid)
+{
+	struct ibv_gid_entry e;
+
+	if (_ibv_query_gid_ex(ctx, port, index, &e, 0, sizeof(e)))
+		return 0;
+	if (gid)
+		*gid = e.gid;
+	return 1;
+}
+
+/* The attribute values the device checks (rxe_qp_chk_attr's list, for a
+ * RoCE port): 0 or EINVAL. */
+static int check_values(struct sv_qp *qp, const struct ibv_qp_attr *a,
+			uint32_t mask)
+{
+	struct ibv_context *ctx = qp->qpx.qp_base.context;
+
+	if ((mask & IBV_QP_PORT) && a->port_num != 1)
+		return EINVAL;
+	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index >= SV_MAX_PKEYS)
+		return EINVAL;
+	if ((mask & IBV_QP_ACCESS_FLAGS) &&
+	    (a->qp_access_flags & ~(unsigned)(IBV_ACCESS_LOCAL_WRITE |
+					      IBV_ACCESS_REMOTE_WRITE |
+					      IBV_ACCESS_REMOTE_READ |
+					      IBV_ACCESS_REMOTE_ATOMIC |
+					      IBV_ACCESS_MW_BIND)))
+		return EINVAL;
+	if (mask & IBV_QP_AV) {
+		/* RoCE: every address is a GRH address. */
+		if (!a->ah_attr.is_global ||
+		    (a->ah_attr.port_num && a->ah_attr.port_num != 1) ||
+		    !gid_exists(ctx, 1, a->ah_attr.grh.sgid_index, NULL))
+			return EINVAL;
+	}
+	if (mask & IBV_QP_ALT_PATH) {
+		if (!a->alt_ah_attr.is_global || a->alt_port_num != 1 ||
+		    a->alt_pkey_index >= SV_MAX_PKEYS ||
+		    !gid_exists(ctx, 1, a->alt_ah_attr.grh.sgid_index, NULL))
+			return EINVAL;
+	}
+	if ((mask & IBV_QP_PATH_MTU) &&
+	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))
+		return EINVAL;
+	if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num > 0xffffff)
+		return EINVAL;
+	if ((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7)
+		return EINVAL;
+	if ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7)
+		return EINVAL;
+	if ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31)
+		return EINVAL;
+	if ((mask & IBV_QP_TIMEOUT) && a->timeout > 31)
+		return EINVAL;
+	if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) &&
+	    a->max_rd_atomic > SV_MAX_QP_RD_ATOM)
+		return EINVAL;
+	if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) &&
+	    a->max_dest_rd_atomic > SV_MAX_QP_RD_ATOM)
+		return EINVAL;
+	if ((mask & IBV_QP_PATH_MIG_STATE) &&
+	    a->path_mig_state > IBV_MIG_ARMED)
+		return EINVAL;
+	return 0;
+}
+
+/* Copies the accepted attributes into qp->attr.  Must hold both queue
+ * locks. */
+static void apply(struct sv_qp *qp, const struct ibv_qp_attr *a, uint32_t m)
+{
+	struct ibv_qp_attr *q = &qp->attr;
+
+	if (m & IBV_QP_STATE)
+		q->qp_state = a->qp_state;
+	if (m & IBV_QP_EN_SQD_ASYNC_NOTIFY)
+		q->en_sqd_async_notify = a->en_sqd_async_notify;
+	if (m & IBV_QP_ACCESS_FLAGS)
+		q->qp_access_flags = a->qp_access_flags;
+	if (m & IBV_QP_PKEY_INDEX)
+		q->pkey_index = a->pkey_index;
+	if (m & IBV_QP_PORT)
+		q->port_num = a->port_num;
+	if (m & IBV_QP_QKEY)
+		q->qkey = a->qkey;
+	if (m & IBV_QP_AV) {
+		q->ah_attr = a->ah_attr;
+		q->ah_attr.port_num = 1;
+		qp->dgid = a->ah_attr.grh.dgid;
+	}
+	if (m & IBV_QP_PATH_MTU)
+		q->path_mtu = a->path_mtu;
+	if (m & IBV_QP_TIMEOUT)
+		q->timeout = a->timeout;
+	if (m & IBV_QP_RETRY_CNT)
+		q->retry_cnt = a->retry_cnt;
+	if (m & IBV_QP_RNR_RETRY)
+		q->rnr_retry = a->rnr_retry;
+	if (m & IBV_QP_RQ_PSN)
+		q->rq_psn = a->rq_psn & 0xffffff;
+	if (m & IBV_QP_MAX_QP_RD_ATOMIC)
+		q->max_rd_atomic = a->max_rd_atomic;
+	if (m & IBV_QP_ALT_PATH) {
+		q->alt_ah_attr = a->alt_ah_attr;
+		q->alt_pkey_index = a->alt_pkey_index;
+		q->alt_port_num = a->alt_port_num;
+		q->alt_timeout = a->alt_timeout;
+	}
+	if (m & IBV_QP_MIN_RNR_TIMER)
+		q->min_rnr_timer = a->min_rnr_timer;
+	if (m & IBV_QP_SQ_PSN)
+		q->sq_psn = a->sq_psn & 0xffffff;
+	if (m & IBV_QP_MAX_DEST_RD_ATOMIC)
+		q->max_dest_rd_atomic = a->max_dest_rd_atomic;
+	if (m & IBV_QP_PATH_MIG_STATE)
+		q->path_mig_state = a->path_mig_state;
+	if (m & IBV_QP_DEST_QPN) {
+		q->dest_qp_num = a->dest_qp_num;
+		qp->dest_qpn = a->dest_qp_num;
+	}
+}
+
+static void lock_both(struct sv_qp *qp)
+{
+	pthread_spin_lock(&qp->sq_lock);
+	pthread_spin_lock(&qp->rq_lock);
+}
+
+static void unlock_both(struct sv_qp *qp)
+{
+	pthread_spin_unlock(&qp->rq_lock);
+	pthread_spin_unlock(&qp->sq_lock);
+}
+
+#define KNOWN_MASK ((((uint32_t)IBV_QP_DEST_QPN << 1) - 1) | \
+		    (uint32_t)IBV_QP_RATE_LIMIT)
+
+/*
+ * ibv_modify_qp's body.  Returns 0 or a positive errno:
+ * EINVAL for an illegal transition, a mask the transition does not take,
+ * or an attribute value out of range.  Nothing changes on failure.
+ */
+static int modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+		     int attr_mask)
+{
+	struct sv_qp *qp = to_svqp(ibqp);
+	uint32_t mask = (uint32_t)attr_mask;
+	enum ibv_qp_state cur, next, old;
+	struct sv_modify_qp_req req;
+	int err;
+
+	if (!attr || (mask & ~KNOWN_MASK) || (mask & IBV_QP_CAP))
+		return EINVAL;
+	pthread_mutex_lock(&ibqp->mutex); /* one modify at a time */
+	old = qp->state;
+	cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state : old;
+	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
+	err = EINVAL;
+	if ((mask & IBV_QP_CUR_STATE) && cur != old)
+		goto out;
+	if (!transition_ok(cur, next, qp->type, mask))
+		goto out;
+	err = check_values(qp, attr, mask);
+	if (err)
+		goto out;
+
+	lock_both(qp);
+	apply(qp, attr, mask);
+	qp->state = next;
+	qp->attr.qp_state = next;
+	ibqp->state = next;
+	if (next == IBV_QPS_RESET) {
+		/* RESET empties both queues without completions. */
+		qp->sq.head = qp->sq.tail = qp->sq.next = 0;
+		qp->rq.head = qp->rq.tail = 0;
+		qp->attr.sq_draining = 0;
+	}
+	unlock_both(qp);
+
+	req = (struct sv_modify_qp_req){ .handle = ibqp->handle,
+					 .state = next,
+					 .dest_qpn = qp->attr.dest_qp_num,
+					 .qkey = qp->attr.qkey };
+	/* The daemon only records it (res show, wire demux). */
+	if (sv_ctx_call_simple(ibqp->context, SV_OP_MODIFY_QP, &req,
+			       sizeof(req), NULL, 0))
+		sv_dbg("qp %#x: modify not recorded", ibqp->qp_num);
+	err = -sv_engine_qp_modify(qp, old, attr_mask);
+	if (next == IBV_QPS_ERR)
+		sv_engine_flush(qp);
+out:
+	pthread_mutex_unlock(&ibqp->mutex);
+	return err;
+}
+
+SV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+			    int attr_mask)
+{
+	int err = modify_qp(qp, attr, attr_mask);
+
+	if (err)
+		errno = err;
+	return err;
+}
+
+/* ----------------------------------------------------------- query -- */
+
+SV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+			   int attr_mask, struct ibv_qp_init_attr *init_attr)
+{
+	struct sv_qp *qp = to_svqp(ibqp);
+
+	(void)attr_mask; /* everything is cheap: fill it all, as rxe */
+	if (!attr || !init_attr) {
+		errno = EINVAL;
+		return EINVAL;
+	}
+	pthread_mutex_lock(&ibqp->mutex);
+	lock_both(qp);
+	*attr = qp->attr;
+	attr->qp_state = qp->state;
+	attr->cur_qp_state = qp->state;
+	attr->cap = qp->cap;
+	attr->sq_draining = 0;
+	unlock_both(qp);
+	pthread_mutex_unlock(&ibqp->mutex);
+	memset(init_attr, 0, sizeof(*init_attr));
+	init_attr->qp_context = ibqp->qp_context;
+	init_attr->send_cq = ibqp->send_cq;
+	init_attr->recv_cq = ibqp->recv_cq;
+	init_attr->srq = ibqp->srq;
+	init_attr->cap = qp->cap;
+	init_attr->qp_type = ibqp->qp_type;
+	init_attr->sq_sig_all = qp->sq_sig_all;
+	return 0;
+}
+
+/* ---------------------------------------------------------- create -- */
+
+#define SV_QP_COMP_MASK (IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | \
+			 IBV_QP_INIT_ATTR_CREATE_FLAGS | \
+			 IBV_QP_INIT_ATTR_MAX_TSO_HEADER | \
+			 IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH | \
+			 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+
+/* The ibv_qp_ex ops each type can carry (IBV_QP_EX_WITH_*). */
+static uint64_t type_send_ops(enum ibv_qp_type t)
+{
+	uint64_t ud = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+	uint64_t uc = ud | IBV_QP_EX_WITH_RDMA_WRITE |
+		      IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+		      IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW;
+
+	if (t == IBV_QPT_UD)
+		return ud;
+	if (t == IBV_QPT_UC)
+		return uc;
+	return uc | IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_RDMA_READ |
+	       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+	       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+}
+
+/* What the device checks at create (rxe_qp_chk_init / chk_cap). */
+static int check_init(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
+{
+	struct ibv_qp_cap *c = &a->cap;
+
+	if (a->comp_mask & ~(uint32_t)SV_QP_COMP_MASK)
+		return EINVAL;
+	if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC &&
+	    a->qp_type != IBV_QPT_UD)
+		return EOPNOTSUPP; /* XRC, raw packet, driver QPs */
+	if (a->comp_mask & (IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_IND_TABLE |
+			    IBV_QP_INIT_ATTR_RX_HASH |
+			    IBV_QP_INIT_ATTR_MAX_TSO_HEADER))
+		return EOPNOTSUPP;
+	if ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags)
+		return EOPNOTSUPP;
+	if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+	    (a->send_ops_flags & ~type_send_ops(a->qp_type)))
+		return EOPNOTSUPP;
+	if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd ||
+	    a->pd->context != ctx)
+		return EINVAL;
+	if (!a->send_cq || !a->recv_cq || a->send_cq->context != ctx ||
+	    a->recv_cq->context != ctx)
+		return EINVAL;
+	if (a->srq && a->srq->context != ctx)
+		return EINVAL;
+	if (c->max_send_wr > SV_MAX_QP_WR || c->max_send_sge > SV_MAX_SGE ||
+	    c->max_inline_data > SV_MAX_INLINE)
+		return EINVAL;
+	if (!a->srq && (c->max_recv_wr > SV_MAX_QP_WR ||
+			c->max_recv_sge > SV_MAX_SGE))
+		return EINVAL;
+	return 0;
+}
+
+static void destroy_cmd(struct ibv_context *ctx, uint32_t handle)
+{
+	struct sv_handle_req req = { .handle = handle };
+
+	sv_ctx_call_simple(ctx, SV_OP_DESTROY_QP, &req, sizeof(req), NULL, 0);
+}
+
+static struct ibv_qp *qp_new(struct ibv_context *ctx,
+			     struct ibv_qp_init_attr_ex *a)
+{
+	struct sv_create_qp_req req;
+	struct sv_qp_rep rep;
+	struct ibv_qp_cap cap;
+	struct sv_engine *eng;
+	struct sv_qp *qp;
+	struct ibv_qp *ib;
+	int err = check_init(ctx, a);
+
+	if (err)
+		return sv_null_errno(-err);
+	eng = sv_engine_get(ctx);
+	if (!eng)
+		return NULL;
+	/* Granted: what was asked (at least one WR and SGE on each queue, so
+	 * the rings are never empty arrays); inline space as asked. */
+	cap = a->cap;
+	if (a->srq) {
+		cap.max_recv_wr = 0;
+		cap.max_recv_sge = 0;
+	}
+	qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return sv_null_errno(-ENOMEM);
+	err = sv_wq_init(&qp->sq, cap.max_send_wr ? cap.max_send_wr : 1,
+			 cap.max_send_sge ? cap.max_send_sge : 1,
+			 sv_send_wqe_size(cap.max_send_sge ? cap.max_send_sge : 1,
+					  cap.max_inline_data));
+	if (err)
+		goto err_free;
+	qp->sq.max_wr = cap.max_send_wr;
+	if (!a->srq) {
+		err = sv_wq_init(&qp->rq, cap.max_recv_wr ? cap.max_recv_wr : 1,
+				 cap.max_recv_sge ? cap.max_recv_sge : 1,
+				 sv_recv_wqe_size(cap.max_recv_sge ?
+							  cap.max_recv_sge : 1));
+		if (err)
+			goto err_sq;
+		qp->rq.max_wr = cap.max_recv_wr;
+	}
+	req = (struct sv_create_qp_req){
+		.pd_handle = a->pd->handle,
+		.scq_handle = a->send_cq->handle,
+		.rcq_handle = a->recv_cq->handle,
+		.srq_handle = a->srq ? a->srq->handle : UINT32_MAX,
+		.qp_type = a->qp_type,
+		.max_send_wr = cap.max_send_wr,
+		.max_recv_wr = cap.max_recv_wr,
+	};
+	err = -sv_ctx_call_simple(ctx, SV_OP_CREATE_QP, &req, sizeof(req),
+				  &rep, sizeof(rep));
+	if (err)
+		goto err_rq;
+
+	ib = &qp->qpx.qp_base;
+	ib->context = ctx;
+	ib->qp_context = a->qp_context;
+	ib->pd = a->pd;
+	ib->send_cq = a->send_cq;
+	ib->recv_cq = a->recv_cq;
+	ib->srq = a->srq;
+	ib->handle = rep.handle;
+	ib->qp_num = rep.qpn;
+	ib->state = IBV_QPS_RESET;
+	ib->qp_type = a->qp_type;
+	ib->events_completed = 0;
+	pthread_mutex_init(&ib->mutex, NULL);
+	pthread_cond_init(&ib->cond, NULL);
+	qp->eng = eng;
+	pthread_spin_init(&qp->sq_lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&qp->rq_lock, PTHREAD_PROCESS_PRIVATE);
+	qp->type = a->qp_type;
+	qp->state = IBV_QPS_RESET;
+	qp->attr.qp_state = IBV_QPS_RESET;
+	qp->attr.path_mtu = IBV_MTU_1024;
+	qp->attr.port_num = 1;
+	qp->cap = cap;
+	qp->attr.cap = cap;
+	qp->sq_sig_all = !!a->sq_sig_all;
+	qp->pd_id = to_svpd(a->pd)->pd_id;
+	qp->scq = to_svcq(a->send_cq);
+	qp->rcq = to_svcq(a->recv_cq);
+	qp->srq = a->srq ? to_svsrq(a->srq) : NULL;
+	atomic_fetch_add(&qp->scq->usecnt, 1);
+	atomic_fetch_add(&qp->rcq->usecnt, 1);
+	if (qp->srq)
+		atomic_fetch_add(&qp->srq->usecnt, 1);
+	if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+		qp->send_ops_flags = a->send_ops_flags;
+		sv_qp_ex_init(qp);
+	}
+	sv_dp_obj_add(qp);
+	err = -sv_engine_qp_add(eng, qp);
+	if (err)
+		goto err_undo;
+	a->cap = cap;
+	return ib;
+
+err_undo:
+	sv_dp_obj_del(qp);
+	atomic_fetch_sub(&qp->scq->usecnt, 1);
+	atomic_fetch_sub(&qp->rcq->usecnt, 1);
+	if (qp->srq)
+		atomic_fetch_sub(&qp->srq->usecnt, 1);
+	destroy_cmd(ctx, rep.handle);
+err_rq:
+	sv_wq_free(&qp->rq);
+err_sq:
+	sv_wq_free(&qp->sq);
+err_free:
+	free(qp);
+	return sv_null_errno(-err);
+}
+
+SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
+				       struct ibv_qp_init_attr *qp_init_attr)
+{
+	struct ibv_qp_init_attr_ex a;
+	struct ibv_qp *qp;
+
+	if (!pd || !qp_init_attr)
+		return sv_null_errno(-EINVAL);
+	memset(&a, 0, sizeof(a));
+	a.qp_context = qp_init_attr->qp_context;
+	a.send_cq = qp_init_attr->send_cq;
+	a.recv_cq = qp_init_attr->recv_cq;
+	a.srq = qp_init_attr->srq;
+	a.cap = qp_init_attr->cap;
+	a.qp_type = qp_init_attr->qp_type;
+	a.sq_sig_all = qp_init_attr->sq_sig_all;
+	a.comp_mask = IBV_QP_INIT_ATTR_PD;
+	a.pd = pd;
+	qp = qp_new(pd->context, &a);
+	if (qp)
+		qp_init_attr->cap = a.cap; /* what was granted */
+	return qp;
+}
+
+static struct ibv_qp *create_qp_ex(struct ibv_context *ctx,
+				   struct ibv_qp_init_attr_ex *a)
+{
+	return qp_new(ctx, a);
+}
+
+/* NULL unless the QP was made with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS (the
+ * only way its wr_* ops exist). */
+SV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	struct sv_qp *q = to_svqp(qp);
+
+	return q->send_ops_flags ? &q->qpx : NULL;
+}
+
+/*
+ * Destroys the QP: the daemon frees its number and counts, the engine
+ * forgets it, then we wait for acks of the async events the application
+ * read for it (rdma-core's rule) and free the queues.
+ */
+SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct sv_qp *qp = to_svqp(ibqp);
+	struct sv_handle_req req = { .handle = ibqp->handle };
+	int err;
+
+	err = sv_ctx_call_simple(ibqp->context, SV_OP_DESTROY_QP, &req,
+				 sizeof(req), NULL, 0);
+	if (err) {
+		errno = -err;
+		return -err;
+	}
+	sv_engine_qp_del(qp);
+	sv_dp_obj_del(qp);
+	sv_dp_wait_acks(&ibqp->mutex, &ibqp->cond, &ibqp->events_completed,
+			&qp->events_delivered);
+	atomic_fetch_sub(&qp->scq->usecnt, 1);
+	atomic_fetch_sub(&qp->rcq->usecnt, 1);
+	if (qp->srq)
+		atomic_fetch_sub(&qp->srq->usecnt, 1);
+	pthread_spin_destroy(&qp->sq_lock);
+	pthread_spin_destroy(&qp->rq_lock);
+	pthread_mutex_destroy(&ibqp->mutex);
+	pthread_cond_destroy(&ibqp->cond);
+	sv_wq_free(&qp->sq);
+	sv_wq_free(&qp->rq);
+	free(qp);
+	return 0;
+}
+
+/* Multicast needs UD QPs on an IB fabric: not on this device. */
+SV_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
+			       uint16_t lid)
+{
+	(void)qp;
+	(void)gid;
+	(void)lid;
+	errno = EOPNOTSUPP;
+	return EOPNOTSUPP;
+}
+
+SV_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
+			       uint16_t lid)
+{
+	(void)qp;
+	(void)gid;
+	(void)lid;
+	errno = EOPNOTSUPP;
+	return EOPNOTSUPP;
+}
+
+void sv_qp_set_ops(struct verbs_context *vctx)
+{
+	vctx->create_qp_ex = create_qp_ex;
+}

@@ -1,0 +1,191 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# Data path, end to end: one server/client pair of UNMODIFIED programs
+# (Debian's ibverbs-utils pingpongs, perftest) under `softverbs run`,
+# talking through our device between two processes.
+#
+#   pairs.sh NAME...     run these pairs (exit 0 when all pass)
+#   pairs.sh --list      the names, one a line
+#   pairs.sh --all       every pair, with a summary (by hand, not in ctest)
+#
+# Each pair: both programs bounded by a timeout, both exit codes checked,
+# what the user reads checked (pingpong's "N bytes in S seconds" with the
+# right N; perftest's result line with a nonzero bandwidth or latency), and
+# afterwards the daemon still answers and holds no ufile, context or object.
+# Output of both sides is printed when anything fails.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+SV=${SOFTVERBS:-${SV_BUILD_DIR:-$here/../../build}/bin/softverbs}
+export SOFTVERBS_SOCKET=svtest.pairs.$$
+export SOFTVERBS_IDLE_TIMEOUT=120
+TMO=${PAIRS_TIMEOUT:-60}
+# shellcheck source=tests/compat/pairs_lib.sh
+. "$here/pairs_lib.sh"
+
+# spec NAME: sets KIND (pp = pingpong, bw, lat, inf = runs until stopped),
+# CMD (program and arguments, both sides), BYTES (pingpong's expected
+# "N bytes", empty = any nonzero).  Returns 1 for an unknown name.
+spec() {
+	BYTES=
+	case $1 in
+	rc_pingpong) KIND=pp CMD="ibv_rc_pingpong -g 0" BYTES=$((4096 * 1000 * 2)) ;;
+	rc_pingpong_events) KIND=pp CMD="ibv_rc_pingpong -g 0 -e" BYTES=$((4096 * 1000 * 2)) ;;
+	rc_pingpong_s64) KIND=pp CMD="ibv_rc_pingpong -g 0 -s 64 -n 100" BYTES=$((64 * 100 * 2)) ;;
+	rc_pingpong_s64k) KIND=pp CMD="ibv_rc_pingpong -g 0 -s 65536 -n 50" BYTES=$((65536 * 50 * 2)) ;;
+	rc_pingpong_chk) KIND=pp CMD="ibv_rc_pingpong -g 0 -c -n 200" BYTES=$((4096 * 200 * 2)) ;;
+	uc_pingpong) KIND=pp CMD="ibv_uc_pingpong -g 0" BYTES=$((4096 * 1000 * 2)) ;;
+	uc_pingpong_events) KIND=pp CMD="ibv_uc_pingpong -g 0 -e" BYTES=$((4096 * 1000 * 2)) ;;
+	# UD: the message (default 2048) must fit the port MTU (4096).
+	ud_pingpong) KIND=pp CMD="ibv_ud_pingpong -g 0" BYTES=$((2048 * 1000 * 2)) ;;
+	ud_pingpong_events) KIND=pp CMD="ibv_ud_pingpong -g 0 -e" BYTES=$((2048 * 1000 * 2)) ;;
+	srq_pingpong) KIND=pp CMD="ibv_srq_pingpong -g 0" ;;
+	srq_pingpong_events) KIND=pp CMD="ibv_srq_pingpong -g 0 -e" ;;
+	srq_pingpong_q4) KIND=pp CMD="ibv_srq_pingpong -g 0 -q 4" ;;
+	send_bw) KIND=bw CMD="ib_send_bw -x 0 -n 100" ;;
+	write_bw) KIND=bw CMD="ib_write_bw -x 0 -n 100" ;;
+	read_bw) KIND=bw CMD="ib_read_bw -x 0 -n 100" ;;
+	atomic_bw) KIND=bw CMD="ib_atomic_bw -x 0 -n 100" ;;
+	send_lat) KIND=lat CMD="ib_send_lat -x 0 -n 100" ;;
+	write_lat) KIND=lat CMD="ib_write_lat -x 0 -n 100" ;;
+	read_lat) KIND=lat CMD="ib_read_lat -x 0 -n 100" ;;
+	atomic_lat) KIND=lat CMD="ib_atomic_lat -x 0 -n 100" ;;
+	write_bw_all) KIND=bw CMD="ib_write_bw -x 0 -a -n 20" ;;
+	send_bw_q4) KIND=bw CMD="ib_send_bw -x 0 -q 4 -n 100" ;;
+	send_bw_uc) KIND=bw CMD="ib_send_bw -x 0 -c UC -n 100" ;;
+	send_bw_ud) KIND=bw CMD="ib_send_bw -x 0 -c UD -n 100" ;;
+	write_bw_uc) KIND=bw CMD="ib_write_bw -x 0 -c UC -n 100" ;;
+	send_lat_inline) KIND=lat CMD="ib_send_lat -x 0 -s 64 -I 64 -n 100" ;;
+	write_bw_infinite) KIND=inf CMD="ib_write_bw -x 0 -D 1 --run_infinitely" ;;
+	*) return 1 ;;
+	esac
+}
+
+ALL="rc_pingpong rc_pingpong_events rc_pingpong_s64 rc_pingpong_s64k
+rc_pingpong_chk uc_pingpong uc_pingpong_events ud_pingpong ud_pingpong_events
+srq_pingpong srq_pingpong_events srq_pingpong_q4 send_bw write_bw read_bw
+atomic_bw send_lat write_lat read_lat atomic_lat write_bw_all send_bw_q4
+send_bw_uc send_bw_ud write_bw_uc send_lat_inline write_bw_infinite"
+
+TMP=$(mktemp -d)
+cleanup() {
+	"$SV" daemon stop >/dev/null 2>&1
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# The first line of output that looks like an error, for summaries.
+first_error() {
+	grep -hiE -m1 "couldn't|failed|error|unable|not supported|invalid|refused|abort|signal|timed out|client not started" \
+		"$@" 2>/dev/null | head -1 | grep . ||
+		echo "(no error line; last line: $(grep -v '^[ -]*$' "$1" | tail -1 | sed 's/^ *//'))"
+}
+
+# check_pp FILE: "N bytes in S seconds = R Mbit/sec" and
+# "I iters in S seconds = T usec/iter", N as expected (or nonzero).
+check_pp() {
+	local n
+	n=$(sed -n 's/^\([0-9][0-9]*\) bytes in [0-9.]* seconds = .*/\1/p' "$1" | head -1)
+	[ -n "$n" ] || { echo "no 'N bytes in S seconds' line in $(basename "$1")"; return 1; }
+	grep -Eq '^[0-9]+ iters in [0-9.]+ seconds = [0-9.]+ usec/iter' "$1" ||
+		{ echo "no 'I iters in S seconds' line in $(basename "$1")"; return 1; }
+	if [ -n "$BYTES" ]; then
+		[ "$n" = "$BYTES" ] || { echo "$(basename "$1"): $n bytes, expected $BYTES"; return 1; }
+	else
+		[ "$n" -gt 0 ] || { echo "$(basename "$1"): 0 bytes"; return 1; }
+	fi
+	return 0
+}
+
+# check_table FILE KEY COL: perftest's result table: every numeric row
+# after a header row containing KEY has a nonzero value in column COL
+# (BW average is the 4th column of the BW table, t_avg the 6th of the
+# latency table; rows of -a: one per size).
+check_table() {
+	awk -v key="$2" -v c="$3" '
+		/#bytes/ { on = index($0, key) > 0; next }
+		on && $1 ~ /^[0-9]+$/ && NF >= c {
+			rows++
+			if ($c + 0 > 0) good++; else bad = bad "\n    " $0
+		}
+		END {
+			if (!rows) { print "no result row under a \"" key "\" header"; exit 1 }
+			if (bad != "") { print "zero " key " in:" bad; exit 1 }
+		}' "$1"
+}
+
+# run_pair NAME: 0 = pass.  On failure prints why and both outputs.
+run_pair() {
+	local name=$1 dir=$TMP/$1 why="" ok=0
+	spec "$name" || { echo "unknown pair '$name' (see --list)"; return 2; }
+	mkdir -p "$dir"
+	echo "== $name: $CMD"
+	# shellcheck disable=SC2086 # CMD is a word list on purpose
+	if [ "$KIND" = inf ]; then
+		PAIR_STOP_AFTER=3 PAIR_STOP_SIG=TERM pairs_run "$dir" "$TMO" $CMD
+	else
+		pairs_run "$dir" "$TMO" $CMD
+	fi
+	ok=$?
+	if [ $ok != 0 ]; then
+		why="exit codes: server $PAIR_SRV_RC, client $PAIR_CLI_RC"
+		case " $PAIR_SRV_RC $PAIR_CLI_RC " in
+		*" 124 "* | *" 137 "*) why="$why (124/137 = timed out after ${TMO}s)" ;;
+		esac
+	else
+		case $KIND in
+		pp) why=$(check_pp "$dir/server.out") && why=$(check_pp "$dir/client.out") ;;
+		bw | inf) why=$(check_table "$dir/client.out" "BW average" 4) ;;
+		lat) why=$(check_table "$dir/client.out" "t_avg" 6) ;;
+		esac
+		ok=$?
+	fi
+	if [ $ok = 0 ]; then
+		why=$(pairs_daemon_quiet) || ok=1
+	fi
+	if [ $ok = 0 ]; then
+		case $KIND in
+		pp) grep -h "bytes in\|iters in" "$dir/client.out" | sed 's/^/   client: /' ;;
+		*) grep -E '^ *[0-9]+ +[0-9]+ ' "$dir/client.out" | tail -3 | sed 's/^/   /' ;;
+		esac
+		echo "ok $name"
+		return 0
+	fi
+	echo "FAIL $name: $why"
+	if [ "$PAIR_CLI_RC" = - ]; then
+		echo "   first error: $(first_error "$dir/server.out")"
+	else
+		echo "   first error: $(first_error "$dir/client.out" "$dir/server.out")"
+	fi
+	echo "   --- server output ($CMD, port $PAIR_PORT)"
+	sed 's/^/   | /' "$dir/server.out"
+	echo "   --- client output ($CMD 127.0.0.1)"
+	sed 's/^/   | /' "$dir/client.out"
+	# Leave the daemon fresh for the next pair.
+	"$SV" daemon stop >/dev/null 2>&1
+	return 1
+}
+
+[ $# -ge 1 ] || { echo "usage: pairs.sh NAME... | --list | --all" >&2; exit 2; }
+# shellcheck disable=SC2086 # ALL is a word list
+case $1 in
+--list) printf '%s\n' $ALL; exit 0 ;;
+--all) set -- $ALL ;;
+esac
+for p in ibv_rc_pingpong ib_send_bw; do
+	command -v $p >/dev/null || { echo "pairs: $p not installed (scripts/deps.sh)"; exit 1; }
+done
+"$SV" daemon start >/dev/null 2>&1
+
+pass=0 fail=0 failed=
+for n in "$@"; do
+	if run_pair "$n"; then
+		pass=$((pass + 1))
+	else
+		fail=$((fail + 1))
+		failed="$failed $n"
+	fi
+done
+[ $# -gt 1 ] && [ -n "$failed" ] && echo "failed:$failed"
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: MIT */
+/* Helpers for the engine tests (test_engine_*.c): endpoints, connection,
+ * polling with a bound, and a peer process over a socketpair. */
+#ifndef ENGINE_UTIL_H
+#define ENGINE_UTIL_H
+
+#include "sv_test.h"
+
+#include <infiniband/verbs.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EP_BUF 65536
+
+struct ep {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	char *buf;
+};
+
+/* What a peer needs to reach an endpoint. */
+struct ep_info {
+	uint32_t qpn;
+	uint32_t rkey;
+	uint64_t addr;
+	uint32_t qkey;
+	uint32_t pad;
+};
+
+static inline struct ibv_context *eu_open(void)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx;
+
+	CHECK(list && list[0]);
+	ctx = ibv_open_device(list[0]);
+	CHECK(ctx);
+	ibv_free_device_list(list);
+	return ctx;
+}
+
+#define EU_ACCESS                                                             \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                   \
+	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
+/* An endpoint on ctx (NULL: a new context) with a registered buffer. */
+static inline void ep_open(struct ep *e, struct ibv_context *ctx,
+			   enum ibv_qp_type type)
+{
+	struct ibv_qp_init_attr ia;
+
+	memset(e, 0, sizeof(*e));
+	e->ctx = ctx ? ctx : eu_open();
+	e->pd = ibv_alloc_pd(e->ctx);
+	CHECK(e->pd);
+	e->cq = ibv_create_cq(e->ctx, 256, NULL, NULL, 0);
+	CHECK(e->cq);
+	CHECK(posix_memalign((void **)&e->buf, 4096, EP_BUF) == 0);
+	memset(e->buf, 0, EP_BUF);
+	e->mr = ibv_reg_mr(e->pd, e->buf, EP_BUF, EU_ACCESS);
+	CHECK(e->mr);
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = e->cq;
+	ia.recv_cq = e->cq;
+	ia.qp_type = type;
+	ia.cap.max_send_wr = 64;
+	ia.cap.max_recv_wr = 64;
+	ia.cap.max_send_sge = 4;
+	ia.cap.max_recv_sge = 4;
+	ia.cap.max_inline_data = 64;
+	e->qp = ibv_create_qp(e->pd, &ia);
+	CHECK(e->qp);
+}
+
+static inline struct ep_info ep_info(const struct ep *e)
+{
+	struct ep_info i = { .qpn = e->qp->qp_num,
+			     .rkey = e->mr->rkey,
+			     .addr = (uintptr_t)e->buf,
+			     .qkey = 0x11111111 };
+	return i;
+}
+
+/* RESET -> INIT -> RTR -> RTS towards dqpn (UD: dqpn ignored). */
+static inline void ep_connect_ex(struct ep *e, uint32_t dqpn, uint8_t timeout,
+				 uint8_t retry, uint8_t rnr_retry,
+				 uint8_t min_rnr)
+{
+	struct ibv_qp_attr a;
+	int ud = e->qp->qp_type == IBV_QPT_UD;
+	int rc = e->qp->qp_type == IBV_QPT_RC;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.pkey_index = 0;
+	if (ud) {
+		a.qkey = 0x11111111;
+		CHECK_EQ(ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+						  IBV_QP_PORT | IBV_QP_QKEY), 0);
+	} else {
+		a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+				    IBV_ACCESS_REMOTE_READ |
+				    (rc ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+		CHECK_EQ(ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+						  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+	}
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	if (ud) {
+		CHECK_EQ(ibv_modify_qp(e->qp, &a, IBV_QP_STATE), 0);
+	} else {
+		a.path_mtu = IBV_MTU_1024;
+		a.dest_qp_num = dqpn;
+		a.rq_psn = 0x100;
+		a.ah_attr.port_num = 1;
+		a.ah_attr.is_global = 1;
+		a.ah_attr.grh.hop_limit = 1;
+		a.max_dest_rd_atomic = 16;
+		a.min_rnr_timer = min_rnr;
+		CHECK_EQ(ibv_modify_qp(e->qp, &a,
+				       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+					       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					       (rc ? IBV_QP_MAX_DEST_RD_ATOMIC |
+							     IBV_QP_MIN_RNR_TIMER :
+						     0)),
+			 0);
+	}
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = ud ? 0 : 0x100;
+	a.timeout = timeout;
+	a.retry_cnt = retry;
+	a.rnr_retry = rnr_retry;
+	a.max_rd_atomic = 16;
+	CHECK_EQ(ibv_modify_qp(e->qp, &a,
+			       IBV_QP_STATE | IBV_QP_SQ_PSN |
+				       (rc ? IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+						     IBV_QP_RNR_RETRY |
+						     IBV_QP_MAX_QP_RD_ATOMIC :
+					     0)),
+		 0);
+}
+
+static inline void ep_connect(struct ep *e, uint32_t dqpn)
+{
+	ep_connect_ex(e, dqpn, 14, 7, 7, 12);
+}
+
+/* Polls one completion, for at most ms milliseconds.  1 or 0. */
+static inline int poll1(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int n = ibv_poll_cq(cq, 1, wc);
+
+		CHECK(n >= 0);
+		if (n)
+			return 1;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000 +
+			    (t.tv_nsec - t0.tv_nsec) / 1000000 > ms)
+			return 0;
+		usleep(50);
+	}
+}
+
+/* One completion that must come within 10 s, with this status. */
+#define EXPECT_WC(cq, wcp, st)                                                 \
+	do {                                                                   \
+		CHECK(poll1((cq), (wcp), 10000));                              \
+		if ((wcp)->status != (st))                                     \
+			sv_test_fail(__FILE__, __LINE__,                       \
+				     "wc status %s (%d), wanted %s",           \
+				     ibv_wc_status_str((wcp)->status),         \
+				     (wcp)->status, ibv_wc_status_str(st));    \
+	} while (0)
+
+static inline void post_recv(struct ep *e, uint64_t id, void *addr,
+			     uint32_t len)
+{
+	struct ibv_sge s = { .addr = (uintptr_t)addr, .length = len,
+			     .lkey = e->mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = id, .sg_list = &s, .num_sge = 1 },
+			   *bad;
+
+	CHECK_EQ(ibv_post_recv(e->qp, &wr, &bad), 0);
+}
+
+static inline void post_send_op(struct ep *e, uint64_t id,
+				enum ibv_wr_opcode op, void *addr,
+				uint32_t len, uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_sge s = { .addr = (uintptr_t)addr, .length = len,
+			     .lkey = e->mr->lkey };
+	struct ibv_send_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = id;
+	wr.sg_list = &s;
+	wr.num_sge = len || op != IBV_WR_SEND ? 1 : 0;
+	wr.opcode = op;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	CHECK_EQ(ibv_post_send(e->qp, &wr, &bad), 0);
+}
+
+static inline void ep_close(struct ep *e)
+{
+	CHECK_EQ(ibv_destroy_qp(e->qp), 0);
+	CHECK_EQ(ibv_dereg_mr(e->mr), 0);
+	CHECK_EQ(ibv_destroy_cq(e->cq), 0);
+	CHECK_EQ(ibv_dealloc_pd(e->pd), 0);
+	free(e->buf);
+}
+
+/* Socketpair messages between the test and its peer process. */
+static inline void xsend(int s, const void *p, size_t n)
+{
+	CHECK_EQ(write(s, p, n), (ssize_t)n);
+}
+
+static inline void xrecv(int s, void *p, size_t n)
+{
+	struct pollfd pfd = { .fd = s, .events = POLLIN };
+
+	CHECK_EQ(poll(&pfd, 1, 20000), 1);
+	CHECK_EQ(read(s, p, n), (ssize_t)n);
+}
+
+#endif

@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: MIT */
+/* CQs: create limits, resize, destroy rules, completion channels as real
+ * fds, notification arming, the ibv_cq_ex poll API, overflow. */
+#include "dp_util.h"
+
+#include <fcntl.h>
+
+SV_TEST(create_destroy_limits)
+{
+	struct sv_status_rep base;
+	struct ibv_device_attr da;
+	struct ibv_context *ctx;
+	struct ibv_cq *cq;
+	struct ibv_wc wc;
+
+	baseline(&base);
+	ctx = open_dev();
+	CHECK_EQ(ibv_query_device(ctx, &da), 0);
+	CHECK_NULL_ERRNO(ibv_create_cq(ctx, 0, NULL, NULL, 0), EINVAL);
+	CHECK_NULL_ERRNO(ibv_create_cq(ctx, da.max_cqe + 1, NULL, NULL, 0),
+			 EINVAL);
+	CHECK_NULL_ERRNO(ibv_create_cq(ctx, 4, NULL, NULL, ctx->num_comp_vectors),
+			 EINVAL);
+	cq = ibv_create_cq(ctx, 16, (void *)0x1234, NULL, 0);
+	CHECK(cq);
+	CHECK(cq->cqe >= 16);
+	CHECK(cq->context == ctx);
+	CHECK(cq->cq_context == (void *)0x1234);
+	CHECK_EQ(ibv_poll_cq(cq, 1, &wc), 0);
+	CHECK_EQ(ibv_req_notify_cq(cq, 0), 0);
+	CHECK_EQ(ibv_resize_cq(cq, 64), 0);
+	CHECK(cq->cqe >= 64);
+	CHECK_EQ(ibv_resize_cq(cq, 0), EINVAL);
+	CHECK_EQ(ibv_resize_cq(cq, da.max_cqe + 1), EINVAL);
+	CHECK_EQ(ibv_destroy_cq(cq), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	sv_test_wait_quiet(&base, 5000);
+}
+
+/* The channel is a real fd: poll() sees an event; ibv_get_cq_event names
+ * the CQ; a non-blocking fd answers EAGAIN when empty; the channel is
+ * busy while a CQ uses it. */
+SV_TEST(channel_events)
+{
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq, *ev_cq;
+	struct ibv_qp *qp;
+	struct ibv_wc wc[4];
+	struct pollfd pfd;
+	void *ev_ctx;
+	struct dp d;
+
+	dp_open(&d, 4);
+	ch = ibv_create_comp_channel(d.ctx);
+	CHECK(ch);
+	CHECK(ch->fd >= 0);
+	cq = ibv_create_cq(d.ctx, 8, (void *)0xabc, ch, 0);
+	CHECK(cq);
+	CHECK(cq->channel == ch);
+	CHECK_EQ(ibv_destroy_comp_channel(ch), EBUSY);
+	pfd = (struct pollfd){ .fd = ch->fd, .events = POLLIN };
+	CHECK_EQ(poll(&pfd, 1, 0), 0);
+	CHECK_EQ(fcntl(ch->fd, F_SETFL, O_NONBLOCK), 0);
+	errno = 0;
+	CHECK_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), -1);
+	CHECK_EQ(errno, EAGAIN);
+
+	/* Completions made by an ERR flush of the receive queue. */
+	{
+		struct ibv_qp_init_attr a = {
+			.send_cq = d.cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = 1, .max_recv_wr = 4,
+				 .max_send_sge = 1, .max_recv_sge = 1 } };
+
+		qp = ibv_create_qp(d.pd, &a);
+		CHECK(qp);
+	}
+	CHECK_EQ(to_init(qp), 0);
+	CHECK_EQ(post_recvs(qp, 1, 7), 0);
+	/* Not armed: a completion makes no event. */
+	CHECK_EQ(to_state(qp, IBV_QPS_ERR), 0);
+	poll_n(cq, wc, 1);
+	CHECK_EQ(poll(&pfd, 1, 0), 0);
+	/* Solicited-only arming still reports error completions, and a flush
+	 * is one (ibv_req_notify_cq(3): a CQE is solicited "if the status is
+	 * not successful"). */
+	CHECK_EQ(ibv_req_notify_cq(cq, 1), 0);
+	CHECK_EQ(post_recvs(qp, 1, 8), 0);
+	CHECK_EQ(poll(&pfd, 1, 5000), 1);
+	CHECK_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+	CHECK(ev_cq == cq);
+	poll_n(cq, wc, 1);
+	CHECK_EQ(wc[0].wr_id, 8);
+	ibv_ack_cq_events(cq, 1);
+	/* Armed for all: exactly one event, then disarmed. */
+	CHECK_EQ(ibv_req_notify_cq(cq, 0), 0);
+	CHECK_EQ(post_recvs(qp, 2, 9), 0);
+	CHECK_EQ(poll(&pfd, 1, 5000), 1);
+	CHECK_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+	CHECK(ev_cq == cq);
+	CHECK(ev_ctx == (void *)0xabc);
+	CHECK_EQ(poll(&pfd, 1, 0), 0);
+	CHECK_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), -1);
+	poll_n(cq, wc, 2);
+	CHECK_EQ(wc[0].wr_id, 9);
+	CHECK_EQ(wc[1].wr_id, 10);
+	ibv_ack_cq_events(cq, 1);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	CHECK_EQ(ibv_destroy_cq(cq), 0);
+	CHECK_EQ(ibv_destroy_comp_channel(ch), 0);
+	dp_close(&d);
+}
+
+/* Destroying a CQ waits for the acks of the events read for it. */
+struct ack_arg {
+	struct ibv_cq *cq;
+	volatile int acked;
+};
+
+static void *late_ack(void *p)
+{
+	struct ack_arg *a = p;
+
+	sv_test_sleep_ms(200);
+	a->acked = 1;
+	ibv_ack_cq_events(a->cq, 1);
+	return NULL;
+}
+
+SV_TEST(destroy_waits_for_ack)
+{
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq, *ev_cq;
+	struct ibv_qp *qp;
+	struct ibv_wc wc;
+	struct ack_arg arg;
+	pthread_t t;
+	void *ev_ctx;
+	struct dp d;
+
+	dp_open(&d, 4);
+	ch = ibv_create_comp_channel(d.ctx);
+	CHECK(ch);
+	cq = ibv_create_cq(d.ctx, 4, NULL, ch, 0);
+	CHECK(cq);
+	{
+		struct ibv_qp_init_attr a = {
+			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+			.cap = { .max_send_wr = 1, .max_recv_wr = 1,
+				 .max_send_sge = 1, .max_recv_sge = 1 } };
+
+		qp = ibv_create_qp(d.pd, &a);
+		CHECK(qp);
+	}
+	CHECK_EQ(to_init(qp), 0);
+	CHECK_EQ(ibv_req_notify_cq(cq, 0), 0);
+	CHECK_EQ(post_recvs(qp, 1, 1), 0);
+	CHECK_EQ(to_state(qp, IBV_QPS_ERR), 0);
+	CHECK_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+	poll_n(cq, &wc, 1);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	arg.cq = cq;
+	arg.acked = 0;
+	CHECK_EQ(pthread_create(&t, NULL, late_ack, &arg), 0);
+	CHECK_EQ(ibv_destroy_cq(cq), 0);
+	CHECK_EQ(arg.acked, 1); /* it did wait */
+	pthread_join(t, NULL);
+	CHECK_EQ(ibv_destroy_comp_channel(ch), 0);
+	dp_close(&d);
+}
+
+SV_TEST(cq_ex_poll)
+{
+	struct ibv_cq_init_attr_ex a;
+	struct ibv_poll_cq_attr pa = { 0 };
+	struct ibv_cq_ex *cx;
+	struct ibv_qp *qp;
+	struct dp d;
+
+	dp_open(&d, 4);
+	memset(&a, 0, sizeof(a));
+	a.cqe = 8;
+	a.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	CHECK_NULL_ERRNO(ibv_create_cq_ex(d.ctx, &a), EOPNOTSUPP);
+	a.wc_flags = IBV_WC_STANDARD_FLAGS;
+	a.comp_mask = 1u << 7; /* unknown bit */
+	CHECK_NULL_ERRNO(ibv_create_cq_ex(d.ctx, &a), EINVAL);
+	a.comp_mask = 0;
+	cx = ibv_create_cq_ex(d.ctx, &a);
+	CHECK(cx);
+	CHECK_EQ(ibv_start_poll(cx, &pa), ENOENT);
+	{
+		struct ibv_qp_init_attr qa = {
+			.send_cq = ibv_cq_ex_to_cq(cx),
+			.recv_cq = ibv_cq_ex_to_cq(cx), .qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = 1, .max_recv_wr = 4,
+				 .max_send_sge = 1, .max_recv_sge = 1 } };
+
+		qp = ibv_create_qp(d.pd, &qa);
+		CHECK(qp);
+	}
+	CHECK_EQ(to_init(qp), 0);
+	CHECK_EQ(post_recvs(qp, 3, 40), 0);
+	CHECK_EQ(to_state(qp, IBV_QPS_ERR), 0);
+	{
+		int n = 0, err;
+
+		for (int spins = 0; (err = ibv_start_poll(cx, &pa)) == ENOENT &&
+				    spins < 1000000; spins++)
+			;
+		CHECK_EQ(err, 0);
+		do {
+			CHECK_EQ(cx->wr_id, 40 + n);
+			CHECK_EQ(cx->status, IBV_WC_WR_FLUSH_ERR);
+			CHECK_EQ(ibv_wc_read_qp_num(cx), qp->qp_num);
+			CHECK_EQ(ibv_wc_read_opcode(cx), IBV_WC_RECV);
+			n++;
+		} while (ibv_next_poll(cx) == 0);
+		ibv_end_poll(cx);
+		CHECK_EQ(n, 3);
+	}
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	CHECK_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cx)), 0);
+	dp_close(&d);
+}
+
+/* A full CQ loses the next completion and reports IBV_EVENT_CQ_ERR. */
+SV_TEST(overflow)
+{
+	struct ibv_async_event ev;
+	struct ibv_wc wc[8];
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct dp d;
+
+	dp_open(&d, 4);
+	cq = ibv_create_cq(d.ctx, 2, NULL, NULL, 0);
+	CHECK(cq);
+	{
+		struct ibv_qp_init_attr a = {
+			.send_cq = d.cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = 1, .max_recv_wr = 8,
+				 .max_send_sge = 1, .max_recv_sge = 1 } };
+
+		qp = ibv_create_qp(d.pd, &a);
+		CHECK(qp);
+	}
+	CHECK_EQ(to_init(qp), 0);
+	CHECK_EQ(post_recvs(qp, (int)cq->cqe + 2, 0), 0);
+	CHECK_EQ(to_state(qp, IBV_QPS_ERR), 0);
+	CHECK_EQ(ibv_get_async_event(d.ctx, &ev), 0);
+	CHECK_EQ(ev.event_type, IBV_EVENT_CQ_ERR);
+	CHECK(ev.element.cq == cq);
+	ibv_ack_async_event(&ev);
+	CHECK_EQ(ibv_poll_cq(cq, 8, wc), cq->cqe);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	CHECK_EQ(ibv_destroy_cq(cq), 0);
+	dp_close(&d);
+}
+
+SV_TEST_MAIN()

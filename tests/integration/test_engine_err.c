@@ -1,0 +1,394 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine's error paths, as hardware reports them: RNR retry, keys
+ * checked when the WQE executes (rereg, dereg), peer death, and UD/UC
+ * behaviour (GRH, Q_Key, silent drops).  Also: an idle process's progress
+ * thread uses no CPU.
+ */
+#include "engine_util.h"
+
+#include <dirent.h>
+
+static void pair_local(struct ep *a, struct ep *b, uint8_t rnr_retry,
+		       uint8_t min_rnr)
+{
+	ep_open(a, NULL, IBV_QPT_RC);
+	ep_open(b, a->ctx, IBV_QPT_RC);
+	ep_connect_ex(a, b->qp->qp_num, 14, 7, rnr_retry, min_rnr);
+	ep_connect_ex(b, a->qp->qp_num, 14, 7, rnr_retry, min_rnr);
+}
+
+SV_TEST(rnr_retry_exceeded_then_infinite)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+
+	pair_local(&a, &b, 2, 1);
+	post_send_op(&a, 1, IBV_WR_SEND, a.buf, 10, 0, 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_RNR_RETRY_EXC_ERR);
+	CHECK_EQ(wc.wr_id, 1);
+	ep_close(&a);
+	ep_close(&b);
+
+	/* rnr_retry 7: waits as long as it takes. */
+	pair_local(&a, &b, 7, 1);
+	post_send_op(&a, 2, IBV_WR_SEND, a.buf, 10, 0, 0);
+	CHECK(!poll1(a.cq, &wc, 200));
+	post_recv(&b, 3, b.buf, 64);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.byte_len, 10);
+	ep_close(&a);
+	ep_close(&b);
+}
+
+SV_TEST(rereg_access_then_write_fails)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+
+	pair_local(&a, &b, 7, 1);
+	post_send_op(&a, 1, IBV_WR_RDMA_WRITE, a.buf, 64, (uintptr_t)b.buf,
+		     b.mr->rkey);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ),
+		 0);
+	post_send_op(&a, 2, IBV_WR_RDMA_WRITE, a.buf, 64, (uintptr_t)b.buf,
+		     b.mr->rkey);
+	EXPECT_WC(a.cq, &wc, IBV_WC_REM_ACCESS_ERR);
+	CHECK_EQ(wc.wr_id, 2);
+	/* The QP is in error: the next WQE flushes. */
+	post_send_op(&a, 3, IBV_WR_SEND, a.buf, 8, 0, 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_WR_FLUSH_ERR);
+	CHECK_EQ(wc.wr_id, 3);
+	ep_close(&a);
+	ep_close(&b);
+}
+
+SV_TEST(rereg_pd_then_send_fails)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+	struct ibv_pd *pd2;
+
+	pair_local(&a, &b, 7, 1);
+	post_recv(&b, 11, b.buf, 256);
+	pd2 = ibv_alloc_pd(b.ctx);
+	CHECK(pd2);
+	CHECK_EQ(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0), 0);
+	post_send_op(&a, 1, IBV_WR_SEND, a.buf, 32, 0, 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_REM_OP_ERR);
+	EXPECT_WC(b.cq, &wc, IBV_WC_LOC_PROT_ERR);
+	CHECK_EQ(wc.wr_id, 11);
+	CHECK_EQ(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_PD, b.pd, NULL, 0, 0), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd2), 0);
+	ep_close(&a);
+	ep_close(&b);
+}
+
+SV_TEST(recv_before_change_translation_fails)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+	char *other;
+
+	pair_local(&a, &b, 7, 1);
+	CHECK(posix_memalign((void **)&other, 4096, EP_BUF) == 0);
+	post_recv(&b, 12, b.buf, 256);
+	CHECK_EQ(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
+			      other, EP_BUF, 0),
+		 0);
+	post_send_op(&a, 1, IBV_WR_SEND, a.buf, 32, 0, 0);
+	EXPECT_WC(b.cq, &wc, IBV_WC_LOC_PROT_ERR);
+	EXPECT_WC(a.cq, &wc, IBV_WC_REM_OP_ERR);
+	ep_close(&a);
+	ep_close(&b);
+	free(other);
+}
+
+SV_TEST(dereg_keys_fail)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+	struct ibv_mr *mr2;
+	uint32_t rkey, lkey;
+
+	pair_local(&a, &b, 7, 1);
+	mr2 = ibv_reg_mr(b.pd, b.buf + 4096, 4096, EU_ACCESS);
+	CHECK(mr2);
+	rkey = mr2->rkey;
+	CHECK_EQ(ibv_dereg_mr(mr2), 0);
+	post_send_op(&a, 1, IBV_WR_RDMA_WRITE, a.buf, 64,
+		     (uintptr_t)b.buf + 4096, rkey);
+	EXPECT_WC(a.cq, &wc, IBV_WC_REM_ACCESS_ERR);
+	ep_close(&a);
+	ep_close(&b);
+
+	/* A local key deregistered after the post. */
+	pair_local(&a, &b, 7, 1);
+	mr2 = ibv_reg_mr(a.pd, a.buf, 4096, EU_ACCESS);
+	CHECK(mr2);
+	lkey = mr2->lkey;
+	CHECK_EQ(ibv_dereg_mr(mr2), 0);
+	{
+		struct ibv_sge s = { (uintptr_t)a.buf, 64, lkey };
+		struct ibv_send_wr wr, *bad;
+
+		memset(&wr, 0, sizeof(wr));
+		wr.sg_list = &s;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.rdma.remote_addr = (uintptr_t)b.buf;
+		wr.wr.rdma.rkey = b.mr->rkey;
+		CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	}
+	EXPECT_WC(a.cq, &wc, IBV_WC_LOC_PROT_ERR);
+	ep_close(&a);
+	ep_close(&b);
+}
+
+SV_TEST(remote_bounds_and_atomic_alignment)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+	struct ibv_sge s;
+	struct ibv_send_wr wr, *bad;
+
+	pair_local(&a, &b, 7, 1);
+	post_send_op(&a, 1, IBV_WR_RDMA_READ, a.buf, 64,
+		     (uintptr_t)b.buf + EP_BUF - 32, b.mr->rkey);
+	EXPECT_WC(a.cq, &wc, IBV_WC_REM_ACCESS_ERR);
+	ep_close(&a);
+	ep_close(&b);
+
+	pair_local(&a, &b, 7, 1);
+	memset(&wr, 0, sizeof(wr));
+	s = (struct ibv_sge){ (uintptr_t)a.buf, 8, a.mr->lkey };
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.atomic.remote_addr = (uintptr_t)b.buf + 4;
+	wr.wr.atomic.rkey = b.mr->rkey;
+	CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_REM_INV_REQ_ERR);
+	ep_close(&a);
+	ep_close(&b);
+}
+
+SV_TEST_T(peer_death_is_retry_exceeded, 60)
+{
+	struct ep a;
+	struct ibv_wc wc;
+	struct ep_info theirs, mine;
+	int sv[2];
+	pid_t pid;
+
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct ep e;
+
+		close(sv[0]);
+		ep_open(&e, NULL, IBV_QPT_RC);
+		mine = ep_info(&e);
+		xsend(sv[1], &mine, sizeof(mine));
+		xrecv(sv[1], &theirs, sizeof(theirs));
+		ep_connect(&e, theirs.qpn);
+		xsend(sv[1], "r", 1);
+		pause();
+		_exit(0);
+	}
+	close(sv[1]);
+	ep_open(&a, NULL, IBV_QPT_RC);
+	xrecv(sv[0], &theirs, sizeof(theirs));
+	mine = ep_info(&a);
+	xsend(sv[0], &mine, sizeof(mine));
+	/* timeout 0 is "infinite": only the peer's death can end it. */
+	ep_connect_ex(&a, theirs.qpn, 0, 7, 7, 1);
+	{
+		char c;
+
+		xrecv(sv[0], &c, 1);
+	}
+	post_send_op(&a, 1, IBV_WR_RDMA_WRITE, a.buf, 64, theirs.addr,
+		     theirs.rkey);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	kill(pid, SIGKILL);
+	CHECK_EQ(waitpid(pid, NULL, 0), pid);
+	post_send_op(&a, 2, IBV_WR_RDMA_WRITE, a.buf, 64, theirs.addr,
+		     theirs.rkey);
+	CHECK(poll1(a.cq, &wc, 20000));
+	CHECK_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);
+	CHECK_EQ(wc.wr_id, 2);
+	ep_close(&a);
+}
+
+/* utime + stime (ticks) of every thread of this process but the main. */
+static long other_threads_cpu(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	long total = 0;
+
+	CHECK(d);
+	while ((de = readdir(d))) {
+		char path[300], buf[1024], *p;
+		unsigned long ut, st;
+		FILE *f;
+
+		if (de->d_name[0] == '.' || atoi(de->d_name) == getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/stat", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (!fgets(buf, sizeof(buf), f)) {
+			fclose(f);
+			continue;
+		}
+		fclose(f);
+		p = strrchr(buf, ')');
+		CHECK(p);
+		/* fields after ")": state(3) ... utime(14) stime(15) */
+		CHECK_EQ(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+				&ut, &st), 2);
+		total += (long)(ut + st);
+	}
+	closedir(d);
+	return total;
+}
+
+SV_TEST(idle_process_uses_no_cpu)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+	long before, after;
+
+	pair_local(&a, &b, 7, 1);
+	post_recv(&b, 1, b.buf, 64);
+	post_send_op(&a, 1, IBV_WR_SEND, a.buf, 8, 0, 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
+	sv_test_sleep_ms(100); /* past the spin and the poller window */
+	before = other_threads_cpu();
+	sv_test_sleep_ms(1000);
+	after = other_threads_cpu();
+	/* Flat: at most one tick of rounding. */
+	CHECK(after - before <= 1);
+	/* And it still answers after sleeping. */
+	post_send_op(&a, 2, IBV_WR_RDMA_WRITE, a.buf, 8, (uintptr_t)b.buf,
+		     b.mr->rkey);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	ep_close(&a);
+	ep_close(&b);
+}
+
+SV_TEST(ud_grh_qkey_drop)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+	struct ibv_ah_attr aa;
+	struct ibv_ah *ah;
+	union ibv_gid gid;
+	struct ibv_sge s;
+	struct ibv_send_wr wr, *bad;
+
+	ep_open(&a, NULL, IBV_QPT_UD);
+	ep_open(&b, a.ctx, IBV_QPT_UD);
+	ep_connect(&a, 0);
+	ep_connect(&b, 0);
+	CHECK_EQ(ibv_query_gid(a.ctx, 1, 0, &gid), 0);
+	memset(&aa, 0, sizeof(aa));
+	aa.is_global = 1;
+	aa.grh.dgid = gid;
+	aa.grh.sgid_index = 0;
+	aa.grh.hop_limit = 1;
+	aa.port_num = 1;
+	ah = ibv_create_ah(a.pd, &aa);
+	CHECK(ah);
+
+	post_recv(&b, 5, b.buf, 40 + 100);
+	strcpy(a.buf, "datagram");
+	memset(&wr, 0, sizeof(wr));
+	s = (struct ibv_sge){ (uintptr_t)a.buf, 100, a.mr->lkey };
+	wr.wr_id = 1;
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = b.qp->qp_num;
+	wr.wr.ud.remote_qkey = 0x11111111;
+	CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.byte_len, 140);
+	CHECK(wc.wc_flags & IBV_WC_GRH);
+	CHECK_EQ(wc.src_qp, a.qp->qp_num);
+	CHECK(!strcmp(b.buf + 40, "datagram"));
+	/* RoCE v2 over IPv4 GIDs: the IPv4 header in the last 20 bytes. */
+	if (gid.raw[10] == 0xff && gid.raw[11] == 0xff) {
+		CHECK_EQ((uint8_t)b.buf[20], 0x45);
+		CHECK(!memcmp(b.buf + 20 + 12, gid.raw + 12, 4));
+	}
+
+	/* A wrong Q_Key is dropped silently: the sender still succeeds. */
+	post_recv(&b, 6, b.buf, 40 + 100);
+	wr.wr.ud.remote_qkey = 0x22222222;
+	CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK(!poll1(b.cq, &wc, 200));
+	/* No receive posted at all: dropped too; the posted one is unused. */
+	wr.wr.ud.remote_qkey = 0x11111111;
+	CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, 6);
+	/* Larger than the MTU: a local length error. */
+	s.length = 5000;
+	CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_LOC_LEN_ERR);
+	CHECK_EQ(ibv_destroy_ah(ah), 0);
+	ep_close(&a);
+	ep_close(&b);
+}
+
+SV_TEST(uc_send_and_write)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+
+	ep_open(&a, NULL, IBV_QPT_UC);
+	ep_open(&b, a.ctx, IBV_QPT_UC);
+	ep_connect(&a, b.qp->qp_num);
+	ep_connect(&b, a.qp->qp_num);
+	/* No receive: UC drops, the sender completes anyway. */
+	post_send_op(&a, 1, IBV_WR_SEND, a.buf, 3000, 0, 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK(!poll1(b.cq, &wc, 100));
+	post_recv(&b, 2, b.buf, 4096);
+	for (int i = 0; i < 3000; i++)
+		a.buf[i] = (char)i;
+	post_send_op(&a, 3, IBV_WR_SEND, a.buf, 3000, 0, 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.byte_len, 3000);
+	CHECK(!memcmp(a.buf, b.buf, 3000));
+	post_send_op(&a, 4, IBV_WR_RDMA_WRITE, a.buf, 3000,
+		     (uintptr_t)b.buf + 10000, b.mr->rkey);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	/* No ACK on UC: look until it lands. */
+	for (int i = 0; i < 1000 && memcmp(a.buf, b.buf + 10000, 3000); i++) {
+		ibv_poll_cq(b.cq, 1, &wc);
+		usleep(1000);
+	}
+	CHECK(!memcmp(a.buf, b.buf + 10000, 3000));
+	ep_close(&a);
+	ep_close(&b);
+}
+
+SV_TEST_MAIN()

@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine's RC transport: send/recv, write, read, atomics within one
+ * process (loopback link) and between two processes (shared-memory rings
+ * brokered by the daemon), segmentation, immediate data, inline data.
+ */
+#include "engine_util.h"
+
+#include <pthread.h>
+
+/* Two connected RC endpoints in this process. */
+static void pair_local(struct ep *a, struct ep *b)
+{
+	ep_open(a, NULL, IBV_QPT_RC);
+	ep_open(b, a->ctx, IBV_QPT_RC);
+	ep_connect(a, b->qp->qp_num);
+	ep_connect(b, a->qp->qp_num);
+}
+
+SV_TEST(rc_loopback_send_recv)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+
+	pair_local(&a, &b);
+	post_recv(&b, 7, b.buf, 4096);
+	strcpy(a.buf, "hello over a ring");
+	post_send_op(&a, 1, IBV_WR_SEND, a.buf, 18, 0, 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	if (wc.wr_id == 7) { /* one CQ per endpoint: not mixed */
+		CHECK(0);
+	}
+	CHECK_EQ(wc.wr_id, 1);
+	CHECK_EQ(wc.opcode, IBV_WC_SEND);
+	EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, 7);
+	CHECK_EQ(wc.opcode, IBV_WC_RECV);
+	CHECK_EQ(wc.byte_len, 18);
+	CHECK_EQ(wc.qp_num, b.qp->qp_num);
+	CHECK_EQ(wc.src_qp, a.qp->qp_num);
+	CHECK(!strcmp(b.buf, "hello over a ring"));
+	ep_close(&a);
+	ep_close(&b);
+}
+
+SV_TEST(rc_loopback_multi_packet_imm_inline)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+	struct ibv_sge s;
+	struct ibv_send_wr wr, *bad;
+
+	pair_local(&a, &b);
+	/* 10000 bytes at MTU 1024: 10 packets, two SGEs on the receive. */
+	for (int i = 0; i < 10000; i++)
+		a.buf[i] = (char)(i * 7);
+	{
+		struct ibv_sge rs[2] = {
+			{ (uintptr_t)b.buf, 3000, b.mr->lkey },
+			{ (uintptr_t)b.buf + 20000, 8000, b.mr->lkey },
+		};
+		struct ibv_recv_wr rw = { .wr_id = 9, .sg_list = rs, .num_sge = 2 },
+				   *rbad;
+
+		CHECK_EQ(ibv_post_recv(b.qp, &rw, &rbad), 0);
+	}
+	s = (struct ibv_sge){ (uintptr_t)a.buf, 10000, a.mr->lkey };
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 2;
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND_WITH_IMM;
+	wr.imm_data = htonl(0xabcd1234);
+	wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
+	CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.byte_len, 10000);
+	CHECK(wc.wc_flags & IBV_WC_WITH_IMM);
+	CHECK_EQ(ntohl(wc.imm_data), 0xabcd1234);
+	for (int i = 0; i < 3000; i++)
+		CHECK_EQ((uint8_t)b.buf[i], (uint8_t)(i * 7));
+	for (int i = 3000; i < 10000; i++)
+		CHECK_EQ((uint8_t)b.buf[20000 + i - 3000], (uint8_t)(i * 7));
+
+	/* Inline: the buffer may change right after the post. */
+	post_recv(&b, 10, b.buf, 64);
+	strcpy(a.buf + 100, "inline!");
+	s = (struct ibv_sge){ (uintptr_t)a.buf + 100, 8, 0 /* no lkey needed */ };
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 3;
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+	CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	strcpy(a.buf + 100, "changed");
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.byte_len, 8);
+	CHECK(!strcmp(b.buf, "inline!"));
+	ep_close(&a);
+	ep_close(&b);
+}
+
+SV_TEST(rc_loopback_write_read_atomics)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+	struct ibv_sge s;
+	struct ibv_send_wr wr, *bad;
+	uint64_t *remote;
+
+	pair_local(&a, &b);
+	for (int i = 0; i < 5000; i++)
+		a.buf[i] = (char)(i + 3);
+	post_send_op(&a, 1, IBV_WR_RDMA_WRITE, a.buf, 5000,
+		     (uintptr_t)b.buf + 1000, b.mr->rkey);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.opcode, IBV_WC_RDMA_WRITE);
+	for (int i = 0; i < 5000; i++)
+		CHECK_EQ((uint8_t)b.buf[1000 + i], (uint8_t)(i + 3));
+	/* Nothing arrives at b's CQ for a plain write. */
+	CHECK_EQ(ibv_poll_cq(b.cq, 1, &wc), 0);
+
+	/* Read it back into another spot. */
+	post_send_op(&a, 2, IBV_WR_RDMA_READ, a.buf + 30000, 5000,
+		     (uintptr_t)b.buf + 1000, b.mr->rkey);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.opcode, IBV_WC_RDMA_READ);
+	CHECK_EQ(wc.byte_len, 5000);
+	CHECK(!memcmp(a.buf + 30000, a.buf, 5000));
+
+	/* Atomics on an aligned word of b. */
+	remote = (uint64_t *)(void *)(b.buf + 4096);
+	*remote = 100;
+	memset(&wr, 0, sizeof(wr));
+	s = (struct ibv_sge){ (uintptr_t)a.buf + 8192, 8, a.mr->lkey };
+	wr.wr_id = 3;
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.atomic.remote_addr = (uintptr_t)remote;
+	wr.wr.atomic.rkey = b.mr->rkey;
+	wr.wr.atomic.compare_add = 5;
+	CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.opcode, IBV_WC_FETCH_ADD);
+	CHECK_EQ(*(uint64_t *)(void *)(a.buf + 8192), 100);
+	CHECK_EQ(*remote, 105);
+	wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+	wr.wr.atomic.compare_add = 105;
+	wr.wr.atomic.swap = 7;
+	CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.opcode, IBV_WC_COMP_SWAP);
+	CHECK_EQ(*(uint64_t *)(void *)(a.buf + 8192), 105);
+	CHECK_EQ(*remote, 7);
+	/* A failed compare leaves memory alone and returns the value. */
+	CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(*(uint64_t *)(void *)(a.buf + 8192), 7);
+	CHECK_EQ(*remote, 7);
+
+	/* Write with immediate consumes a receive at b. */
+	post_recv(&b, 44, b.buf, 16);
+	memset(&wr, 0, sizeof(wr));
+	s = (struct ibv_sge){ (uintptr_t)a.buf, 100, a.mr->lkey };
+	wr.wr_id = 4;
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.imm_data = htonl(77);
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = (uintptr_t)b.buf + 50000;
+	wr.wr.rdma.rkey = b.mr->rkey;
+	CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, 44);
+	CHECK_EQ(wc.opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+	CHECK_EQ(ntohl(wc.imm_data), 77);
+	CHECK_EQ(wc.byte_len, 100);
+	CHECK(!memcmp(b.buf + 50000, a.buf, 100));
+	ep_close(&a);
+	ep_close(&b);
+}
+
+/* Many messages in flight, unsignaled ones between: completions in
+ * order, nothing lost. */
+SV_TEST(rc_loopback_stream)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+	int got = 0, sent = 0, done = 0;
+
+	pair_local(&a, &b);
+	for (int i = 0; i < 64; i++)
+		post_recv(&b, 1000 + i, b.buf + i * 512, 512);
+	while (done < 200) {
+		while (sent < 200 && sent - done < 32) {
+			struct ibv_sge s = { (uintptr_t)a.buf + (sent % 64) * 256,
+					     256, a.mr->lkey };
+			struct ibv_send_wr wr, *bad;
+
+			memset(&wr, 0, sizeof(wr));
+			wr.wr_id = sent;
+			wr.sg_list = &s;
+			wr.num_sge = 1;
+			wr.opcode = IBV_WR_SEND;
+			wr.send_flags = IBV_SEND_SIGNALED;
+			CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+			sent++;
+		}
+		if (ibv_poll_cq(a.cq, 1, &wc) == 1) {
+			CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+			CHECK_EQ(wc.wr_id, done);
+			done++;
+		}
+		while (ibv_poll_cq(b.cq, 1, &wc) == 1) {
+			CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+			CHECK_EQ(wc.wr_id, 1000 + got % 64);
+			post_recv(&b, 1000 + got % 64, b.buf + (got % 64) * 512,
+				  512);
+			got++;
+		}
+	}
+	while (got < 200) {
+		EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
+		got++;
+	}
+	ep_close(&a);
+	ep_close(&b);
+}
+
+/* ------------------------------------------------ two processes -- */
+
+/* The peer: an RC endpoint that connects to the test's QP, then serves
+ * commands until told to stop. */
+static void peer_main(int s)
+{
+	struct ep e;
+	struct ep_info mine, theirs;
+	struct ibv_wc wc;
+	char cmd;
+
+	ep_open(&e, NULL, IBV_QPT_RC);
+	mine = ep_info(&e);
+	xsend(s, &mine, sizeof(mine));
+	xrecv(s, &theirs, sizeof(theirs));
+	ep_connect(&e, theirs.qpn);
+	post_recv(&e, 5, e.buf, 4096);
+	xsend(s, "r", 1);
+	for (;;) {
+		xrecv(s, &cmd, 1);
+		if (cmd == 'q')
+			break;
+		if (cmd == 'w') { /* wait for the receive, echo it back */
+			CHECK(poll1(e.cq, &wc, 10000));
+			CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+			post_send_op(&e, 6, IBV_WR_SEND, e.buf, wc.byte_len, 0, 0);
+			CHECK(poll1(e.cq, &wc, 10000));
+			CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+			xsend(s, "k", 1);
+		}
+		if (cmd == 'c') { /* check the write landed */
+			CHECK(!memcmp(e.buf + 8000, "written by the other process", 28));
+			xsend(s, "k", 1);
+		}
+	}
+	ep_close(&e);
+	ibv_close_device(e.ctx);
+	_exit(0);
+}
+
+static pid_t start_peer(int *sock)
+{
+	int sv[2];
+	pid_t pid;
+
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		close(sv[0]);
+		peer_main(sv[1]);
+	}
+	close(sv[1]);
+	*sock = sv[0];
+	return pid;
+}
+
+SV_TEST(rc_two_processes)
+{
+	struct ep a;
+	struct ep_info mine, theirs;
+	struct ibv_wc wc;
+	int s, status;
+	char c;
+	pid_t pid = start_peer(&s);
+
+	ep_open(&a, NULL, IBV_QPT_RC);
+	xrecv(s, &theirs, sizeof(theirs));
+	mine = ep_info(&a);
+	xsend(s, &mine, sizeof(mine));
+	ep_connect(&a, theirs.qpn);
+	xrecv(s, &c, 1);
+
+	/* Ping-pong: a send, the peer echoes it. */
+	post_recv(&a, 9, a.buf + 10000, 4096);
+	strcpy(a.buf, "ping from the test");
+	post_send_op(&a, 1, IBV_WR_SEND, a.buf, 19, 0, 0);
+	xsend(s, "w", 1);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.opcode, IBV_WC_SEND);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.opcode, IBV_WC_RECV);
+	CHECK_EQ(wc.byte_len, 19);
+	CHECK(!strcmp(a.buf + 10000, "ping from the test"));
+	xrecv(s, &c, 1);
+
+	/* One-sided: the peer does nothing while we write and read. */
+	strcpy(a.buf + 200, "written by the other process");
+	post_send_op(&a, 2, IBV_WR_RDMA_WRITE, a.buf + 200, 28,
+		     theirs.addr + 8000, theirs.rkey);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	post_send_op(&a, 3, IBV_WR_RDMA_READ, a.buf + 20000, 28,
+		     theirs.addr + 8000, theirs.rkey);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK(!memcmp(a.buf + 20000, "written by the other process", 28));
+	xsend(s, "c", 1);
+	xrecv(s, &c, 1);
+	CHECK_EQ(c, 'k');
+	xsend(s, "q", 1);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ep_close(&a);
+	ibv_close_device(a.ctx);
+}
+
+SV_TEST_MAIN()
