@@ -63,6 +63,8 @@ else
 	sizes=$(s=8; while [ $s -le 4194304 ]; do echo $s; s=$((s * 2)); done)
 fi
 
+PERF_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
+export PERF_LOAD
 TMP=$(mktemp -d)
 cleanup() {
 	"$SV" daemon stop >/dev/null 2>&1
@@ -109,7 +111,14 @@ for t in write_bw read_bw send_bw send_lat write_lat; do
 		kind=${t##*_}
 		if [ "$kind" = bw ]; then n=$(bw_iters "$s"); else n=$(lat_iters "$s"); fi
 		d=$TMP/$t.$s
-		if pairs_run "$d" "$TMO" "ib_$t" -x 0 -F -s "$s" -n "$n" &&
+		pairs_run "$d" "$TMO" "ib_$t" -x 0 -F -s "$s" -n "$n"
+		rc=$?
+		# perftest's clock calibration (r^2 < 0.9) misses on a busy machine.
+		if grep -q "Correlation coefficient" "$d/server.out" "$d/client.out"; then
+			pairs_run "$d" "$TMO" "ib_$t" -x 0 -F -s "$s" -n "$n"
+			rc=$?
+		fi
+		if [ $rc = 0 ] &&
 			v=$(perftest_row "$d/client.out" "$s" "$kind") && [ -n "$v" ]; then
 			# shellcheck disable=SC2086
 			record "$t" "$s" $v

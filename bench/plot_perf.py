@@ -58,7 +58,8 @@ def cell(data, test, size, lat=False):
         return "failed"
     if lat:
         return "%.2f / %.2f" % (v1, v2) if v2 is not None else "%.2f" % v1
-    return "%.0f" % v1
+    # Three significant figures for the small ones ("0" would hide them).
+    return "%.0f" % v1 if v1 >= 100 else "%.3g" % v1
 
 
 def machine():
@@ -103,6 +104,17 @@ def standing(data):
             out.append("- %s at 8 B: %.2f us one way (median; aim: 1 us): "
                        "%s." % (t, v, "within the aim" if v <= 1.0
                                 else "%.1fx the aim" % v))
+    sl, wl = value(data, "send_lat", 8), value(data, "write_lat", 8)
+    if sl and wl and wl > 10 * sl:
+        out.append("- ib_write_lat at 8 B is %.0fx ib_send_lat: the target of "
+                   "an RDMA write polls its memory, not its CQ, so the write "
+                   "lands only when its progress thread runs; that thread "
+                   "is not woken promptly." % (wl / sl))
+    failed = ["%s %s" % (t, human(sz)) for (t, sz), v in sorted(data.items()) if v[2]]
+    if failed:
+        out.append("- pairs that failed (perf_bench.sh prints the first "
+                   "error line of each): %s." %
+                   ", ".join(failed))
     ul = value(data, "ucx_tag_lat", 8)
     if ul is not None:
         out.append("- UCX tag_lat at 8 B over shared memory: %.2f us, "
@@ -121,6 +133,11 @@ def write_md(data, path, png):
          "the same run; UCX `ucx_perftest` with `UCX_TLS=posix,self`. "
          "`bench/perf_bench.sh` made this page; nothing here is asserted." %
          (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine()), ""]
+    load = os.environ.get("PERF_LOAD")
+    if load:
+        L += ["Load average when the run started: %s (2 busy-polling "
+              "processes per pair need 2 idle CPUs; a higher load makes "
+              "every number noisy)." % load, ""]
     if bw:
         L += ["## Bandwidth (MiB/s)", "",
               "| size | " + " | ".join(n for _, n in bw) + " |",

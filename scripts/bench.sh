@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Builds and runs the benchmarks; reports land in bench/reports/.
+# Builds and runs the benchmarks; reports land in bench/reports/:
+# ctrl.md (control path) and perf.md / perf.png / perf.tsv (data path).
+# Arguments go to the data-path benchmark (e.g. --quick).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/deps.sh"
@@ -7,5 +9,6 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 export SOFTVERBSD="$top/build-bench/bin/softverbsd"
 export SOFTVERBS_SOCKET="svbench.$$"
 export SV_SOURCE_DIR="$top"
-"$top/build-bench/bin/ctrl_bench" "$@"
+"$top/build-bench/bin/ctrl_bench"
 "$top/build-bench/bin/softverbs" daemon stop >/dev/null 2>&1 || true
+SOFTVERBS="$top/build-bench/bin/softverbs" "$top/bench/perf_bench.sh" "$@"

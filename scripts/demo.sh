@@ -19,9 +19,9 @@ echo "== softverbs daemon status"
 
 # A real ping-pong between two processes through the device: Debian's
 # unmodified ibv_rc_pingpong, server in the background, client to 127.0.0.1,
-# both bounded in time.  Until the data path is complete a failure here is
-# reported but does not fail the demo; set pingpong_must_pass=1 once it is.
-pingpong_must_pass=0
+# both bounded in time.  pingpong_must_pass=0 would make a failure here a
+# notice instead of an error (how it was before the data path landed).
+pingpong_must_pass=1
 SV=$sv # used by pairs_lib.sh
 # shellcheck source=tests/compat/pairs_lib.sh
 . "$top/tests/compat/pairs_lib.sh"

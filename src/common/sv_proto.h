@@ -503,11 +503,13 @@ struct sv_engine_attach_rep {
 };
 
 /* QPN_LOOKUP: which engine serves a QP.  -ENOENT: no such QP, or its
- * process has no engine.
- * | qpn | 24-bit QP number | */
+ * process has no engine.  With flags SV_QPN_BY_PID, qpn is a pid: the
+ * engine of that process (the owner of an MR, for remote memory access).
+ * | qpn | 24-bit QP number (or pid) | flags | 0 or SV_QPN_BY_PID | */
+#define SV_QPN_BY_PID 1u
 struct sv_qpn_req {
 	uint32_t qpn;
-	uint32_t pad;
+	uint32_t flags;
 };
 /* | engine_id | engine of the QP's process | pid | that process |
  * | qp_type | enum ibv_qp_type | */

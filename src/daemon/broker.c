@@ -201,7 +201,18 @@ int svd_op_qpn_lookup(struct svd_req *r)
 	struct svd_qp *qp;
 	struct svd_engine *e;
 
-	if (req->qpn > 0xffffff || req->pad)
+	if (req->flags == SV_QPN_BY_PID) {
+		/* The engine of an MR's owner (remote memory requests). */
+		e = engine_by_pid((pid_t)req->qpn);
+		if (!e || req->qpn == 0)
+			return -ENOENT;
+		rep->engine_id = e->id;
+		rep->pid = (uint32_t)e->pid;
+		rep->qp_type = 0;
+		r->rep_len = sizeof(*rep);
+		return 0;
+	}
+	if (req->qpn > 0xffffff || req->flags)
 		return -EINVAL;
 	qp = svd_qp_by_qpn(req->qpn);
 	if (!qp)

@@ -11,12 +11,6 @@
 #include <errno.h>
 #include <stdlib.h>
 
-int svd_lookup_err(struct svd_ufile *uf, uint32_t handle)
-{
-	return (handle < uf->handles_cap && uf->handles[handle]) ? -EINVAL :
-								   -ENOENT;
-}
-
 static void cq_destroy(struct svd_obj *obj)
 {
 	free(obj);
@@ -73,13 +67,6 @@ int svd_op_resize_cq(struct svd_req *r)
 int svd_op_destroy_cq(struct svd_req *r)
 {
 	const struct sv_handle_req *req = r->body;
-	struct svd_obj *o = svd_handle_get(r->uf, req->handle, SVD_OBJ_CQ);
 
-	if (!o)
-		return svd_lookup_err(r->uf, req->handle);
-	if (o->usecnt)
-		return -EBUSY;
-	svd_handle_free(o);
-	o->destroy(o);
-	return 0;
+	return svd_destroy_unused(r->uf, req->handle, SVD_OBJ_CQ);
 }

@@ -48,16 +48,14 @@ static void dm_describe(const struct svd_obj *obj, struct sv_res_entry *e)
 	e->flags = dm->log_align; /* requested alignment, log2 */
 }
 
-/* Stale handle: -ENOENT; a handle of another type: -EINVAL (the kernel's
- * ioctl object lookup). */
-static int lookup(struct svd_ufile *uf, uint32_t handle,
-		  enum svd_obj_type type, struct svd_obj **out)
+/* The DM a FREE_DM or IMPORT_DM names; its pad must be zero. */
+static int dm_lookup(struct svd_req *r, struct svd_obj **out)
 {
-	*out = svd_handle_get(uf, handle, type);
-	if (*out)
-		return 0;
-	return handle < uf->handles_cap && uf->handles[handle] ? -EINVAL :
-								 -ENOENT;
+	const struct sv_handle_req *req = r->body;
+
+	if (req->pad)
+		return -EINVAL;
+	return svd_handle_lookup(r->uf, req->handle, SVD_OBJ_DM, out);
 }
 
 /* Reply shared by ALLOC_DM and IMPORT_DM: the sizes and a copy of the
@@ -136,10 +134,8 @@ err_free:
 
 int svd_op_free_dm(struct svd_req *r)
 {
-	const struct sv_handle_req *req = r->body;
 	struct svd_obj *o;
-	int err = req->pad ? -EINVAL :
-			     lookup(r->uf, req->handle, SVD_OBJ_DM, &o);
+	int err = dm_lookup(r, &o);
 
 	if (err)
 		return err;
@@ -153,10 +149,8 @@ int svd_op_free_dm(struct svd_req *r)
 
 int svd_op_import_dm(struct svd_req *r)
 {
-	const struct sv_handle_req *req = r->body;
 	struct svd_obj *o;
-	int err = req->pad ? -EINVAL :
-			     lookup(r->uf, req->handle, SVD_OBJ_DM, &o);
+	int err = dm_lookup(r, &o);
 
 	if (err)
 		return err;
@@ -183,9 +177,10 @@ int svd_op_reg_dm_mr(struct svd_req *r)
 
 	if (req->pad)
 		return -EINVAL;
-	err = lookup(r->uf, req->pd_handle, SVD_OBJ_PD, &pdo);
+	err = svd_handle_lookup(r->uf, req->pd_handle, SVD_OBJ_PD, &pdo);
 	if (!err)
-		err = lookup(r->uf, req->dm_handle, SVD_OBJ_DM, &dmo);
+		err = svd_handle_lookup(r->uf, req->dm_handle, SVD_OBJ_DM,
+					&dmo);
 	if (err)
 		return err;
 	dm = (struct svd_dm *)dmo;

@@ -239,18 +239,14 @@ void svd_mr_fill_rep(const struct svd_mr *mr, struct sv_mr_rep *rep)
 	rep->iova = mr->iova;
 }
 
-/* Stale handle: -ENOENT; another type: -EINVAL. */
 static int mr_lookup(struct svd_ufile *uf, uint32_t handle,
 		     struct svd_mr **out)
 {
-	struct svd_obj *o = svd_handle_get(uf, handle, SVD_OBJ_MR);
+	struct svd_obj *o;
+	int err = svd_handle_lookup(uf, handle, SVD_OBJ_MR, &o);
 
-	if (!o)
-		return (handle < uf->handles_cap && uf->handles[handle]) ?
-			       -EINVAL :
-			       -ENOENT;
 	*out = (struct svd_mr *)o;
-	return 0;
+	return err;
 }
 
 static int reg_common(struct svd_req *r, enum svd_mr_kind kind, int fd)

@@ -31,15 +31,6 @@ struct svd_pd *svd_pd_get(struct svd_ufile *uf, uint32_t handle)
 	return o ? (struct svd_pd *)o : NULL;
 }
 
-/* Stale handle: -ENOENT; a handle of another type: -EINVAL (rdma_core.c's
- * lookup for destroy and query). */
-static int lookup_err(struct svd_ufile *uf, uint32_t handle)
-{
-	return svd_handle_get(uf, handle, SVD_OBJ_PD) ? 0 :
-	       (handle < uf->handles_cap && uf->handles[handle]) ? -EINVAL :
-								    -ENOENT;
-}
-
 /* Device-wide PD ids: the engines compare them (key table pd_id against
  * the QP's) where handles, being per ufile, would not do. */
 static uint32_t next_pd_id;
@@ -78,7 +69,7 @@ int svd_op_dealloc_pd(struct svd_req *r)
 	struct svd_pd *pd = svd_pd_get(r->uf, req->handle);
 
 	if (!pd)
-		return lookup_err(r->uf, req->handle);
+		return svd_lookup_err(r->uf, req->handle);
 	if (pd->obj.usecnt)
 		return -EBUSY;
 	sv_dbg("ufile %#x pd#%u: deallocated", r->uf->id, pd->obj.handle);
@@ -94,7 +85,7 @@ int svd_op_import_pd(struct svd_req *r)
 	struct svd_pd *pd = svd_pd_get(r->uf, req->handle);
 
 	if (!pd)
-		return lookup_err(r->uf, req->handle);
+		return svd_lookup_err(r->uf, req->handle);
 	rep->handle = pd->obj.handle;
 	rep->pd_id = pd->pd_id;
 	r->rep_len = sizeof(*rep);

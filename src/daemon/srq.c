@@ -79,13 +79,6 @@ int svd_op_modify_srq(struct svd_req *r)
 int svd_op_destroy_srq(struct svd_req *r)
 {
 	const struct sv_handle_req *req = r->body;
-	struct svd_obj *o = svd_handle_get(r->uf, req->handle, SVD_OBJ_SRQ);
 
-	if (!o)
-		return svd_lookup_err(r->uf, req->handle);
-	if (o->usecnt)
-		return -EBUSY;
-	svd_handle_free(o);
-	o->destroy(o);
-	return 0;
+	return svd_destroy_unused(r->uf, req->handle, SVD_OBJ_SRQ);
 }

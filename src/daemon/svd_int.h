@@ -150,6 +150,18 @@ int svd_handle_alloc(struct svd_ufile *uf, struct svd_obj *obj);
 void svd_handle_free(struct svd_obj *obj);
 struct svd_obj *svd_handle_get(struct svd_ufile *uf, uint32_t handle,
 			       enum svd_obj_type type);
+/* Stale handle: -ENOENT; a live handle of another type: -EINVAL (the
+ * kernel's idr lookup). */
+int svd_lookup_err(struct svd_ufile *uf, uint32_t handle);
+/* svd_handle_get with the lookup error: 0 and the object in *out, or the
+ * svd_lookup_err answer. */
+int svd_handle_lookup(struct svd_ufile *uf, uint32_t handle,
+		      enum svd_obj_type type, struct svd_obj **out);
+/* The destroy op of an object others may depend on: the lookup error,
+ * -EBUSY while its usecnt says it is used (nothing changes), else the
+ * object is unpublished and freed. */
+int svd_destroy_unused(struct svd_ufile *uf, uint32_t handle,
+		       enum svd_obj_type type);
 
 /* device.c */
 void svd_device_init(void);

@@ -82,8 +82,4 @@ int svd_op_destroy_ah(struct svd_req *r);
 int svd_op_alloc_mw(struct svd_req *r);
 int svd_op_dealloc_mw(struct svd_req *r);
 
-/* Stale handle: -ENOENT; a live handle of another type: -EINVAL (the
- * kernel's idr lookup). */
-int svd_lookup_err(struct svd_ufile *uf, uint32_t handle);
-
 #endif

@@ -290,3 +290,31 @@ struct svd_obj *svd_handle_get(struct svd_ufile *uf, uint32_t handle,
 	o = uf->handles[handle];
 	return o && o->type == type ? o : NULL;
 }
+
+int svd_lookup_err(struct svd_ufile *uf, uint32_t handle)
+{
+	return (handle < uf->handles_cap && uf->handles[handle]) ? -EINVAL :
+								   -ENOENT;
+}
+
+int svd_handle_lookup(struct svd_ufile *uf, uint32_t handle,
+		      enum svd_obj_type type, struct svd_obj **out)
+{
+	*out = svd_handle_get(uf, handle, type);
+	return *out ? 0 : svd_lookup_err(uf, handle);
+}
+
+int svd_destroy_unused(struct svd_ufile *uf, uint32_t handle,
+		       enum svd_obj_type type)
+{
+	struct svd_obj *o;
+	int err = svd_handle_lookup(uf, handle, type, &o);
+
+	if (err)
+		return err;
+	if (o->usecnt)
+		return -EBUSY;
+	svd_handle_free(o);
+	o->destroy(o);
+	return 0;
+}

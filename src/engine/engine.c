@@ -39,17 +39,32 @@
  *
  * Locks, in order: eng->qp_lock (read, while packets are processed) ->
  * qp->sq_lock -> qp->rq_lock -> cq->lock; link->tx_lock is a leaf;
- * eng->lock guards the links list, the async queue and attach state and
- * is never taken with a QP lock held.  No daemon call is made with a QP
- * lock held, except fetching a DM mapping on first use (keys.c).
+ * eng->lock guards the links list and attach state and
+ * is never taken with a QP lock held.  Leaves, taken with QP locks held:
+ * eng->async_lock (the async event queue), eng->rmem_lock (links to
+ * memory owners) and link->box_lock (one remote memory request).  No
+ * daemon call is made with a QP lock held, except fetching a DM mapping
+ * or connecting to a memory owner on first use (keys.c).
+ *
+ * Remote memory.  Memory another process of the ufile registered is
+ * reached with CMA where allowed, else (and always for atomics) through
+ * a request box in a small link to the owner's engine: the owner's
+ * progress thread (or any of its threads that drains, or waits on a box
+ * of its own) executes it after checking the MR key names that memory
+ * (sv_rmem_call / sv_rmem_serve).  The owner gone: an error, never a hang.
+ *
+ * Faults.  SOFTVERBS_FAULT=drop:P,dup:P,reorder:P makes every link lossy
+ * at commit time; RC hides it (NAK-sequence and timeouts resume a long
+ * SEND/WRITE at the PSN the responder expects and a READ at its first
+ * missing response), UC loses whole messages.
  *
  * Transport (IBTA ch. 9): real BTH/RETH/AETH/AtomicETH/AtomicAckETH/
  * ImmDt/IETH/DETH packets, PSNs, ACK/NAK (sequence, RNR, access, invalid
  * request, operational), coalesced ACKs (one per drained batch),
- * go-back-N retransmission on timeout.  The ring is lossless, so a
+ * go-back-N retransmission on timeout.  The ring itself is lossless, so a
  * timeout only counts as a retry when the peer consumed our packets and
- * still did not answer (its QP is gone or not ready): a slow but living
- * peer never exhausts retry_cnt.
+ * still did not answer (its QP is gone or not ready, or a fault dropped
+ * them): a slow but living peer never exhausts retry_cnt.
  */
 #include "engine_int.h"
 #include "sv_client.h"
@@ -57,6 +72,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -186,10 +203,11 @@ static int make_ring(size_t size, int *fdp, void **mapp)
 	return 0;
 }
 
-/* Adds an inbound ring (mapping map of len bytes, owned when own_map).
+/* Adds an inbound ring (mapping map of len bytes, the ring its first
+ * ring_len, then a remote memory box when box; map owned when own_map).
  * Must hold eng->lock. */
 static int add_inring(struct sv_engine *eng, void *map, size_t len,
-		      uint32_t peer, int own_map)
+		      size_t ring_len, int box, uint32_t peer, int own_map)
 {
 	unsigned n = atomic_load(&eng->nin);
 	struct sv_inring *in;
@@ -199,10 +217,11 @@ static int add_inring(struct sv_engine *eng, void *map, size_t len,
 	in = calloc(1, sizeof(*in));
 	if (!in)
 		return -ENOMEM;
-	if (sv_ring_cons_init(&in->rx, map, len)) {
+	if (sv_ring_cons_init(&in->rx, map, ring_len)) {
 		free(in);
 		return -EPROTO;
 	}
+	in->box = box ? (struct sv_rmem_box *)((char *)map + ring_len) : NULL;
 	pthread_mutex_init(&in->lock, NULL);
 	in->map = own_map ? map : NULL;
 	in->map_len = len;
@@ -216,7 +235,8 @@ static int add_inring(struct sv_engine *eng, void *map, size_t len,
  * daemon is called with it: no QP lock is held by our callers). */
 static struct sv_link *link_get(struct sv_engine *eng, uint32_t peer)
 {
-	size_t size = SV_RING_DATA_OFF + SV_ENG_RING_BYTES;
+	size_t ring = SV_RING_DATA_OFF + SV_ENG_RING_BYTES;
+	size_t size = ring; /* packets only: boxes travel on rlinks */
 	struct sv_link_req req = { .engine_id = peer, .ring_size = size };
 	struct sv_link_rep rep;
 	struct sv_link *l;
@@ -243,7 +263,7 @@ static struct sv_link *link_get(struct sv_engine *eng, uint32_t peer)
 	if (err)
 		goto err_free;
 	l->map_len = size;
-	sv_ring_init(l->map, size, (uint32_t)eng->pid);
+	sv_ring_init(l->map, ring, (uint32_t)eng->pid);
 	sv_ring_prod_init(&l->tx, l->map);
 	pthread_spin_init(&l->tx_lock, PTHREAD_PROCESS_PRIVATE);
 	l->eng = eng;
@@ -253,7 +273,8 @@ static struct sv_link *link_get(struct sv_engine *eng, uint32_t peer)
 		l->peer_pid = eng->pid;
 		l->peer_db = fcntl(eng->doorbell, F_DUPFD_CLOEXEC, 0);
 		close(fd);
-		if (l->peer_db < 0 || add_inring(eng, l->map, size, peer, 0))
+		if (l->peer_db < 0 ||
+		    add_inring(eng, l->map, size, ring, 0, peer, 0))
 			goto err_unmap;
 	} else {
 		c.fds = &fd;
@@ -281,9 +302,10 @@ err_free:
 	return NULL;
 }
 
-static uint32_t lookup_engine(struct sv_engine *eng, uint32_t qpn)
+static uint32_t lookup_engine(struct sv_engine *eng, uint32_t qpn,
+			      uint32_t flags)
 {
-	struct sv_qpn_req req = { .qpn = qpn };
+	struct sv_qpn_req req = { .qpn = qpn, .flags = flags };
 	struct sv_qpn_rep rep;
 	struct sv_call c = { .op = SV_OP_QPN_LOOKUP,
 			     .instance = eng->instance,
@@ -313,7 +335,7 @@ struct sv_link *sv_eng_link_for_qpn(struct sv_engine *eng, uint32_t qpn)
 		peer = eng->dcache[slot].engine_id;
 	pthread_mutex_unlock(&eng->lock);
 	if (!peer) {
-		peer = lookup_engine(eng, qpn);
+		peer = lookup_engine(eng, qpn, 0);
 		if (!peer)
 			return NULL;
 	}
@@ -325,25 +347,151 @@ struct sv_link *sv_eng_link_for_qpn(struct sv_engine *eng, uint32_t qpn)
 	return l;
 }
 
+/* ------------------------------------------------- fault injection -- */
+
+/*
+ * SOFTVERBS_FAULT (tests; README "Environment"): comma-separated items,
+ * drop:P, dup:P, reorder:P (probabilities 0..1) and seed:N, make every
+ * link lose, duplicate or hold back (until the link's next packet) the
+ * packets its producer commits, as a lossy fabric would.  The transport's
+ * reliability (PSN, ACK/NAK, retransmission) must hide it on RC.  Read
+ * once, when the first engine attaches.  Other items belong to others.
+ */
+static struct {
+	int on;
+	double drop, dup, reorder;
+	uint64_t seed;
+} fault;
+static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
+
+static void fault_parse(void)
+{
+	const char *env = getenv("SOFTVERBS_FAULT");
+	char *copy, *save = NULL, *it;
+
+	if (!env || !*env)
+		return;
+	copy = strdup(env);
+	if (!copy)
+		return;
+	fault.seed = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull;
+	for (it = strtok_r(copy, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+		char *colon = strchr(it, ':');
+		double v;
+
+		if (!colon)
+			continue;
+		*colon = 0;
+		v = strtod(colon + 1, NULL);
+		if (v < 0)
+			v = 0;
+		if (v > 1 && strcmp(it, "seed"))
+			v = 1;
+		if (!strcmp(it, "drop"))
+			fault.drop = v;
+		else if (!strcmp(it, "dup"))
+			fault.dup = v;
+		else if (!strcmp(it, "reorder"))
+			fault.reorder = v;
+		else if (!strcmp(it, "seed"))
+			fault.seed = strtoull(colon + 1, NULL, 0) + 1;
+	}
+	free(copy);
+	fault.on = fault.drop > 0 || fault.dup > 0 || fault.reorder > 0;
+	if (fault.on)
+		sv_info("fault injection: drop %.3f dup %.3f reorder %.3f",
+			fault.drop, fault.dup, fault.reorder);
+}
+
+/* Uniform in [0, 1), per link (under tx_lock). */
+static double fault_roll(struct sv_link *l)
+{
+	uint64_t x = l->rng;
+
+	if (!x)
+		x = fault.seed ^ ((uint64_t)l->peer_id << 32) ^
+		    (uint64_t)(uintptr_t)l;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	l->rng = x;
+	return (double)(x >> 11) / 9007199254740992.0;
+}
+
+/* Appends a copy of a record; nothing when the ring is full (lost). */
+static void fault_append(struct sv_link *l, const uint8_t *p, uint32_t len,
+			 uint32_t type)
+{
+	uint8_t *q = sv_ring_reserve(&l->tx, len, type);
+
+	if (q)
+		memcpy(q, p, len);
+}
+
+/* Commits the reserved record through the fault model.  Must hold
+ * tx_lock.  Returns the ring's "consumer armed" answer. */
+static int fault_commit(struct sv_link *l)
+{
+	double r = fault_roll(l);
+	uint8_t copy[SV_ENG_MAX_PKT + SV_GRH_BYTES];
+	uint32_t len = l->cur_len, type = l->cur_type;
+	int ring, dup = 0;
+
+	if (r < fault.drop) {
+		sv_ring_abort(&l->tx);
+		return 0;
+	}
+	r -= fault.drop;
+	if (r < fault.reorder && !l->held && len <= sizeof(copy)) {
+		l->held = malloc(len ? len : 1);
+		if (l->held) {
+			memcpy(l->held, l->cur, len);
+			l->held_len = len;
+			l->held_type = type;
+			sv_ring_abort(&l->tx);
+			return 0;
+		}
+	}
+	r -= fault.reorder;
+	if (r < fault.dup && len <= sizeof(copy)) {
+		memcpy(copy, l->cur, len);
+		dup = 1;
+	}
+	if (dup)
+		fault_append(l, copy, len, type);
+	if (l->held) {
+		fault_append(l, l->held, l->held_len, l->held_type);
+		free(l->held);
+		l->held = NULL;
+	}
+	ring = sv_ring_commit(&l->tx);
+	return ring;
+}
+
 uint8_t *sv_link_reserve(struct sv_link *link, uint32_t len, int grh,
 			 int *dead)
 {
 	uint8_t *p;
+	uint32_t type = SV_REC_PKT | (grh ? SV_REC_F_GRH : 0);
 
 	*dead = atomic_load_explicit(&link->dead, memory_order_relaxed);
 	if (*dead)
 		return NULL;
 	pthread_spin_lock(&link->tx_lock);
-	p = sv_ring_reserve(&link->tx, len,
-			    SV_REC_PKT | (grh ? SV_REC_F_GRH : 0));
-	if (!p)
+	p = sv_ring_reserve(&link->tx, len, type);
+	if (!p) {
 		pthread_spin_unlock(&link->tx_lock);
+		return NULL;
+	}
+	link->cur = p;
+	link->cur_len = len;
+	link->cur_type = type;
 	return p;
 }
 
 void sv_link_commit(struct sv_link *link)
 {
-	int ring = sv_ring_commit(&link->tx);
+	int ring = fault.on ? fault_commit(link) : sv_ring_commit(&link->tx);
 
 	pthread_spin_unlock(&link->tx_lock);
 	if (ring) {
@@ -360,6 +508,234 @@ void sv_link_abort(struct sv_link *link)
 {
 	sv_ring_abort(&link->tx);
 	pthread_spin_unlock(&link->tx_lock);
+}
+
+/* --------------------------------------------------- remote memory -- */
+
+/* The link to the engine of process pid, for remote memory requests.
+ * Under rmem_lock only: our callers may hold QP locks. */
+static struct sv_link *rlink_get(struct sv_engine *eng, pid_t pid)
+{
+	size_t ring = SV_RING_DATA_OFF + 8192, size = ring + SV_RMEM_BOX_BYTES;
+	struct sv_link_req req = { .ring_size = size };
+	struct sv_link_rep rep;
+	struct sv_link *l;
+	uint32_t peer;
+	int fd, db = -1, err;
+	struct sv_call c = { .op = SV_OP_LINK_CONNECT,
+			     .instance = eng->instance,
+			     .attach_fd = -1,
+			     .req = &req,
+			     .req_len = sizeof(req),
+			     .rep = &rep,
+			     .rep_cap = sizeof(rep),
+			     .rfds = &db,
+			     .max_rfds = 1 };
+
+	for (l = eng->rlinks; l; l = l->next)
+		if (l->peer_pid == pid && !atomic_load(&l->dead))
+			return l;
+	if (!eng->attached)
+		return NULL;
+	peer = lookup_engine(eng, (uint32_t)pid, SV_QPN_BY_PID);
+	if (!peer || peer == eng->id)
+		return NULL;
+	req.engine_id = peer;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return NULL;
+	/* A small ring nobody writes (the owner's consumer wants one), then
+	 * the box. */
+	err = make_ring(size, &fd, &l->map);
+	if (err)
+		goto err_free;
+	l->map_len = size;
+	sv_ring_init(l->map, ring, (uint32_t)eng->pid);
+	sv_ring_prod_init(&l->tx, l->map);
+	pthread_spin_init(&l->tx_lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_mutex_init(&l->box_lock, NULL);
+	l->box = (struct sv_rmem_box *)((char *)l->map + ring);
+	l->eng = eng;
+	l->peer_id = peer;
+	c.fds = &fd;
+	c.nfds = 1;
+	err = sv_call(&c);
+	close(fd);
+	if (err || c.nrfds != 1 || c.rep_len != sizeof(rep)) {
+		if (db >= 0)
+			close(db);
+		goto err_unmap;
+	}
+	l->peer_db = db;
+	l->peer_pid = (pid_t)rep.pid;
+	l->next = eng->rlinks;
+	eng->rlinks = l;
+	return l;
+
+err_unmap:
+	munmap(l->map, size);
+err_free:
+	free(l);
+	return NULL;
+}
+
+/* The process is gone (or a zombie: its descriptors are closed). */
+static int pid_dead(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	ssize_t n;
+	int fd;
+
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return 1;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+int sv_rmem_call(struct sv_engine *eng, pid_t pid, uint32_t op, uint32_t key,
+		 uint64_t addr, void *buf, uint32_t len, uint64_t comp,
+		 uint64_t swap, uint64_t *orig)
+{
+	struct sv_rmem_box *b;
+	struct sv_link *l;
+	uint64_t one = 1, t0, last_check;
+	uint32_t spins = 0;
+	int err;
+
+	if (len > SV_RMEM_CHUNK)
+		return -EINVAL;
+	pthread_mutex_lock(&eng->rmem_lock);
+	l = rlink_get(eng, pid);
+	pthread_mutex_unlock(&eng->rmem_lock);
+	if (!l)
+		return -EHOSTDOWN;
+	pthread_mutex_lock(&l->box_lock);
+	b = l->box;
+	if (atomic_load(&l->dead)) {
+		pthread_mutex_unlock(&l->box_lock);
+		return -EHOSTDOWN;
+	}
+	b->op = op;
+	b->key = key;
+	b->addr = addr;
+	b->len = len;
+	b->comp = comp;
+	b->swap = swap;
+	b->result = -EIO;
+	b->seq++;
+	if (op == SV_RMEM_WRITE)
+		memcpy(b->data, buf, len);
+	atomic_store_explicit(&b->state, SV_RMEM_REQ, memory_order_release);
+	if (write(l->peer_db, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		sv_dbg("doorbell of engine %u: %s", l->peer_id, strerror(errno));
+	t0 = last_check = sv_now_ns();
+	for (;;) {
+		uint64_t now;
+
+		if (atomic_load_explicit(&b->state, memory_order_acquire) ==
+		    SV_RMEM_DONE)
+			break;
+		/* Serve requests to our memory meanwhile: the owner may be
+		 * waiting on us right now. */
+		if (sv_rmem_serve(eng))
+			continue;
+		if (++spins < 1000)
+			continue;
+		{
+			struct timespec ts = { 0, 20000 };
+
+			nanosleep(&ts, NULL);
+		}
+		now = sv_now_ns();
+		if (now - last_check < 5000000)
+			continue;
+		last_check = now;
+		if (atomic_load(&l->dead) || pid_dead(l->peer_pid) ||
+		    now - t0 > SV_RMEM_TIMEOUT_NS) {
+			/* The box may still be claimed: never reuse it. */
+			atomic_store(&l->dead, 1);
+			pthread_mutex_unlock(&l->box_lock);
+			return -EHOSTDOWN;
+		}
+	}
+	err = b->result;
+	if (!err && op == SV_RMEM_READ)
+		memcpy(buf, b->data, len);
+	if (!err && orig)
+		*orig = b->orig;
+	atomic_store_explicit(&b->state, SV_RMEM_IDLE, memory_order_relaxed);
+	pthread_mutex_unlock(&l->box_lock);
+	return err;
+}
+
+/* Executes the request in box b on our memory. */
+static void rmem_exec(struct sv_engine *eng, struct sv_rmem_box *b)
+{
+	uint32_t op = b->op, key = b->key, len = b->len;
+	uint64_t addr = b->addr, comp = b->comp, swap = b->swap;
+	int atomic = op == SV_RMEM_CSWAP || op == SV_RMEM_FADD;
+
+	/* Only what an MR of ours names: a peer cannot reach the rest of
+	 * our address space. */
+	if (len > SV_RMEM_CHUNK || (atomic && (len != 8 || (addr & 7))) ||
+	    (op < SV_RMEM_READ || op > SV_RMEM_FADD) ||
+	    !sv_key_owned(eng, key, addr, len)) {
+		b->result = -EACCES;
+		return;
+	}
+	switch (op) {
+	case SV_RMEM_READ:
+		memcpy(b->data, (void *)(uintptr_t)addr, len);
+		break;
+	case SV_RMEM_WRITE:
+		memcpy((void *)(uintptr_t)addr, b->data, len);
+		break;
+	case SV_RMEM_CSWAP:
+		b->orig = comp;
+		__atomic_compare_exchange_n((uint64_t *)(uintptr_t)addr,
+					    &b->orig, swap, 0, __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST);
+		break;
+	default:
+		b->orig = __atomic_fetch_add((uint64_t *)(uintptr_t)addr, swap,
+					     __ATOMIC_SEQ_CST);
+		break;
+	}
+	b->result = 0;
+}
+
+int sv_rmem_serve(struct sv_engine *eng)
+{
+	unsigned nin = atomic_load_explicit(&eng->nin, memory_order_acquire);
+	int n = 0;
+
+	for (unsigned i = 0; i < nin; i++) {
+		struct sv_inring *in = eng->in[i];
+		uint32_t want = SV_RMEM_REQ;
+
+		if (!in || !in->box)
+			continue;
+		if (atomic_load_explicit(&in->box->state, memory_order_relaxed) !=
+			    SV_RMEM_REQ ||
+		    !atomic_compare_exchange_strong_explicit(
+			    &in->box->state, &want, SV_RMEM_SERVING,
+			    memory_order_acquire, memory_order_relaxed))
+			continue;
+		rmem_exec(eng, in->box);
+		atomic_store_explicit(&in->box->state, SV_RMEM_DONE,
+				      memory_order_release);
+		n++;
+	}
+	return n;
 }
 
 /* ---------------------------------------------------- async events -- */
@@ -394,16 +770,18 @@ void sv_eng_async(struct sv_engine *eng, struct ibv_context *ctx,
 	ev->instance = sc->instance;
 	ev->type = type;
 	ev->element = (uint64_t)(uintptr_t)element;
-	pthread_mutex_lock(&eng->lock);
+	/* async_lock is a leaf: the responder raises events with QP locks
+	 * held. */
+	pthread_mutex_lock(&eng->async_lock);
 	if (!eng->thread_running) {
-		pthread_mutex_unlock(&eng->lock);
+		pthread_mutex_unlock(&eng->async_lock);
 		async_send(ev); /* no thread: our caller holds no lock */
 		free(ev);
 		return;
 	}
 	*eng->async_tail = ev;
 	eng->async_tail = &ev->next;
-	pthread_mutex_unlock(&eng->lock);
+	pthread_mutex_unlock(&eng->async_lock);
 	if (write(eng->doorbell, &one, sizeof(one)) < 0)
 		sv_dbg("doorbell: %s", strerror(errno));
 }
@@ -424,14 +802,14 @@ static void async_drain(struct sv_engine *eng)
 	struct sv_async_ev *ev;
 
 	for (;;) {
-		pthread_mutex_lock(&eng->lock);
+		pthread_mutex_lock(&eng->async_lock);
 		ev = eng->async_head;
 		if (ev) {
 			eng->async_head = ev->next;
 			if (!eng->async_head)
 				eng->async_tail = &eng->async_head;
 		}
-		pthread_mutex_unlock(&eng->lock);
+		pthread_mutex_unlock(&eng->async_lock);
 		if (!ev)
 			return;
 		async_send(ev);
@@ -533,6 +911,7 @@ static int drain_all(struct sv_engine *eng)
 	struct touched t = { .n = 0 };
 	int n = 0;
 
+	n += sv_rmem_serve(eng);
 	pthread_rwlock_rdlock(&eng->qp_lock);
 	for (unsigned i = 0; i < nin; i++)
 		n += drain_ring(eng, eng->in[i], &t);
@@ -592,6 +971,11 @@ static void peer_gone(struct sv_engine *eng, uint32_t peer)
 		if (eng->dcache[i].engine_id == peer)
 			eng->dcache[i].engine_id = 0;
 	pthread_mutex_unlock(&eng->lock);
+	pthread_mutex_lock(&eng->rmem_lock);
+	for (struct sv_link *l = eng->rlinks; l; l = l->next)
+		if (l->peer_id == peer)
+			atomic_store(&l->dead, 1);
+	pthread_mutex_unlock(&eng->rmem_lock);
 	atomic_store(&eng->work, 1);
 }
 
@@ -603,6 +987,7 @@ static void sock_readable(struct sv_engine *eng)
 		ssize_t n = sv_recv_msg(eng->sock, &m, sizeof(m), fds,
 					SV_MAX_FDS, &nfds);
 		struct stat st;
+		uint64_t ring_len;
 		void *map;
 
 		if (n == -EAGAIN)
@@ -616,6 +1001,10 @@ static void sock_readable(struct sv_engine *eng)
 				if (l->peer_id != eng->id)
 					atomic_store(&l->dead, 1);
 			pthread_mutex_unlock(&eng->lock);
+			pthread_mutex_lock(&eng->rmem_lock);
+			for (struct sv_link *l = eng->rlinks; l; l = l->next)
+				atomic_store(&l->dead, 1);
+			pthread_mutex_unlock(&eng->rmem_lock);
 			atomic_store(&eng->work, 1);
 			return;
 		}
@@ -629,7 +1018,8 @@ static void sock_readable(struct sv_engine *eng)
 			continue;
 		}
 		if (m.type != SV_ENGINE_LINK_NEW || nfds != 2 ||
-		    fstat(fds[0], &st) < 0 || (uint64_t)st.st_size != m.ring_size) {
+		    fstat(fds[0], &st) < 0 || (uint64_t)st.st_size != m.ring_size ||
+		    m.ring_size < SV_RING_DATA_OFF) {
 			sv_close_fds(fds, nfds);
 			continue;
 		}
@@ -638,8 +1028,13 @@ static void sock_readable(struct sv_engine *eng)
 		sv_close_fds(fds, nfds); /* the peer's doorbell: not needed */
 		if (map == MAP_FAILED)
 			continue;
+		/* The ring's own size, then (newer peers) a request box. */
+		ring_len = ((const struct sv_ring_hdr *)map)->size;
 		pthread_mutex_lock(&eng->lock);
-		if (add_inring(eng, map, m.ring_size, m.peer, 1)) {
+		if ((ring_len != m.ring_size &&
+		     ring_len + SV_RMEM_BOX_BYTES != m.ring_size) ||
+		    add_inring(eng, map, m.ring_size, ring_len,
+			       ring_len != m.ring_size, m.peer, 1)) {
 			sv_warn("engine %u: refusing a link from engine %u",
 				eng->id, m.peer);
 			munmap(map, m.ring_size);
@@ -675,7 +1070,7 @@ static void *progress_main(void *arg)
 	while (!atomic_load(&eng->stop)) {
 		struct epoll_event evs[4];
 		uint64_t now;
-		int n, busy = 0, ready = 0, timeout = -1;
+		int n, busy = 0, ready = 0, timeout = -1, nap = 0;
 
 		n = drain_all(eng);
 		now = sv_now_ns();
@@ -698,8 +1093,11 @@ static void *progress_main(void *arg)
 		    SV_ENG_INLINE_NS) {
 			/* The application polls a CQ and drains the rings
 			 * itself: stay unarmed, so peers skip the doorbell
-			 * (a wake-up costs more than the whole message). */
+			 * (a wake-up costs more than the whole message), and
+			 * look again soon: an application that waits on its
+			 * memory (a one-sided target) polls no ring. */
 			timeout = 1;
+			nap = 1;
 		} else {
 			arm_all(eng, 1, &ready);
 		}
@@ -734,6 +1132,12 @@ static void *progress_main(void *arg)
 				timeout = d > now ? (int)((d - now + 999999) / 1000000) : 0;
 				atomic_store(&eng->sleep_until, d);
 			}
+		}
+		if (nap && timeout == 1) {
+			struct timespec ts = { 0, SV_ENG_NAP_NS };
+
+			nanosleep(&ts, NULL);
+			timeout = 0;
 		}
 		n = epoll_wait(eng->epfd, evs, 4, timeout);
 		atomic_store(&eng->sleep_until, 0);
@@ -819,6 +1223,7 @@ static int attach(struct sv_engine *eng)
 			     .rfds = rfds,
 			     .max_rfds = 2 };
 
+	pthread_once(&fault_once, fault_parse);
 	eng->doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	eng->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	eng->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -856,7 +1261,9 @@ static int attach(struct sv_engine *eng)
 		eng->attached = 0;
 		goto err_close;
 	}
+	pthread_mutex_lock(&eng->async_lock);
 	eng->thread_running = 1;
+	pthread_mutex_unlock(&eng->async_lock);
 	sv_dbg("engine %u attached (pid %d)", eng->id, (int)eng->pid);
 	return 0;
 
@@ -881,10 +1288,14 @@ static void release_all(struct sv_engine *eng, int close_fds)
 {
 	unsigned nin = atomic_load(&eng->nin);
 
-	while (eng->links) {
-		struct sv_link *l = eng->links;
+	while (eng->links || eng->rlinks) {
+		struct sv_link *l = eng->links ? eng->links : eng->rlinks;
 
-		eng->links = l->next;
+		if (l == eng->links)
+			eng->links = l->next;
+		else
+			eng->rlinks = l->next;
+		free(l->held);
 		if (close_fds)
 			close(l->peer_db);
 		munmap(l->map, l->map_len);
@@ -920,7 +1331,9 @@ static void detach(struct sv_engine *eng)
 	atomic_store(&eng->stop, 1);
 	if (write(eng->stopfd, &one, sizeof(one)) < 0)
 		sv_dbg("stopfd: %s", strerror(errno));
+	pthread_mutex_lock(&eng->async_lock);
 	eng->thread_running = 0;
+	pthread_mutex_unlock(&eng->async_lock);
 	pthread_mutex_unlock(&eng->lock);
 	pthread_join(eng->thread, NULL);
 	async_drain(eng);
@@ -932,8 +1345,11 @@ static void detach(struct sv_engine *eng)
 	} else {
 		/* A QP came meanwhile: keep the links, restart the thread. */
 		atomic_store(&eng->stop, 0);
-		if (!pthread_create(&eng->thread, NULL, progress_main, eng))
+		if (!pthread_create(&eng->thread, NULL, progress_main, eng)) {
+			pthread_mutex_lock(&eng->async_lock);
 			eng->thread_running = 1;
+			pthread_mutex_unlock(&eng->async_lock);
+		}
 	}
 	pthread_mutex_unlock(&eng->lock);
 	pthread_rwlock_unlock(&eng->attach_lock);
@@ -949,6 +1365,8 @@ static void atfork_child(void)
 	if (!eng)
 		return;
 	pthread_mutex_init(&eng->lock, NULL);
+	pthread_mutex_init(&eng->rmem_lock, NULL);
+	pthread_mutex_init(&eng->async_lock, NULL);
 	pthread_rwlock_init(&eng->attach_lock, NULL);
 	pthread_rwlock_init(&eng->qp_lock, NULL);
 	if (eng->attached)
@@ -983,6 +1401,8 @@ struct sv_engine *sv_engine_get(struct ibv_context *ctx)
 			return NULL;
 		}
 		pthread_mutex_init(&eng->lock, NULL);
+		pthread_mutex_init(&eng->rmem_lock, NULL);
+		pthread_mutex_init(&eng->async_lock, NULL);
 		pthread_rwlock_init(&eng->attach_lock, NULL);
 		pthread_rwlock_init(&eng->qp_lock, NULL);
 		eng->sock = eng->doorbell = eng->stopfd = eng->epfd = -1;

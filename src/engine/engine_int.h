@@ -24,11 +24,18 @@
 #define SV_ENG_MAX_PKT (4096 + 128)	/* MTU 4096 + every header */
 #define SV_ENG_SPIN_NS 20000		/* progress thread: spin after work */
 #define SV_ENG_INLINE_NS 5000000	/* app polled this recently: no arm */
+#define SV_ENG_NAP_NS 50000		/* ... and the thread naps this long */
 #define SV_ENG_BATCH 64			/* packets per ring per pass */
 #define SV_ENG_RESPQ 256		/* queued READ/atomic responses per QP */
-#define SV_ENG_ATOMIC_CACHE 16		/* replayable atomic results per QP */
+/* Replayable atomic results per QP, by PSN (a power of two): a repeated
+ * atomic (a lost response) is answered from here, never re-executed.  The
+ * requester does not cap atomics in flight at max_rd_atomic, so this
+ * covers a whole window of PSNs. */
+#define SV_ENG_ATOMIC_CACHE 1024
 #define SV_ENG_MIN_TIMEOUT_NS 10000000ull /* transport timer floor: 10 ms */
 #define SV_ENG_MAX_MSG 0x80000000ull	/* SV_MAX_MSG_SZ */
+#define SV_RMEM_CHUNK 65536		/* bytes of one remote memory request */
+#define SV_RMEM_TIMEOUT_NS 30000000000ull /* a living owner that never answers */
 
 /* Record types on a ring (sv_ring.h). */
 #define SV_REC_PKT 1u
@@ -118,6 +125,33 @@ int sv_pkt_parse(struct sv_pkt *pkt, const uint8_t *buf, uint32_t len,
 
 /* ------------------------------------------------------------- links -- */
 
+/*
+ * Remote memory (keys.c "Memory of another process"): one request box per
+ * link, after the ring in the link's memfd.  The link's producer (the
+ * engine touching memory it does not own) fills it and sets state to
+ * REQ; the consumer (the memory's owner) claims it (SERVING), executes it
+ * on its own memory and sets DONE with the result.  No ring record: the
+ * owner serves boxes from any thread that drains (and from threads that
+ * wait on a box of their own), so two engines waiting on each other
+ * always make progress.
+ */
+enum { SV_RMEM_IDLE = 0, SV_RMEM_REQ, SV_RMEM_SERVING, SV_RMEM_DONE };
+enum { SV_RMEM_READ = 1, SV_RMEM_WRITE, SV_RMEM_CSWAP, SV_RMEM_FADD };
+struct sv_rmem_box {
+	_Atomic uint32_t state;
+	uint32_t op;
+	uint32_t key;	 /* the MR (owner re-checks it names its memory) */
+	uint32_t len;
+	uint64_t addr;	 /* address in the owner */
+	uint64_t comp, swap; /* atomics */
+	uint64_t orig;	     /* atomics: the value before */
+	int32_t result;	     /* 0 or a negative errno */
+	uint32_t seq;
+	uint8_t pad[8];
+	uint8_t data[SV_RMEM_CHUNK];
+};
+#define SV_RMEM_BOX_BYTES sizeof(struct sv_rmem_box)
+
 /* Our direction to a peer engine: a ring we produce into. */
 struct sv_link {
 	struct sv_engine *eng;
@@ -129,6 +163,14 @@ struct sv_link {
 	void *map;
 	size_t map_len;
 	int peer_db; /* the peer's doorbell eventfd */
+	struct sv_rmem_box *box; /* NULL on loopback */
+	pthread_mutex_t box_lock; /* one request at a time */
+	/* Fault injection (SOFTVERBS_FAULT), under tx_lock. */
+	uint8_t *cur;		  /* the record reserved, not committed */
+	uint32_t cur_len, cur_type;
+	uint64_t rng;
+	uint8_t *held; /* a packet held back (reorder) */
+	uint32_t held_len, held_type;
 	struct sv_link *next;
 };
 
@@ -140,6 +182,7 @@ struct sv_inring {
 	size_t map_len;
 	uint32_t peer_id;
 	int broken; /* the producer wrote garbage: ignored from then on */
+	struct sv_rmem_box *box; /* requests of that peer to our memory */
 };
 
 /* ------------------------------------------------------------ engine -- */
@@ -158,7 +201,7 @@ struct sv_async_ev {
 };
 
 struct sv_engine {
-	pthread_mutex_t lock; /* attach state, links list, async queue */
+	pthread_mutex_t lock; /* attach state, links list */
 	pthread_rwlock_t attach_lock; /* write: attach/detach; read: users of
 					 rings and links */
 	int attached;
@@ -210,6 +253,12 @@ struct sv_engine {
 	atomic_int work; /* something for the progress thread to retry */
 	_Atomic uint64_t last_inline; /* last sv_engine_progress (ns) */
 	_Atomic uint64_t sleep_until; /* progress thread asleep until (ns) */
+	/* Links to memory owners (remote memory requests): a list of their
+	 * own under rmem_lock, a leaf taken with QP locks held (the daemon
+	 * is called under it the first time, as for DM mappings). */
+	pthread_mutex_t rmem_lock;
+	struct sv_link *rlinks;
+	pthread_mutex_t async_lock; /* leaf: async queue, thread_running */
 };
 
 /* engine.c */
@@ -248,8 +297,10 @@ enum sv_kerr {
  * process (CMA). */
 struct sv_mem {
 	uint8_t *ptr; /* non-NULL: direct */
-	pid_t pid;    /* else: process_vm_* on pid at raddr */
+	pid_t pid;    /* else: memory of process pid at raddr */
 	uint64_t raddr;
+	uint32_t key; /* the MR key (the owner checks it) */
+	struct sv_engine *eng;
 };
 /*
  * Checks key for [va, va + len) and resolves it.  is_rkey: windows are
@@ -260,11 +311,32 @@ struct sv_mem {
 int sv_key_resolve(struct sv_engine *eng, uint32_t key, uint32_t pd_id,
 		   uint64_t va, uint64_t len, uint32_t access, int is_rkey,
 		   uint32_t qpn, struct sv_mem *out);
+/* Whether key names an MR of this process covering [addr, addr + len)
+ * of our address space (the owner's check of a remote memory request). */
+int sv_key_owned(struct sv_engine *eng, uint32_t key, uint64_t addr,
+		 uint64_t len);
 /* Copies between a resolved range (at offset off) and local memory.
  * Return 0 or -1 (the owner refused / is gone). */
 int sv_mem_write(const struct sv_mem *m, uint64_t off, const void *src,
 		 size_t n);
 int sv_mem_read(const struct sv_mem *m, uint64_t off, void *dst, size_t n);
+/* An 8-byte atomic (SV_RMEM_CSWAP / SV_RMEM_FADD) at m + 0, atomic with
+ * respect to every other atomic of the device: CPU atomics here, or
+ * executed by the owner.  *orig: the value before.  Returns 0 or -1. */
+int sv_mem_atomic(const struct sv_mem *m, uint32_t op, uint64_t comp,
+		  uint64_t swap, uint64_t *orig);
+
+/* engine.c: remote memory through the owner's engine. */
+/* Executes one request (op, key, addr, len bytes of buf; comp/swap for
+ * atomics) in process pid.  Returns 0, or a negative errno (-EHOSTDOWN:
+ * the owner is gone or has no engine).  May call the daemon the first
+ * time (a link to the owner). */
+int sv_rmem_call(struct sv_engine *eng, pid_t pid, uint32_t op, uint32_t key,
+		 uint64_t addr, void *buf, uint32_t len, uint64_t comp,
+		 uint64_t swap, uint64_t *orig);
+/* Serves the remote memory requests waiting in our inbound boxes.  Any
+ * thread, no lock needed.  Returns how many it served. */
+int sv_rmem_serve(struct sv_engine *eng);
 /*
  * Scatter/gather over an SGE list: copies n bytes between buf and the
  * list at byte offset off.  Every SGE touched is checked (LOCAL_WRITE when
@@ -333,6 +405,7 @@ struct sv_tr {
 	} atomic_cache[SV_ENG_ATOMIC_CACHE];
 	uint32_t atomic_next;
 	int resp_fatal; /* responder error: QP goes to ERR */
+	int comm_est;	/* IBV_EVENT_COMM_EST raised (RTR) */
 	int need_flush;
 	struct sv_link *link; /* == qp->link */
 };

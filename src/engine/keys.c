@@ -8,9 +8,17 @@
  * Where the bytes are:
  *   - an MR of this process: a pointer (addr + (va - iova));
  *   - a DM or dma-buf MR: the object's memfd, mapped once per object id;
- *   - an MR of another process: process_vm_readv/writev (CMA).  Where CMA
- *     is refused (seccomp, Yama) the access fails with an error completion
- *     (the ring protocol to the owner's engine is not written yet).
+ *   - an MR of another process ("Memory of another process" below).
+ *
+ * Memory of another process.  CMA (process_vm_readv/writev) is the fast
+ * path where the kernel allows it.  Where it is refused (seccomp in
+ * default Docker, Yama ptrace_scope: EPERM/ENOSYS/EACCES), or when
+ * SOFTVERBS_NO_CMA=1 is set, the owner's engine executes the access
+ * (sv_rmem_call: a request box next to our ring to it).  Atomics always
+ * go to the owner, which runs them as CPU atomics on its memory, so they
+ * are atomic with respect to each other and to the owner's own engine.
+ * The owner gone, or without an engine: the access fails (an error
+ * completion), never a hang.
  */
 #include "engine_int.h"
 #include "sv_client.h"
@@ -21,6 +29,22 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+/* CMA state: 0 unknown/allowed, 1 refused (or SOFTVERBS_NO_CMA). */
+static atomic_int cma_refused = -1;
+
+static int cma_off(void)
+{
+	int v = atomic_load_explicit(&cma_refused, memory_order_relaxed);
+
+	if (v < 0) {
+		const char *e = getenv("SOFTVERBS_NO_CMA");
+
+		v = e && *e && strcmp(e, "0") ? 1 : 0;
+		atomic_store(&cma_refused, v);
+	}
+	return v;
+}
 
 static int read_entry(struct sv_engine *eng, uint32_t key,
 		      struct sv_key_entry *e)
@@ -111,6 +135,8 @@ static int mr_translate(struct sv_engine *eng, uint32_t key,
 	uint8_t *base;
 
 	memset(out, 0, sizeof(*out));
+	out->key = key;
+	out->eng = eng;
 	switch (e->kind) {
 	case SV_KEY_MR_USER:
 		if ((pid_t)e->owner_pid == eng->pid) {
@@ -173,6 +199,43 @@ int sv_key_resolve(struct sv_engine *eng, uint32_t key, uint32_t pd_id,
 	return mr_translate(eng, key, &e, va, len, out);
 }
 
+int sv_key_owned(struct sv_engine *eng, uint32_t key, uint64_t addr,
+		 uint64_t len)
+{
+	struct sv_key_entry e;
+
+	if (read_entry(eng, key, &e) || e.kind != SV_KEY_MR_USER ||
+	    (pid_t)e.owner_pid != eng->pid)
+		return 0;
+	if (e.length == UINT64_MAX)
+		return addr + len >= addr;
+	return addr >= e.addr && len <= e.length && addr - e.addr <= e.length - len;
+}
+
+/* Through the owner's engine, in chunks. */
+static int rmem(const struct sv_mem *m, uint64_t off, void *buf, size_t n,
+		int write)
+{
+	uint8_t *b = buf;
+
+	while (n) {
+		uint32_t c = n > SV_RMEM_CHUNK ? SV_RMEM_CHUNK : (uint32_t)n;
+		int err = sv_rmem_call(m->eng, m->pid,
+				       write ? SV_RMEM_WRITE : SV_RMEM_READ,
+				       m->key, m->raddr + off, b, c, 0, 0, NULL);
+
+		if (err) {
+			sv_dbg("pid %d: remote %s of %u bytes: %s", (int)m->pid,
+			       write ? "write" : "read", c, strerror(-err));
+			return -1;
+		}
+		b += c;
+		off += c;
+		n -= c;
+	}
+	return 0;
+}
+
 static int cma(const struct sv_mem *m, uint64_t off, void *buf, size_t n,
 	       int write)
 {
@@ -183,15 +246,45 @@ static int cma(const struct sv_mem *m, uint64_t off, void *buf, size_t n,
 
 	if (!n)
 		return 0;
+	if (cma_off())
+		return m->eng ? rmem(m, off, buf, n, write) : -1;
 	done = write ? process_vm_writev(m->pid, &l, 1, &r, 1, 0) :
 		       process_vm_readv(m->pid, &l, 1, &r, 1, 0);
-	if (done != (ssize_t)n) {
-		sv_dbg("pid %d: %s of %zu bytes failed: %s", (int)m->pid,
-		       write ? "process_vm_writev" : "process_vm_readv", n,
-		       done < 0 ? strerror(errno) : "short");
-		return -1;
+	if (done == (ssize_t)n)
+		return 0;
+	if (done < 0 && (errno == EPERM || errno == ENOSYS || errno == EACCES)) {
+		/* Refused for good (seccomp, Yama): the owner does it. */
+		sv_dbg("CMA refused (%s): remote memory goes through the "
+		       "owner's engine", strerror(errno));
+		atomic_store(&cma_refused, 1);
+		return m->eng ? rmem(m, off, buf, n, write) : -1;
 	}
-	return 0;
+	sv_dbg("pid %d: %s of %zu bytes failed: %s", (int)m->pid,
+	       write ? "process_vm_writev" : "process_vm_readv", n,
+	       done < 0 ? strerror(errno) : "short");
+	return -1;
+}
+
+int sv_mem_atomic(const struct sv_mem *m, uint32_t op, uint64_t comp,
+		  uint64_t swap, uint64_t *orig)
+{
+	if (m->ptr) {
+		uint64_t *p = (uint64_t *)(void *)m->ptr;
+
+		if (op == SV_RMEM_CSWAP) {
+			*orig = comp;
+			__atomic_compare_exchange_n(p, orig, swap, 0,
+						    __ATOMIC_SEQ_CST,
+						    __ATOMIC_SEQ_CST);
+		} else {
+			*orig = __atomic_fetch_add(p, swap, __ATOMIC_SEQ_CST);
+		}
+		return 0;
+	}
+	if (!m->eng)
+		return -1;
+	return sv_rmem_call(m->eng, m->pid, op, m->key, m->raddr, NULL, 8, comp,
+			    swap, orig) ? -1 : 0;
 }
 
 int sv_mem_write(const struct sv_mem *m, uint64_t off, const void *src,

@@ -182,16 +182,61 @@ static void progress_made(struct sv_qp *qp, struct sv_tr *tr)
 			       0;
 }
 
-/* Go back N: resend from WQE idx (done local operations stay done). */
-static void rewind_to(struct sv_qp *qp, struct sv_tr *tr, uint32_t idx)
+static int is_read_or_atomic(uint32_t op)
+{
+	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/*
+ * Go back N: resend from WQE idx (done local operations stay done), from
+ * PSN psn when it falls inside a SEND/WRITE the responder partly has (its
+ * NAK's expected PSN, or the last ACK + 1), and a READ from its first
+ * byte not yet received: a long message on a lossy link resumes, it does
+ * not start over.
+ */
+static void rewind_to(struct sv_qp *qp, struct sv_tr *tr, uint32_t idx,
+		      uint32_t psn)
 {
 	struct sv_send_wqe *w = sv_wq_slot(&qp->sq, idx);
+	uint32_t mtu = tr->mtu ? tr->mtu : 4096;
 
 	tr->psn = w->first_psn;
-	for (uint32_t i = idx; i != qp->sq.next; i++) {
+	if (w->opcode == IBV_WR_RDMA_READ && WQE_STATE(w) != WQE_NEW &&
+	    w->bytes_sent) {
+		/* Ask for the rest (the responder answers a repeated READ
+		 * from its PSN, 9.7.5.1.2). */
+		tr->psn = (w->first_psn + (uint32_t)(w->bytes_sent / mtu)) &
+			  PSN_MASK;
+		w->state = WQE_SENDING;
+	} else if (!is_read_or_atomic(w->opcode) && WQE_STATE(w) != WQE_NEW &&
+		   psn_diff(psn, w->first_psn) > 0 &&
+		   (WQE_STATE(w) == WQE_SENDING ||
+		    psn_diff(psn, w->last_psn) <= 0) &&
+		   (uint64_t)(uint32_t)psn_diff(psn, w->first_psn) * mtu <
+			   w->bytes_sent) {
+		w->bytes_sent = (uint64_t)(uint32_t)psn_diff(psn, w->first_psn) *
+				mtu;
+		w->state = WQE_SENDING;
+		tr->psn = psn;
+	} else if (WQE_STATE(w) != WQE_DONE) {
+		w->state = WQE_NEW;
+		w->bytes_sent = 0;
+	}
+	for (uint32_t i = idx + 1; (int32_t)(qp->sq.next - i) > 0; i++) {
 		struct sv_send_wqe *x = sv_wq_slot(&qp->sq, i);
 
 		if (WQE_STATE(x) != WQE_DONE) {
+			x->state = WQE_NEW;
+			x->bytes_sent = 0;
+		}
+	}
+	/* The WQE at sq.next may be half sent (blocked on a full ring): it
+	 * starts over too, or it would go on with PSNs from the rewind. */
+	if (idx != qp->sq.next && qp->sq.next != qp->sq.tail) {
+		struct sv_send_wqe *x = sv_wq_slot(&qp->sq, qp->sq.next);
+
+		if (WQE_STATE(x) == WQE_SENDING) {
 			x->state = WQE_NEW;
 			x->bytes_sent = 0;
 		}
@@ -263,6 +308,18 @@ static void read_resp(struct sv_qp *qp, struct sv_tr *tr,
 		return;
 	implicit_ack(qp, idx);
 	off = (uint64_t)(uint32_t)psn_diff(pkt->psn, w->first_psn) * mtu;
+	if (off != w->bytes_sent) {
+		/* A response was lost (or this one repeats): only in order.
+		 * Ask once per gap for the rest. */
+		uint32_t mark = (uint32_t)(w->bytes_sent / mtu) + 1;
+
+		if (off > w->bytes_sent && w->retries != mark &&
+		    WQE_STATE(w) == WQE_SENT) {
+			w->retries = mark;
+			rewind_to(qp, tr, idx, pkt->psn);
+		}
+		return;
+	}
 	if (off + pkt->paylen > sv_sge_total(w->sge, (int)w->num_sge)) {
 		fail_at(qp, tr, idx, IBV_WC_LOC_LEN_ERR);
 		return;
@@ -274,6 +331,7 @@ static void read_resp(struct sv_qp *qp, struct sv_tr *tr,
 			err < 0 ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR);
 		return;
 	}
+	w->bytes_sent = off + pkt->paylen;
 	if (pkt->psn == w->last_psn) {
 		wqe_done(w, IBV_WC_SUCCESS);
 		tr->last_ack_psn = pkt->psn;
@@ -313,11 +371,20 @@ static void nak(struct sv_qp *qp, struct sv_tr *tr, const struct sv_pkt *pkt)
 	uint32_t idx;
 
 	if (!find_wqe(qp, pkt->psn, &idx)) {
-		/* A NAK for the PSN right after everything we sent: the
-		 * oldest open WQE is the one. */
-		idx = oldest_open(qp);
-		if (idx == qp->sq.next)
-			return;
+		struct sv_send_wqe *cur = sv_wq_slot(&qp->sq, qp->sq.next);
+
+		/* The WQE being sent (blocked on a full ring: at sq.next,
+		 * its last PSN not known yet), or a NAK for the PSN right
+		 * after everything we sent: the oldest open WQE. */
+		if (qp->sq.next != qp->sq.tail && WQE_STATE(cur) == WQE_SENDING &&
+		    psn_diff(pkt->psn, cur->first_psn) >= 0 &&
+		    psn_diff(pkt->psn, tr->psn) < 0) {
+			idx = qp->sq.next;
+		} else {
+			idx = oldest_open(qp);
+			if (idx == qp->sq.next)
+				return;
+		}
 	}
 	if (type == SV_AETH_RNR_NAK) {
 		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, idx);
@@ -331,7 +398,7 @@ static void nak(struct sv_qp *qp, struct sv_tr *tr, const struct sv_pkt *pkt)
 			tr->rnr_left--;
 		}
 		(void)w;
-		rewind_to(qp, tr, idx);
+		rewind_to(qp, tr, idx, pkt->psn);
 		tr->blocked = 0;
 		tr->rnr_at = sv_now_ns() + sv_rnr_ns(pkt->syn & 0x1f);
 		tr->timer_at = 0;
@@ -340,12 +407,18 @@ static void nak(struct sv_qp *qp, struct sv_tr *tr, const struct sv_pkt *pkt)
 	switch (pkt->syn & 0x1f) {
 	case SV_NAK_PSN_SEQ:
 		implicit_ack(qp, idx);
-		if (!tr->retry_left) {
+		/* The responder has everything before psn: progress, which
+		 * renews the retry budget (as an ACK would). */
+		if (psn_diff((pkt->psn - 1) & PSN_MASK, tr->last_ack_psn) > 0) {
+			tr->last_ack_psn = (pkt->psn - 1) & PSN_MASK;
+			progress_made(qp, tr);
+		} else if (!tr->retry_left) {
 			fail_at(qp, tr, idx, IBV_WC_RETRY_EXC_ERR);
 			return;
+		} else {
+			tr->retry_left--;
 		}
-		tr->retry_left--;
-		rewind_to(qp, tr, idx);
+		rewind_to(qp, tr, idx, pkt->psn);
 		return;
 	case SV_NAK_INV_REQ:
 		fail_at(qp, tr, idx, IBV_WC_REM_INV_REQ_ERR);
@@ -426,7 +499,8 @@ int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 				sv_comp_fail(qp, IBV_WC_RETRY_EXC_ERR);
 			} else {
 				tr->retry_left--;
-				rewind_to(qp, tr, oldest_open(qp));
+				rewind_to(qp, tr, oldest_open(qp),
+					  (tr->last_ack_psn + 1) & PSN_MASK);
 				tr->timer_at = now + sv_timeout_ns(qp->attr.timeout);
 			}
 		}

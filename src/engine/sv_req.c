@@ -66,7 +66,7 @@ static uint8_t base_opcode(uint32_t wr_op, int first, int last)
 static unsigned build_hdrs(struct sv_qp *qp, struct sv_engine *eng,
 			   struct sv_send_wqe *w, uint8_t *p, uint8_t opcode,
 			   uint32_t psn, int last, uint32_t paylen,
-			   uint64_t len)
+			   uint64_t len, uint64_t raddr)
 {
 	uint32_t flags = sv_opcodes[opcode].flags;
 	uint32_t dqpn = qp->type == IBV_QPT_UD ? w->remote_qpn : qp->dest_qpn;
@@ -96,7 +96,7 @@ static unsigned build_hdrs(struct sv_qp *qp, struct sv_engine *eng,
 		h += SV_DETH_BYTES;
 	}
 	if (flags & OP_RETH) {
-		reth_set(h, w->remote_addr, w->rkey, (uint32_t)len);
+		reth_set(h, raddr, w->rkey, (uint32_t)len);
 		h += SV_RETH_BYTES;
 	}
 	if (flags & OP_ATMETH) {
@@ -182,9 +182,13 @@ static enum step local_op(struct sv_qp *qp, struct sv_send_wqe *w,
 	if (qp->sq.next != idx || qp->state == IBV_QPS_ERR ||
 	    qp->state == IBV_QPS_RESET)
 		return STEP_UNLOCKED;
-	if (err)
+	if (err) {
 		status = op == IBV_WR_BIND_MW ? IBV_WC_MW_BIND_ERR :
 						IBV_WC_LOC_QP_OP_ERR;
+		/* Like any local error: nothing after it starts, the QP
+		 * goes to ERR when it retires. */
+		tr_of(qp)->stopped = 1;
+	}
 	wqe_done(w, status);
 	qp->sq.next++;
 	return STEP_UNLOCKED;
@@ -261,7 +265,14 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 				       (uint32_t)((len + mtu - 1) / mtu) : 1;
 		uint8_t opc = base_opcode(op, 1, 1);
 		unsigned hl = sv_op_hdr_len(sv_opcodes[opc].flags);
-		int dead = 0;
+		int dead = 0, resume = op == IBV_WR_RDMA_READ &&
+				       WQE_STATE(w) == WQE_SENDING;
+		/* A resumed READ asks for what has not arrived (sv_comp.c
+		 * rewind_to): the same PSNs and bytes as the original's tail. */
+		uint64_t done = resume ? w->bytes_sent : 0;
+		uint32_t psn = resume ? (w->first_psn + (uint32_t)(done / mtu)) &
+						PSN_MASK :
+					tr->psn;
 		uint8_t *p = link ? sv_link_reserve(link, hl, 0, &dead) : NULL;
 
 		if (link && !p && !dead) {
@@ -269,12 +280,15 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 			return STEP_BLOCKED;
 		}
 		if (p) {
-			build_hdrs(qp, eng, w, p, opc, tr->psn, 1, 0, len);
+			build_hdrs(qp, eng, w, p, opc, psn, 1, 0, len - done,
+				   w->remote_addr + done);
 			sv_link_commit(link);
 		}
-		w->first_psn = tr->psn;
-		w->last_psn = (tr->psn + npk - 1) & PSN_MASK;
-		tr->psn = (tr->psn + npk) & PSN_MASK;
+		if (!resume) {
+			w->first_psn = tr->psn;
+			w->last_psn = (tr->psn + npk - 1) & PSN_MASK;
+		}
+		tr->psn = (w->last_psn + 1) & PSN_MASK;
 		w->state = WQE_SENT;
 		return STEP_NEXT;
 	}
@@ -298,7 +312,8 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 			return STEP_BLOCKED;
 		}
 		if (p) {
-			build_hdrs(qp, eng, w, p, opc, tr->psn, last, chunk, len);
+			build_hdrs(qp, eng, w, p, opc, tr->psn, last, chunk, len,
+				   w->remote_addr);
 			if (inl)
 				memcpy(p + hl, sv_send_wqe_inline(&qp->sq, w) + off,
 				       chunk);
@@ -368,7 +383,14 @@ void sv_req_run(struct sv_qp *qp)
 			enum step s;
 
 			if (WQE_STATE(w) == WQE_DONE) {
-				qp->sq.next++; /* a local op kept by a rewind */
+				/* A local op kept by a rewind, or a READ whose
+				 * missing responses came before its resend:
+				 * its PSNs stay used. */
+				if (w->opcode != IBV_WR_BIND_MW &&
+				    w->opcode != IBV_WR_LOCAL_INV &&
+				    psn_diff((w->last_psn + 1) & PSN_MASK, tr->psn) > 0)
+					tr->psn = (w->last_psn + 1) & PSN_MASK;
+				qp->sq.next++;
 				continue;
 			}
 			/* SQD: finish what started, start nothing new. */

@@ -339,39 +339,18 @@ static uint64_t do_atomic(struct resp *rs, int *err)
 	const struct sv_pkt *pkt = rs->pkt;
 	struct sv_qp *qp = rs->qp;
 	struct sv_mem m;
-	uint64_t orig = 0, v;
+	uint64_t orig = 0;
 
 	*err = sv_key_resolve(qp->eng, pkt->rkey, qp->pd_id, pkt->va, 8,
 			      IBV_ACCESS_REMOTE_ATOMIC, 1,
 			      qp->qpx.qp_base.qp_num, &m);
 	if (*err)
 		return 0;
-	if (m.ptr) {
-		uint64_t *p = (uint64_t *)(void *)m.ptr;
-
-		/* Atomic with respect to every other atomic of the device:
-		 * all of them run as CPU atomics on the same memory. */
-		if ((pkt->opcode & 0x1f) == OPC_CMP_SWAP) {
-			orig = pkt->comp;
-			__atomic_compare_exchange_n(p, &orig, pkt->swap, 0,
-						    __ATOMIC_SEQ_CST,
-						    __ATOMIC_SEQ_CST);
-		} else {
-			orig = __atomic_fetch_add(p, pkt->swap, __ATOMIC_SEQ_CST);
-		}
-		return orig;
-	}
-	/* Memory of another process through CMA: not atomic against that
-	 * process's own CPU accesses (documented limitation). */
-	if (sv_mem_read(&m, 0, &orig, 8)) {
-		*err = SV_KERR_OWNER;
-		return 0;
-	}
-	if ((pkt->opcode & 0x1f) == OPC_CMP_SWAP)
-		v = orig == pkt->comp ? pkt->swap : orig;
-	else
-		v = orig + pkt->swap;
-	if (v != orig && sv_mem_write(&m, 0, &v, 8))
+	/* Atomic with respect to every other atomic of the device: CPU
+	 * atomics on the memory, here or in its owner (never CMA). */
+	if (sv_mem_atomic(&m, (pkt->opcode & 0x1f) == OPC_CMP_SWAP ?
+				      SV_RMEM_CSWAP : SV_RMEM_FADD,
+			  pkt->comp, pkt->swap, &orig))
 		*err = SV_KERR_OWNER;
 	return orig;
 }
@@ -453,7 +432,7 @@ static enum resp_state execute(struct resp *rs)
 	}
 	if (f & OP_ATOMIC) {
 		struct sv_respq_ent q = { .kind = 2, .psn = pkt->psn };
-		uint32_t slot = tr->atomic_next++ % SV_ENG_ATOMIC_CACHE;
+		uint32_t slot = pkt->psn & (SV_ENG_ATOMIC_CACHE - 1);
 
 		q.orig = do_atomic(rs, &e);
 		if (e)
@@ -539,18 +518,19 @@ static enum resp_state duplicate(struct resp *rs)
 		return RESPST_DONE;
 	}
 	if (rs->flags & OP_ATOMIC) {
-		for (int i = 0; i < SV_ENG_ATOMIC_CACHE; i++)
-			if (tr->atomic_cache[i].valid &&
-			    tr->atomic_cache[i].psn == pkt->psn) {
-				struct sv_respq_ent q = {
-					.kind = 2,
-					.psn = pkt->psn,
-					.orig = tr->atomic_cache[i].orig
-				};
+		uint32_t i = pkt->psn & (SV_ENG_ATOMIC_CACHE - 1);
 
-				respq_push(tr, &q);
-				return RESPST_DONE;
-			}
+		if (tr->atomic_cache[i].valid &&
+		    tr->atomic_cache[i].psn == pkt->psn) {
+			struct sv_respq_ent q = {
+				.kind = 2,
+				.psn = pkt->psn,
+				.orig = tr->atomic_cache[i].orig
+			};
+
+			respq_push(tr, &q);
+			return RESPST_DONE;
+		}
 		return RESPST_DROP;
 	}
 	set_ack(tr, (tr->epsn - 1) & PSN_MASK);
@@ -573,6 +553,14 @@ static void fatal(struct resp *rs, uint8_t nak, enum ibv_wc_status recv_st)
 	tr->in_send = tr->in_write = 0;
 	sv_qp_set_err(qp);
 	tr->need_flush = 1;
+	/* What a NIC raises on the responder's QP (mlx5: WQ access error,
+	 * invalid request, catastrophic): the application learns why its
+	 * QP died even without a posted receive. */
+	sv_eng_async(qp->eng, qp->qpx.qp_base.context,
+		     nak == SV_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR :
+		     nak == SV_NAK_INV_REQ    ? IBV_EVENT_QP_REQ_ERR :
+						IBV_EVENT_QP_FATAL,
+		     &qp->qpx.qp_base);
 }
 
 void sv_resp_packet(struct sv_qp *qp, const struct sv_pkt *pkt)
@@ -598,6 +586,13 @@ void sv_resp_packet(struct sv_qp *qp, const struct sv_pkt *pkt)
 				st = RESPST_DROP; /* Q_Key violation: silent */
 			else
 				st = RESPST_CHECK_PSN;
+			if (st == RESPST_CHECK_PSN && qp->state == IBV_QPS_RTR &&
+			    qp->type != IBV_QPT_UD && !tr->comm_est) {
+				/* First packet while in RTR (IBTA 11.6.3). */
+				tr->comm_est = 1;
+				sv_eng_async(qp->eng, qp->qpx.qp_base.context,
+					     IBV_EVENT_COMM_EST, &qp->qpx.qp_base);
+			}
 			break;
 		case RESPST_CHECK_PSN:
 			st = check_psn(&rs);

@@ -268,57 +268,24 @@ static void end_poll(struct ibv_cq_ex *ex)
 	(void)ex;
 }
 
-#define CUR(ex) (((struct sv_cq *)(ex))->cur)
+/* One ibv_cq_ex read_* accessor: a field of the completion start_poll or
+ * next_poll loaded. */
+#define READ_WC(type, field)                                                   \
+	static type read_##field(struct ibv_cq_ex *ex)                         \
+	{                                                                      \
+		return ((struct sv_cq *)ex)->cur.field;                        \
+	}
 
-static enum ibv_wc_opcode read_opcode(struct ibv_cq_ex *ex)
-{
-	return CUR(ex).opcode;
-}
-
-static uint32_t read_vendor_err(struct ibv_cq_ex *ex)
-{
-	return CUR(ex).vendor_err;
-}
-
-static uint32_t read_byte_len(struct ibv_cq_ex *ex)
-{
-	return CUR(ex).byte_len;
-}
-
-static __be32 read_imm_data(struct ibv_cq_ex *ex)
-{
-	return CUR(ex).imm_data;
-}
-
-static uint32_t read_qp_num(struct ibv_cq_ex *ex)
-{
-	return CUR(ex).qp_num;
-}
-
-static uint32_t read_src_qp(struct ibv_cq_ex *ex)
-{
-	return CUR(ex).src_qp;
-}
-
-static unsigned int read_wc_flags(struct ibv_cq_ex *ex)
-{
-	return CUR(ex).wc_flags;
-}
-
-static uint32_t read_slid(struct ibv_cq_ex *ex)
-{
-	return CUR(ex).slid;
-}
-
-static uint8_t read_sl(struct ibv_cq_ex *ex)
-{
-	return CUR(ex).sl;
-}
-
-static uint8_t read_dlid_path_bits(struct ibv_cq_ex *ex)
-{
-	return CUR(ex).dlid_path_bits;
-}
+READ_WC(enum ibv_wc_opcode, opcode)
+READ_WC(uint32_t, vendor_err)
+READ_WC(uint32_t, byte_len)
+READ_WC(__be32, imm_data)
+READ_WC(uint32_t, qp_num)
+READ_WC(uint32_t, src_qp)
+READ_WC(unsigned int, wc_flags)
+READ_WC(uint32_t, slid)
+READ_WC(uint8_t, sl)
+READ_WC(uint8_t, dlid_path_bits)
 
 /* ------------------------------------------------------ create/destroy -- */
 

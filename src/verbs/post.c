@@ -197,6 +197,25 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	return err;
 }
 
+int sv_post_one_recv(struct sv_wq *rq, uint32_t max_sge,
+		     const struct ibv_recv_wr *wr)
+{
+	struct sv_recv_wqe *w;
+
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge)
+		return EINVAL;
+	if (rq->tail - rq->head >= rq->max_wr)
+		return ENOMEM;
+	w = sv_wq_slot(rq, rq->tail);
+	w->wr_id = wr->wr_id;
+	w->num_sge = (uint32_t)wr->num_sge;
+	if (wr->num_sge)
+		memcpy(w->sge, wr->sg_list,
+		       (size_t)wr->num_sge * sizeof(struct ibv_sge));
+	rq->tail++;
+	return 0;
+}
+
 static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		     struct ibv_recv_wr **bad_wr)
 {
@@ -210,26 +229,13 @@ static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	}
 	pthread_spin_lock(&qp->rq_lock);
 	for (; wr; wr = wr->next) {
-		struct sv_recv_wqe *w;
-
-		if (qp->state == IBV_QPS_RESET)
-			err = EINVAL;
-		else if (wr->num_sge < 0 ||
-			 (uint32_t)wr->num_sge > qp->cap.max_recv_sge)
-			err = EINVAL;
-		else if (qp->rq.tail - qp->rq.head >= qp->rq.max_wr)
-			err = ENOMEM;
+		err = qp->state == IBV_QPS_RESET ?
+			      EINVAL :
+			      sv_post_one_recv(&qp->rq, qp->cap.max_recv_sge, wr);
 		if (err) {
 			*bad_wr = wr;
 			break;
 		}
-		w = sv_wq_slot(&qp->rq, qp->rq.tail);
-		w->wr_id = wr->wr_id;
-		w->num_sge = (uint32_t)wr->num_sge;
-		if (wr->num_sge)
-			memcpy(w->sge, wr->sg_list,
-			       (size_t)wr->num_sge * sizeof(struct ibv_sge));
-		qp->rq.tail++;
 	}
 	flush = qp->state == IBV_QPS_ERR;
 	pthread_spin_unlock(&qp->rq_lock);

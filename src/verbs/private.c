@@ -117,205 +117,8 @@ SV_EXPORT int ibv_read_ibdev_sysfs_file(char *buf, size_t size,
 SV_EXPORT unsigned int
 __ioctl_final_num_attrs(unsigned int num_attrs,
 			struct ibv_command_buffer *link);
-SV_EXPORT int execute_ioctl(struct ibv_context *context,
-			    struct ibv_command_buffer *cmd);
 
-SV_EXPORT int ibv_cmd_get_context(struct verbs_context *context,
-				  struct ibv_get_context *cmd, size_t cmd_size,
-				  struct ib_uverbs_get_context_resp *resp,
-				  size_t resp_size);
-SV_EXPORT int ibv_cmd_query_context(struct ibv_context *ctx,
-				    struct ibv_command_buffer *driver);
-SV_EXPORT int
-ibv_cmd_create_flow_action_esp(struct ibv_context *ctx,
-			       struct ibv_flow_action_esp_attr *attr,
-			       struct verbs_flow_action *flow_action,
-			       struct ibv_command_buffer *driver);
-SV_EXPORT int
-ibv_cmd_modify_flow_action_esp(struct verbs_flow_action *flow_action,
-			       struct ibv_flow_action_esp_attr *attr,
-			       struct ibv_command_buffer *driver);
-SV_EXPORT int
-ibv_cmd_query_device_any(struct ibv_context *context,
-			 const struct ibv_query_device_ex_input *input,
-			 struct ibv_device_attr_ex *attr, size_t attr_size,
-			 struct ib_uverbs_ex_query_device_resp *resp,
-			 size_t *resp_size);
-SV_EXPORT int ibv_cmd_query_port(struct ibv_context *context, uint8_t port_num,
-				 struct ibv_port_attr *port_attr,
-				 struct ibv_query_port *cmd, size_t cmd_size);
-SV_EXPORT int ibv_cmd_alloc_pd(struct ibv_context *context, struct ibv_pd *pd,
-			       struct ibv_alloc_pd *cmd, size_t cmd_size,
-			       struct ib_uverbs_alloc_pd_resp *resp,
-			       size_t resp_size);
-SV_EXPORT int ibv_cmd_dealloc_pd(struct ibv_pd *pd);
-SV_EXPORT int ibv_cmd_open_xrcd(struct ibv_context *context,
-				struct verbs_xrcd *xrcd, int vxrcd_size,
-				struct ibv_xrcd_init_attr *attr,
-				struct ibv_open_xrcd *cmd, size_t cmd_size,
-				struct ib_uverbs_open_xrcd_resp *resp,
-				size_t resp_size);
-SV_EXPORT int ibv_cmd_close_xrcd(struct verbs_xrcd *xrcd);
-SV_EXPORT int ibv_cmd_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
-			     uint64_t hca_va, int access, struct verbs_mr *vmr,
-			     struct ibv_reg_mr *cmd, size_t cmd_size,
-			     struct ib_uverbs_reg_mr_resp *resp,
-			     size_t resp_size);
-SV_EXPORT int ibv_cmd_rereg_mr(struct verbs_mr *vmr, uint32_t flags,
-			       void *addr, size_t length, uint64_t hca_va,
-			       int access, struct ibv_pd *pd,
-			       struct ibv_rereg_mr *cmd, size_t cmd_sz,
-			       struct ib_uverbs_rereg_mr_resp *resp,
-			       size_t resp_sz);
-SV_EXPORT int ibv_cmd_dereg_mr(struct verbs_mr *vmr);
-SV_EXPORT int ibv_cmd_query_mr(struct ibv_pd *pd, struct verbs_mr *vmr,
-			       uint32_t mr_handle);
-SV_EXPORT int ibv_cmd_advise_mr(struct ibv_pd *pd,
-				enum ibv_advise_mr_advice advice,
-				uint32_t flags, struct ibv_sge *sg_list,
-				uint32_t num_sge);
-SV_EXPORT int ibv_cmd_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
-				    size_t length, uint64_t iova, int fd,
-				    int access, struct verbs_mr *vmr);
-SV_EXPORT int ibv_cmd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type,
-			       struct ibv_mw *mw, struct ibv_alloc_mw *cmd,
-			       size_t cmd_size,
-			       struct ib_uverbs_alloc_mw_resp *resp,
-			       size_t resp_size);
-SV_EXPORT int ibv_cmd_dealloc_mw(struct ibv_mw *mw);
-SV_EXPORT int ibv_cmd_create_cq(struct ibv_context *context, int cqe,
-				struct ibv_comp_channel *channel,
-				int comp_vector, struct ibv_cq *cq,
-				struct ibv_create_cq *cmd, size_t cmd_size,
-				struct ib_uverbs_create_cq_resp *resp,
-				size_t resp_size);
-SV_EXPORT int ibv_cmd_create_cq_ex(struct ibv_context *context,
-				   const struct ibv_cq_init_attr_ex *cq_attr,
-				   struct verbs_cq *cq,
-				   struct ibv_create_cq_ex *cmd,
-				   size_t cmd_size,
-				   struct ib_uverbs_ex_create_cq_resp *resp,
-				   size_t resp_size, uint32_t cmd_flags);
 SV_EXPORT int ibv_cmd_poll_cq(struct ibv_cq *cq, int ne, struct ibv_wc *wc);
-SV_EXPORT int ibv_cmd_req_notify_cq(struct ibv_cq *cq, int solicited_only);
-SV_EXPORT int ibv_cmd_resize_cq(struct ibv_cq *cq, int cqe,
-				struct ibv_resize_cq *cmd, size_t cmd_size,
-				struct ib_uverbs_resize_cq_resp *resp,
-				size_t resp_size);
-SV_EXPORT int ibv_cmd_destroy_cq(struct ibv_cq *cq);
-SV_EXPORT int ibv_cmd_modify_cq(struct ibv_cq *cq,
-				struct ibv_modify_cq_attr *attr,
-				struct ibv_modify_cq *cmd, size_t cmd_size);
-SV_EXPORT int ibv_cmd_create_srq(struct ibv_pd *pd, struct ibv_srq *srq,
-				 struct ibv_srq_init_attr *attr,
-				 struct ibv_create_srq *cmd, size_t cmd_size,
-				 struct ib_uverbs_create_srq_resp *resp,
-				 size_t resp_size);
-SV_EXPORT int ibv_cmd_create_srq_ex(struct ibv_context *context,
-				    struct verbs_srq *srq,
-				    struct ibv_srq_init_attr_ex *attr_ex,
-				    struct ibv_create_xsrq *cmd,
-				    size_t cmd_size,
-				    struct ib_uverbs_create_srq_resp *resp,
-				    size_t resp_size);
-SV_EXPORT int ibv_cmd_modify_srq(struct ibv_srq *srq,
-				 struct ibv_srq_attr *srq_attr,
-				 int srq_attr_mask, struct ibv_modify_srq *cmd,
-				 size_t cmd_size);
-SV_EXPORT int ibv_cmd_query_srq(struct ibv_srq *srq,
-				struct ibv_srq_attr *srq_attr,
-				struct ibv_query_srq *cmd, size_t cmd_size);
-SV_EXPORT int ibv_cmd_destroy_srq(struct ibv_srq *srq);
-SV_EXPORT int ibv_cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp,
-				struct ibv_qp_init_attr *attr,
-				struct ibv_create_qp *cmd, size_t cmd_size,
-				struct ib_uverbs_create_qp_resp *resp,
-				size_t resp_size);
-SV_EXPORT int ibv_cmd_create_qp_ex(struct ibv_context *context,
-				   struct verbs_qp *qp,
-				   struct ibv_qp_init_attr_ex *attr_ex,
-				   struct ibv_create_qp *cmd, size_t cmd_size,
-				   struct ib_uverbs_create_qp_resp *resp,
-				   size_t resp_size);
-SV_EXPORT int ibv_cmd_create_qp_ex2(struct ibv_context *context,
-				    struct verbs_qp *qp,
-				    struct ibv_qp_init_attr_ex *qp_attr,
-				    struct ibv_create_qp_ex *cmd,
-				    size_t cmd_size,
-				    struct ib_uverbs_ex_create_qp_resp *resp,
-				    size_t resp_size);
-SV_EXPORT int ibv_cmd_open_qp(struct ibv_context *context, struct verbs_qp *qp,
-			      int vqp_sz, struct ibv_qp_open_attr *attr,
-			      struct ibv_open_qp *cmd, size_t cmd_size,
-			      struct ib_uverbs_create_qp_resp *resp,
-			      size_t resp_size);
-SV_EXPORT int ibv_cmd_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *qp_attr,
-			       int attr_mask,
-			       struct ibv_qp_init_attr *qp_init_attr,
-			       struct ibv_query_qp *cmd, size_t cmd_size);
-SV_EXPORT int ibv_cmd_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
-				int attr_mask, struct ibv_modify_qp *cmd,
-				size_t cmd_size);
-SV_EXPORT int ibv_cmd_modify_qp_ex(struct ibv_qp *qp, struct ibv_qp_attr *attr,
-				   int attr_mask, struct ibv_modify_qp_ex *cmd,
-				   size_t cmd_size,
-				   struct ib_uverbs_ex_modify_qp_resp *resp,
-				   size_t resp_size);
-SV_EXPORT int ibv_cmd_destroy_qp(struct ibv_qp *qp);
-SV_EXPORT int ibv_cmd_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
-				struct ibv_send_wr **bad_wr);
-SV_EXPORT int ibv_cmd_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
-				struct ibv_recv_wr **bad_wr);
-SV_EXPORT int ibv_cmd_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
-				    struct ibv_recv_wr **bad_wr);
-SV_EXPORT int ibv_cmd_create_ah(struct ibv_pd *pd, struct ibv_ah *ah,
-				struct ibv_ah_attr *attr,
-				struct ib_uverbs_create_ah_resp *resp,
-				size_t resp_size);
-SV_EXPORT int ibv_cmd_destroy_ah(struct ibv_ah *ah);
-SV_EXPORT int ibv_cmd_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
-				   uint16_t lid);
-SV_EXPORT int ibv_cmd_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
-				   uint16_t lid);
-SV_EXPORT int ibv_cmd_create_flow(struct ibv_qp *qp, struct ibv_flow *flow_id,
-				  struct ibv_flow_attr *flow_attr, void *ucmd,
-				  size_t ucmd_size);
-SV_EXPORT int ibv_cmd_destroy_flow(struct ibv_flow *flow_id);
-SV_EXPORT int ibv_cmd_create_wq(struct ibv_context *context,
-				struct ibv_wq_init_attr *wq_init_attr,
-				struct ibv_wq *wq, struct ibv_create_wq *cmd,
-				size_t cmd_size,
-				struct ib_uverbs_ex_create_wq_resp *resp,
-				size_t resp_size);
-SV_EXPORT int ibv_cmd_destroy_flow_action(struct verbs_flow_action *action);
-SV_EXPORT int ibv_cmd_modify_wq(struct ibv_wq *wq, struct ibv_wq_attr *attr,
-				struct ibv_modify_wq *cmd, size_t cmd_size);
-SV_EXPORT int ibv_cmd_destroy_wq(struct ibv_wq *wq);
-SV_EXPORT int ibv_cmd_create_rwq_ind_table(
-	struct ibv_context *context,
-	struct ibv_rwq_ind_table_init_attr *init_attr,
-	struct ibv_rwq_ind_table *rwq_ind_table,
-	struct ib_uverbs_ex_create_rwq_ind_table_resp *resp, size_t resp_size);
-SV_EXPORT int
-ibv_cmd_destroy_rwq_ind_table(struct ibv_rwq_ind_table *rwq_ind_table);
-SV_EXPORT int ibv_cmd_create_counters(struct ibv_context *context,
-				      struct ibv_counters_init_attr *init_attr,
-				      struct verbs_counters *vcounters,
-				      struct ibv_command_buffer *link);
-SV_EXPORT int ibv_cmd_destroy_counters(struct verbs_counters *vcounters);
-SV_EXPORT int ibv_cmd_read_counters(struct verbs_counters *vcounters,
-				    uint64_t *counters_value,
-				    uint32_t ncounters, uint32_t flags,
-				    struct ibv_command_buffer *link);
-SV_EXPORT int ibv_cmd_alloc_dm(struct ibv_context *ctx,
-			       const struct ibv_alloc_dm_attr *dm_attr,
-			       struct verbs_dm *dm,
-			       struct ibv_command_buffer *link);
-SV_EXPORT int ibv_cmd_free_dm(struct verbs_dm *dm);
-SV_EXPORT int ibv_cmd_reg_dm_mr(struct ibv_pd *pd, struct verbs_dm *dm,
-				uint64_t offset, size_t length,
-				unsigned int access, struct verbs_mr *vmr,
-				struct ibv_command_buffer *link);
 
 /* The errno-value answer of every command helper. */
 static int nosup(void)
@@ -323,6 +126,29 @@ static int nosup(void)
 	errno = EOPNOTSUPP;
 	return EOPNOTSUPP;
 }
+
+/*
+ * One command helper stub from one parameter list: its prototype (the
+ * header that declares it is not installed) and a body that fails with
+ * EOPNOTSUPP.  The parameters are named only to make a definition.
+ */
+#define NOSUP_CMD(name, ...)                                                   \
+	SV_EXPORT int name(__VA_ARGS__);                                       \
+	SV_EXPORT int name(__VA_ARGS__)                                        \
+	{                                                                      \
+		return nosup();                                                \
+	}
+
+/* Post helpers also name the first WR that failed, as the verbs they
+ * back. */
+#define NOSUP_POST(name, obj_type, wr_type)                                    \
+	SV_EXPORT int name(obj_type *obj, wr_type *wr, wr_type **bad_wr);      \
+	SV_EXPORT int name(obj_type *obj, wr_type *wr, wr_type **bad_wr)       \
+	{                                                                      \
+		if (bad_wr)                                                    \
+			*bad_wr = wr;                                          \
+		return nosup();                                                \
+	}
 
 /*
  * rdma-core sets this from RDMAV_ALLOW_DISASSOCIATE_DESTROY for providers'
@@ -402,167 +228,87 @@ SV_EXPORT unsigned int __ioctl_final_num_attrs(unsigned int num_attrs,
 	return num_attrs;
 }
 
-SV_EXPORT int execute_ioctl(struct ibv_context *context,
-			    struct ibv_command_buffer *cmd)
-{
-	return nosup();
-}
+NOSUP_CMD(execute_ioctl, struct ibv_context *context,
+	  struct ibv_command_buffer *cmd)
 
-SV_EXPORT int ibv_cmd_get_context(struct verbs_context *context,
-				  struct ibv_get_context *cmd, size_t cmd_size,
-				  struct ib_uverbs_get_context_resp *resp,
-				  size_t resp_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_get_context, struct verbs_context *context,
+	  struct ibv_get_context *cmd, size_t cmd_size,
+	  struct ib_uverbs_get_context_resp *resp, size_t resp_size)
 
-SV_EXPORT int ibv_cmd_query_context(struct ibv_context *ctx,
-				    struct ibv_command_buffer *driver)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_query_context, struct ibv_context *ctx,
+	  struct ibv_command_buffer *driver)
 
-SV_EXPORT int
-ibv_cmd_create_flow_action_esp(struct ibv_context *ctx,
-			       struct ibv_flow_action_esp_attr *attr,
-			       struct verbs_flow_action *flow_action,
-			       struct ibv_command_buffer *driver)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_create_flow_action_esp, struct ibv_context *ctx,
+	  struct ibv_flow_action_esp_attr *attr,
+	  struct verbs_flow_action *flow_action,
+	  struct ibv_command_buffer *driver)
 
-SV_EXPORT int
-ibv_cmd_modify_flow_action_esp(struct verbs_flow_action *flow_action,
-			       struct ibv_flow_action_esp_attr *attr,
-			       struct ibv_command_buffer *driver)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_modify_flow_action_esp, struct verbs_flow_action *flow_action,
+	  struct ibv_flow_action_esp_attr *attr,
+	  struct ibv_command_buffer *driver)
 
-SV_EXPORT int
-ibv_cmd_query_device_any(struct ibv_context *context,
-			 const struct ibv_query_device_ex_input *input,
-			 struct ibv_device_attr_ex *attr, size_t attr_size,
-			 struct ib_uverbs_ex_query_device_resp *resp,
-			 size_t *resp_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_query_device_any, struct ibv_context *context,
+	  const struct ibv_query_device_ex_input *input,
+	  struct ibv_device_attr_ex *attr, size_t attr_size,
+	  struct ib_uverbs_ex_query_device_resp *resp, size_t *resp_size)
 
-SV_EXPORT int ibv_cmd_query_port(struct ibv_context *context, uint8_t port_num,
-				 struct ibv_port_attr *port_attr,
-				 struct ibv_query_port *cmd, size_t cmd_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_query_port, struct ibv_context *context, uint8_t port_num,
+	  struct ibv_port_attr *port_attr, struct ibv_query_port *cmd,
+	  size_t cmd_size)
 
-SV_EXPORT int ibv_cmd_alloc_pd(struct ibv_context *context, struct ibv_pd *pd,
-			       struct ibv_alloc_pd *cmd, size_t cmd_size,
-			       struct ib_uverbs_alloc_pd_resp *resp,
-			       size_t resp_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_alloc_pd, struct ibv_context *context, struct ibv_pd *pd,
+	  struct ibv_alloc_pd *cmd, size_t cmd_size,
+	  struct ib_uverbs_alloc_pd_resp *resp, size_t resp_size)
 
-SV_EXPORT int ibv_cmd_dealloc_pd(struct ibv_pd *pd)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_dealloc_pd, struct ibv_pd *pd)
 
-SV_EXPORT int ibv_cmd_open_xrcd(struct ibv_context *context,
-				struct verbs_xrcd *xrcd, int vxrcd_size,
-				struct ibv_xrcd_init_attr *attr,
-				struct ibv_open_xrcd *cmd, size_t cmd_size,
-				struct ib_uverbs_open_xrcd_resp *resp,
-				size_t resp_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_open_xrcd, struct ibv_context *context,
+	  struct verbs_xrcd *xrcd, int vxrcd_size,
+	  struct ibv_xrcd_init_attr *attr, struct ibv_open_xrcd *cmd,
+	  size_t cmd_size, struct ib_uverbs_open_xrcd_resp *resp,
+	  size_t resp_size)
 
-SV_EXPORT int ibv_cmd_close_xrcd(struct verbs_xrcd *xrcd)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_close_xrcd, struct verbs_xrcd *xrcd)
 
-SV_EXPORT int ibv_cmd_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
-			     uint64_t hca_va, int access, struct verbs_mr *vmr,
-			     struct ibv_reg_mr *cmd, size_t cmd_size,
-			     struct ib_uverbs_reg_mr_resp *resp,
-			     size_t resp_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_reg_mr, struct ibv_pd *pd, void *addr, size_t length,
+	  uint64_t hca_va, int access, struct verbs_mr *vmr,
+	  struct ibv_reg_mr *cmd, size_t cmd_size,
+	  struct ib_uverbs_reg_mr_resp *resp, size_t resp_size)
 
-SV_EXPORT int ibv_cmd_rereg_mr(struct verbs_mr *vmr, uint32_t flags,
-			       void *addr, size_t length, uint64_t hca_va,
-			       int access, struct ibv_pd *pd,
-			       struct ibv_rereg_mr *cmd, size_t cmd_sz,
-			       struct ib_uverbs_rereg_mr_resp *resp,
-			       size_t resp_sz)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_rereg_mr, struct verbs_mr *vmr, uint32_t flags, void *addr,
+	  size_t length, uint64_t hca_va, int access, struct ibv_pd *pd,
+	  struct ibv_rereg_mr *cmd, size_t cmd_sz,
+	  struct ib_uverbs_rereg_mr_resp *resp, size_t resp_sz)
 
-SV_EXPORT int ibv_cmd_dereg_mr(struct verbs_mr *vmr)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_dereg_mr, struct verbs_mr *vmr)
 
-SV_EXPORT int ibv_cmd_query_mr(struct ibv_pd *pd, struct verbs_mr *vmr,
-			       uint32_t mr_handle)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_query_mr, struct ibv_pd *pd, struct verbs_mr *vmr,
+	  uint32_t mr_handle)
 
-SV_EXPORT int ibv_cmd_advise_mr(struct ibv_pd *pd,
-				enum ibv_advise_mr_advice advice,
-				uint32_t flags, struct ibv_sge *sg_list,
-				uint32_t num_sge)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_advise_mr, struct ibv_pd *pd,
+	  enum ibv_advise_mr_advice advice, uint32_t flags,
+	  struct ibv_sge *sg_list, uint32_t num_sge)
 
-SV_EXPORT int ibv_cmd_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
-				    size_t length, uint64_t iova, int fd,
-				    int access, struct verbs_mr *vmr)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_reg_dmabuf_mr, struct ibv_pd *pd, uint64_t offset,
+	  size_t length, uint64_t iova, int fd, int access,
+	  struct verbs_mr *vmr)
 
-SV_EXPORT int ibv_cmd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type,
-			       struct ibv_mw *mw, struct ibv_alloc_mw *cmd,
-			       size_t cmd_size,
-			       struct ib_uverbs_alloc_mw_resp *resp,
-			       size_t resp_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_alloc_mw, struct ibv_pd *pd, enum ibv_mw_type type,
+	  struct ibv_mw *mw, struct ibv_alloc_mw *cmd, size_t cmd_size,
+	  struct ib_uverbs_alloc_mw_resp *resp, size_t resp_size)
 
-SV_EXPORT int ibv_cmd_dealloc_mw(struct ibv_mw *mw)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_dealloc_mw, struct ibv_mw *mw)
 
-SV_EXPORT int ibv_cmd_create_cq(struct ibv_context *context, int cqe,
-				struct ibv_comp_channel *channel,
-				int comp_vector, struct ibv_cq *cq,
-				struct ibv_create_cq *cmd, size_t cmd_size,
-				struct ib_uverbs_create_cq_resp *resp,
-				size_t resp_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_create_cq, struct ibv_context *context, int cqe,
+	  struct ibv_comp_channel *channel, int comp_vector, struct ibv_cq *cq,
+	  struct ibv_create_cq *cmd, size_t cmd_size,
+	  struct ib_uverbs_create_cq_resp *resp, size_t resp_size)
 
-SV_EXPORT int ibv_cmd_create_cq_ex(struct ibv_context *context,
-				   const struct ibv_cq_init_attr_ex *cq_attr,
-				   struct verbs_cq *cq,
-				   struct ibv_create_cq_ex *cmd,
-				   size_t cmd_size,
-				   struct ib_uverbs_ex_create_cq_resp *resp,
-				   size_t resp_size, uint32_t cmd_flags)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_create_cq_ex, struct ibv_context *context,
+	  const struct ibv_cq_init_attr_ex *cq_attr, struct verbs_cq *cq,
+	  struct ibv_create_cq_ex *cmd, size_t cmd_size,
+	  struct ib_uverbs_ex_create_cq_resp *resp, size_t resp_size,
+	  uint32_t cmd_flags)
 
 /* A completion count on success, so errors are -1 and errno. */
 SV_EXPORT int ibv_cmd_poll_cq(struct ibv_cq *cq, int ne, struct ibv_wc *wc)
@@ -571,280 +317,128 @@ SV_EXPORT int ibv_cmd_poll_cq(struct ibv_cq *cq, int ne, struct ibv_wc *wc)
 	return -1;
 }
 
-SV_EXPORT int ibv_cmd_req_notify_cq(struct ibv_cq *cq, int solicited_only)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_req_notify_cq, struct ibv_cq *cq, int solicited_only)
 
-SV_EXPORT int ibv_cmd_resize_cq(struct ibv_cq *cq, int cqe,
-				struct ibv_resize_cq *cmd, size_t cmd_size,
-				struct ib_uverbs_resize_cq_resp *resp,
-				size_t resp_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_resize_cq, struct ibv_cq *cq, int cqe,
+	  struct ibv_resize_cq *cmd, size_t cmd_size,
+	  struct ib_uverbs_resize_cq_resp *resp, size_t resp_size)
 
-SV_EXPORT int ibv_cmd_destroy_cq(struct ibv_cq *cq)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_destroy_cq, struct ibv_cq *cq)
 
-SV_EXPORT int ibv_cmd_modify_cq(struct ibv_cq *cq,
-				struct ibv_modify_cq_attr *attr,
-				struct ibv_modify_cq *cmd, size_t cmd_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_modify_cq, struct ibv_cq *cq, struct ibv_modify_cq_attr *attr,
+	  struct ibv_modify_cq *cmd, size_t cmd_size)
 
-SV_EXPORT int ibv_cmd_create_srq(struct ibv_pd *pd, struct ibv_srq *srq,
-				 struct ibv_srq_init_attr *attr,
-				 struct ibv_create_srq *cmd, size_t cmd_size,
-				 struct ib_uverbs_create_srq_resp *resp,
-				 size_t resp_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_create_srq, struct ibv_pd *pd, struct ibv_srq *srq,
+	  struct ibv_srq_init_attr *attr, struct ibv_create_srq *cmd,
+	  size_t cmd_size, struct ib_uverbs_create_srq_resp *resp,
+	  size_t resp_size)
 
-SV_EXPORT int ibv_cmd_create_srq_ex(struct ibv_context *context,
-				    struct verbs_srq *srq,
-				    struct ibv_srq_init_attr_ex *attr_ex,
-				    struct ibv_create_xsrq *cmd,
-				    size_t cmd_size,
-				    struct ib_uverbs_create_srq_resp *resp,
-				    size_t resp_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_create_srq_ex, struct ibv_context *context,
+	  struct verbs_srq *srq, struct ibv_srq_init_attr_ex *attr_ex,
+	  struct ibv_create_xsrq *cmd, size_t cmd_size,
+	  struct ib_uverbs_create_srq_resp *resp, size_t resp_size)
 
-SV_EXPORT int ibv_cmd_modify_srq(struct ibv_srq *srq,
-				 struct ibv_srq_attr *srq_attr,
-				 int srq_attr_mask, struct ibv_modify_srq *cmd,
-				 size_t cmd_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_modify_srq, struct ibv_srq *srq,
+	  struct ibv_srq_attr *srq_attr, int srq_attr_mask,
+	  struct ibv_modify_srq *cmd, size_t cmd_size)
 
-SV_EXPORT int ibv_cmd_query_srq(struct ibv_srq *srq,
-				struct ibv_srq_attr *srq_attr,
-				struct ibv_query_srq *cmd, size_t cmd_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_query_srq, struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
+	  struct ibv_query_srq *cmd, size_t cmd_size)
 
-SV_EXPORT int ibv_cmd_destroy_srq(struct ibv_srq *srq)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_destroy_srq, struct ibv_srq *srq)
 
-SV_EXPORT int ibv_cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp,
-				struct ibv_qp_init_attr *attr,
-				struct ibv_create_qp *cmd, size_t cmd_size,
-				struct ib_uverbs_create_qp_resp *resp,
-				size_t resp_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_create_qp, struct ibv_pd *pd, struct ibv_qp *qp,
+	  struct ibv_qp_init_attr *attr, struct ibv_create_qp *cmd,
+	  size_t cmd_size, struct ib_uverbs_create_qp_resp *resp,
+	  size_t resp_size)
 
-SV_EXPORT int ibv_cmd_create_qp_ex(struct ibv_context *context,
-				   struct verbs_qp *qp,
-				   struct ibv_qp_init_attr_ex *attr_ex,
-				   struct ibv_create_qp *cmd, size_t cmd_size,
-				   struct ib_uverbs_create_qp_resp *resp,
-				   size_t resp_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_create_qp_ex, struct ibv_context *context,
+	  struct verbs_qp *qp, struct ibv_qp_init_attr_ex *attr_ex,
+	  struct ibv_create_qp *cmd, size_t cmd_size,
+	  struct ib_uverbs_create_qp_resp *resp, size_t resp_size)
 
-SV_EXPORT int ibv_cmd_create_qp_ex2(struct ibv_context *context,
-				    struct verbs_qp *qp,
-				    struct ibv_qp_init_attr_ex *qp_attr,
-				    struct ibv_create_qp_ex *cmd,
-				    size_t cmd_size,
-				    struct ib_uverbs_ex_create_qp_resp *resp,
-				    size_t resp_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_create_qp_ex2, struct ibv_context *context,
+	  struct verbs_qp *qp, struct ibv_qp_init_attr_ex *qp_attr,
+	  struct ibv_create_qp_ex *cmd, size_t cmd_size,
+	  struct ib_uverbs_ex_create_qp_resp *resp, size_t resp_size)
 
-SV_EXPORT int ibv_cmd_open_qp(struct ibv_context *context, struct verbs_qp *qp,
-			      int vqp_sz, struct ibv_qp_open_attr *attr,
-			      struct ibv_open_qp *cmd, size_t cmd_size,
-			      struct ib_uverbs_create_qp_resp *resp,
-			      size_t resp_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_open_qp, struct ibv_context *context, struct verbs_qp *qp,
+	  int vqp_sz, struct ibv_qp_open_attr *attr, struct ibv_open_qp *cmd,
+	  size_t cmd_size, struct ib_uverbs_create_qp_resp *resp,
+	  size_t resp_size)
 
-SV_EXPORT int ibv_cmd_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *qp_attr,
-			       int attr_mask,
-			       struct ibv_qp_init_attr *qp_init_attr,
-			       struct ibv_query_qp *cmd, size_t cmd_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_query_qp, struct ibv_qp *qp, struct ibv_qp_attr *qp_attr,
+	  int attr_mask, struct ibv_qp_init_attr *qp_init_attr,
+	  struct ibv_query_qp *cmd, size_t cmd_size)
 
-SV_EXPORT int ibv_cmd_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
-				int attr_mask, struct ibv_modify_qp *cmd,
-				size_t cmd_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_modify_qp, struct ibv_qp *qp, struct ibv_qp_attr *attr,
+	  int attr_mask, struct ibv_modify_qp *cmd, size_t cmd_size)
 
-SV_EXPORT int ibv_cmd_modify_qp_ex(struct ibv_qp *qp, struct ibv_qp_attr *attr,
-				   int attr_mask, struct ibv_modify_qp_ex *cmd,
-				   size_t cmd_size,
-				   struct ib_uverbs_ex_modify_qp_resp *resp,
-				   size_t resp_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_modify_qp_ex, struct ibv_qp *qp, struct ibv_qp_attr *attr,
+	  int attr_mask, struct ibv_modify_qp_ex *cmd, size_t cmd_size,
+	  struct ib_uverbs_ex_modify_qp_resp *resp, size_t resp_size)
 
-SV_EXPORT int ibv_cmd_destroy_qp(struct ibv_qp *qp)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_destroy_qp, struct ibv_qp *qp)
 
-/* Post helpers name the first WR that failed, as the verbs they back. */
-SV_EXPORT int ibv_cmd_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
-				struct ibv_send_wr **bad_wr)
-{
-	if (bad_wr)
-		*bad_wr = wr;
-	return nosup();
-}
+NOSUP_POST(ibv_cmd_post_send, struct ibv_qp, struct ibv_send_wr)
 
-SV_EXPORT int ibv_cmd_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
-				struct ibv_recv_wr **bad_wr)
-{
-	if (bad_wr)
-		*bad_wr = wr;
-	return nosup();
-}
+NOSUP_POST(ibv_cmd_post_recv, struct ibv_qp, struct ibv_recv_wr)
 
-SV_EXPORT int ibv_cmd_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
-				    struct ibv_recv_wr **bad_wr)
-{
-	if (bad_wr)
-		*bad_wr = wr;
-	return nosup();
-}
+NOSUP_POST(ibv_cmd_post_srq_recv, struct ibv_srq, struct ibv_recv_wr)
 
-SV_EXPORT int ibv_cmd_create_ah(struct ibv_pd *pd, struct ibv_ah *ah,
-				struct ibv_ah_attr *attr,
-				struct ib_uverbs_create_ah_resp *resp,
-				size_t resp_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_create_ah, struct ibv_pd *pd, struct ibv_ah *ah,
+	  struct ibv_ah_attr *attr, struct ib_uverbs_create_ah_resp *resp,
+	  size_t resp_size)
 
-SV_EXPORT int ibv_cmd_destroy_ah(struct ibv_ah *ah)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_destroy_ah, struct ibv_ah *ah)
 
-SV_EXPORT int ibv_cmd_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
-				   uint16_t lid)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_attach_mcast, struct ibv_qp *qp, const union ibv_gid *gid,
+	  uint16_t lid)
 
-SV_EXPORT int ibv_cmd_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
-				   uint16_t lid)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_detach_mcast, struct ibv_qp *qp, const union ibv_gid *gid,
+	  uint16_t lid)
 
-SV_EXPORT int ibv_cmd_create_flow(struct ibv_qp *qp, struct ibv_flow *flow_id,
-				  struct ibv_flow_attr *flow_attr, void *ucmd,
-				  size_t ucmd_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_create_flow, struct ibv_qp *qp, struct ibv_flow *flow_id,
+	  struct ibv_flow_attr *flow_attr, void *ucmd, size_t ucmd_size)
 
-SV_EXPORT int ibv_cmd_destroy_flow(struct ibv_flow *flow_id)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_destroy_flow, struct ibv_flow *flow_id)
 
-SV_EXPORT int ibv_cmd_create_wq(struct ibv_context *context,
-				struct ibv_wq_init_attr *wq_init_attr,
-				struct ibv_wq *wq, struct ibv_create_wq *cmd,
-				size_t cmd_size,
-				struct ib_uverbs_ex_create_wq_resp *resp,
-				size_t resp_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_create_wq, struct ibv_context *context,
+	  struct ibv_wq_init_attr *wq_init_attr, struct ibv_wq *wq,
+	  struct ibv_create_wq *cmd, size_t cmd_size,
+	  struct ib_uverbs_ex_create_wq_resp *resp, size_t resp_size)
 
-SV_EXPORT int ibv_cmd_destroy_flow_action(struct verbs_flow_action *action)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_destroy_flow_action, struct verbs_flow_action *action)
 
-SV_EXPORT int ibv_cmd_modify_wq(struct ibv_wq *wq, struct ibv_wq_attr *attr,
-				struct ibv_modify_wq *cmd, size_t cmd_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_modify_wq, struct ibv_wq *wq, struct ibv_wq_attr *attr,
+	  struct ibv_modify_wq *cmd, size_t cmd_size)
 
-SV_EXPORT int ibv_cmd_destroy_wq(struct ibv_wq *wq)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_destroy_wq, struct ibv_wq *wq)
 
-SV_EXPORT int ibv_cmd_create_rwq_ind_table(
-	struct ibv_context *context,
-	struct ibv_rwq_ind_table_init_attr *init_attr,
-	struct ibv_rwq_ind_table *rwq_ind_table,
-	struct ib_uverbs_ex_create_rwq_ind_table_resp *resp, size_t resp_size)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_create_rwq_ind_table, struct ibv_context *context,
+	  struct ibv_rwq_ind_table_init_attr *init_attr,
+	  struct ibv_rwq_ind_table *rwq_ind_table,
+	  struct ib_uverbs_ex_create_rwq_ind_table_resp *resp, size_t resp_size)
 
-SV_EXPORT int
-ibv_cmd_destroy_rwq_ind_table(struct ibv_rwq_ind_table *rwq_ind_table)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_destroy_rwq_ind_table,
+	  struct ibv_rwq_ind_table *rwq_ind_table)
 
-SV_EXPORT int ibv_cmd_create_counters(struct ibv_context *context,
-				      struct ibv_counters_init_attr *init_attr,
-				      struct verbs_counters *vcounters,
-				      struct ibv_command_buffer *link)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_create_counters, struct ibv_context *context,
+	  struct ibv_counters_init_attr *init_attr,
+	  struct verbs_counters *vcounters, struct ibv_command_buffer *link)
 
-SV_EXPORT int ibv_cmd_destroy_counters(struct verbs_counters *vcounters)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_destroy_counters, struct verbs_counters *vcounters)
 
-SV_EXPORT int ibv_cmd_read_counters(struct verbs_counters *vcounters,
-				    uint64_t *counters_value,
-				    uint32_t ncounters, uint32_t flags,
-				    struct ibv_command_buffer *link)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_read_counters, struct verbs_counters *vcounters,
+	  uint64_t *counters_value, uint32_t ncounters, uint32_t flags,
+	  struct ibv_command_buffer *link)
 
-SV_EXPORT int ibv_cmd_alloc_dm(struct ibv_context *ctx,
-			       const struct ibv_alloc_dm_attr *dm_attr,
-			       struct verbs_dm *dm,
-			       struct ibv_command_buffer *link)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_alloc_dm, struct ibv_context *ctx,
+	  const struct ibv_alloc_dm_attr *dm_attr, struct verbs_dm *dm,
+	  struct ibv_command_buffer *link)
 
-SV_EXPORT int ibv_cmd_free_dm(struct verbs_dm *dm)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_free_dm, struct verbs_dm *dm)
 
-SV_EXPORT int ibv_cmd_reg_dm_mr(struct ibv_pd *pd, struct verbs_dm *dm,
-				uint64_t offset, size_t length,
-				unsigned int access, struct verbs_mr *vmr,
-				struct ibv_command_buffer *link)
-{
-	return nosup();
-}
+NOSUP_CMD(ibv_cmd_reg_dm_mr, struct ibv_pd *pd, struct verbs_dm *dm,
+	  uint64_t offset, size_t length, unsigned int access,
+	  struct verbs_mr *vmr, struct ibv_command_buffer *link)

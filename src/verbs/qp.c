@@ -25,23 +25,28 @@ enum { T_RC, T_UC, T_UD };
 
 #define M(x) IBV_QP_##x
 #define PATH_OPTS (M(ALT_PATH) | M(ACCESS_FLAGS) | M(PATH_MIG_STATE))
+/* Every state may go to RESET and to ERR, with no attribute but the state. */
+#define TO_RESET_OR_ERR                                                        \
+	[IBV_QPS_RESET] = { .valid = 1 }, [IBV_QPS_ERR] = { .valid = 1 }
+/* Required by RESET -> INIT, allowed by INIT -> INIT. */
+#define INIT_ATTRS                                                             \
+	{ [T_RC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),                  \
+	  [T_UC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),                  \
+	  [T_UD] = M(PKEY_INDEX) | M(PORT) | M(QKEY) }
+/* Allowed by RTR -> RTS, RTS -> RTS and SQD -> RTS. */
+#define RTS_OPTS                                                               \
+	{ [T_RC] = M(CUR_STATE) | PATH_OPTS | M(MIN_RNR_TIMER),                \
+	  [T_UC] = M(CUR_STATE) | PATH_OPTS,                                   \
+	  [T_UD] = M(CUR_STATE) | M(QKEY) }
 
 static const struct trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 	[IBV_QPS_RESET] = {
-		[IBV_QPS_RESET] = { .valid = 1 },
-		[IBV_QPS_ERR] = { .valid = 1 },
-		[IBV_QPS_INIT] = { .valid = 1, .req = {
-			[T_RC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
-			[T_UC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
-			[T_UD] = M(PKEY_INDEX) | M(PORT) | M(QKEY) } },
+		TO_RESET_OR_ERR,
+		[IBV_QPS_INIT] = { .valid = 1, .req = INIT_ATTRS },
 	},
 	[IBV_QPS_INIT] = {
-		[IBV_QPS_RESET] = { .valid = 1 },
-		[IBV_QPS_ERR] = { .valid = 1 },
-		[IBV_QPS_INIT] = { .valid = 1, .opt = {
-			[T_RC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
-			[T_UC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
-			[T_UD] = M(PKEY_INDEX) | M(PORT) | M(QKEY) } },
+		TO_RESET_OR_ERR,
+		[IBV_QPS_INIT] = { .valid = 1, .opt = INIT_ATTRS },
 		[IBV_QPS_RTR] = { .valid = 1,
 			.req = {
 			[T_RC] = M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN) |
@@ -53,38 +58,26 @@ static const struct trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 			[T_UD] = M(PKEY_INDEX) | M(QKEY) } },
 	},
 	[IBV_QPS_RTR] = {
-		[IBV_QPS_RESET] = { .valid = 1 },
-		[IBV_QPS_ERR] = { .valid = 1 },
+		TO_RESET_OR_ERR,
 		[IBV_QPS_RTS] = { .valid = 1,
 			.req = {
 			[T_RC] = M(TIMEOUT) | M(RETRY_CNT) | M(RNR_RETRY) |
 				 M(SQ_PSN) | M(MAX_QP_RD_ATOMIC),
 			[T_UC] = M(SQ_PSN),
 			[T_UD] = M(SQ_PSN) },
-			.opt = {
-			[T_RC] = M(CUR_STATE) | PATH_OPTS | M(MIN_RNR_TIMER),
-			[T_UC] = M(CUR_STATE) | PATH_OPTS,
-			[T_UD] = M(CUR_STATE) | M(QKEY) } },
+			.opt = RTS_OPTS },
 	},
 	[IBV_QPS_RTS] = {
-		[IBV_QPS_RESET] = { .valid = 1 },
-		[IBV_QPS_ERR] = { .valid = 1 },
-		[IBV_QPS_RTS] = { .valid = 1, .opt = {
-			[T_RC] = M(CUR_STATE) | PATH_OPTS | M(MIN_RNR_TIMER),
-			[T_UC] = M(CUR_STATE) | PATH_OPTS,
-			[T_UD] = M(CUR_STATE) | M(QKEY) } },
+		TO_RESET_OR_ERR,
+		[IBV_QPS_RTS] = { .valid = 1, .opt = RTS_OPTS },
 		[IBV_QPS_SQD] = { .valid = 1, .opt = {
 			[T_RC] = M(EN_SQD_ASYNC_NOTIFY),
 			[T_UC] = M(EN_SQD_ASYNC_NOTIFY),
 			[T_UD] = M(EN_SQD_ASYNC_NOTIFY) } },
 	},
 	[IBV_QPS_SQD] = {
-		[IBV_QPS_RESET] = { .valid = 1 },
-		[IBV_QPS_ERR] = { .valid = 1 },
-		[IBV_QPS_RTS] = { .valid = 1, .opt = {
-			[T_RC] = M(CUR_STATE) | PATH_OPTS | M(MIN_RNR_TIMER),
-			[T_UC] = M(CUR_STATE) | PATH_OPTS,
-			[T_UD] = M(CUR_STATE) | M(QKEY) } },
+		TO_RESET_OR_ERR,
+		[IBV_QPS_RTS] = { .valid = 1, .opt = RTS_OPTS },
 		[IBV_QPS_SQD] = { .valid = 1, .opt = {
 			[T_RC] = M(PORT) | M(AV) | M(TIMEOUT) | M(RETRY_CNT) |
 				 M(RNR_RETRY) | M(MAX_QP_RD_ATOMIC) |
@@ -94,16 +87,14 @@ static const struct trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 			[T_UD] = M(PKEY_INDEX) | M(QKEY) } },
 	},
 	[IBV_QPS_SQE] = {
-		[IBV_QPS_RESET] = { .valid = 1 },
-		[IBV_QPS_ERR] = { .valid = 1 },
+		TO_RESET_OR_ERR,
 		/* RC never enters SQE (its send errors go to ERR). */
 		[IBV_QPS_RTS] = { .valid = 1, .opt = {
 			[T_UC] = M(CUR_STATE) | M(ACCESS_FLAGS),
 			[T_UD] = M(CUR_STATE) | M(QKEY) } },
 	},
 	[IBV_QPS_ERR] = {
-		[IBV_QPS_RESET] = { .valid = 1 },
-		[IBV_QPS_ERR] = { .valid = 1 },
+		TO_RESET_OR_ERR,
 	},
 };
 

@@ -207,23 +207,11 @@ static int post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 
 	pthread_spin_lock(&srq->lock);
 	for (; wr; wr = wr->next) {
-		struct sv_recv_wqe *w;
-
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > srq->rq.max_sge)
-			err = EINVAL;
-		else if (srq->rq.tail - srq->rq.head >= srq->rq.max_wr)
-			err = ENOMEM;
+		err = sv_post_one_recv(&srq->rq, srq->rq.max_sge, wr);
 		if (err) {
 			*bad_wr = wr;
 			break;
 		}
-		w = sv_wq_slot(&srq->rq, srq->rq.tail);
-		w->wr_id = wr->wr_id;
-		w->num_sge = (uint32_t)wr->num_sge;
-		if (wr->num_sge)
-			memcpy(w->sge, wr->sg_list,
-			       (size_t)wr->num_sge * sizeof(struct ibv_sge));
-		srq->rq.tail++;
 	}
 	pthread_spin_unlock(&srq->lock);
 	return err;

@@ -133,11 +133,13 @@ SV_EXPORT const char *ibv_wc_status_str(enum ibv_wc_status status)
  * the rate is not a multiple of SDR, e.g. the 64b/66b FDR/EDR rates) and the
  * data rate in Mb/s.  The reverse lookups only accept exact values.
  */
-static const struct {
+struct rate_row {
 	enum ibv_rate rate;
 	int mult;
 	int mbps;
-} rates[] = {
+};
+
+static const struct rate_row rates[] = {
 	{ IBV_RATE_2_5_GBPS, 1, 2500 },
 	{ IBV_RATE_5_GBPS, 2, 5000 },
 	{ IBV_RATE_10_GBPS, 4, 10000 },
@@ -165,12 +167,20 @@ static const struct {
 
 #define NRATES (sizeof(rates) / sizeof(rates[0]))
 
-SV_EXPORT int ibv_rate_to_mult(enum ibv_rate rate)
+/* The row of rate, or NULL for a value that is no rate. */
+static const struct rate_row *rate_row(enum ibv_rate rate)
 {
 	for (size_t i = 0; i < NRATES; i++)
 		if (rates[i].rate == rate)
-			return rates[i].mult;
-	return -1;
+			return &rates[i];
+	return NULL;
+}
+
+SV_EXPORT int ibv_rate_to_mult(enum ibv_rate rate)
+{
+	const struct rate_row *row = rate_row(rate);
+
+	return row ? row->mult : -1;
 }
 
 SV_EXPORT enum ibv_rate mult_to_ibv_rate(int mult)
@@ -186,10 +196,9 @@ SV_EXPORT enum ibv_rate mult_to_ibv_rate(int mult)
 
 SV_EXPORT int ibv_rate_to_mbps(enum ibv_rate rate)
 {
-	for (size_t i = 0; i < NRATES; i++)
-		if (rates[i].rate == rate)
-			return rates[i].mbps;
-	return -1;
+	const struct rate_row *row = rate_row(rate);
+
+	return row ? row->mbps : -1;
 }
 
 SV_EXPORT enum ibv_rate mbps_to_ibv_rate(int mbps)
@@ -258,29 +267,24 @@ SV_EXPORT void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst,
 	dst->alt_timeout = src->alt_timeout;
 }
 
-/* rdma-cm's path records: same fields, different widths and order. */
+/*
+ * rdma-cm's path records: same fields, different widths and order.  Every
+ * field but the GIDs has the same name in both structs, so one list serves
+ * both directions.
+ */
+#define PATH_REC_FIELDS(X)                                                     \
+	X(dlid) X(slid) X(raw_traffic) X(flow_label) X(hop_limit)             \
+	X(traffic_class) X(reversible) X(numb_path) X(pkey) X(sl)             \
+	X(mtu_selector) X(mtu) X(rate_selector) X(rate)                       \
+	X(packet_life_time_selector) X(packet_life_time) X(preference)
+#define COPY_FIELD(f) dst->f = src->f;
+
 SV_EXPORT void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst,
 					   struct ib_user_path_rec *src)
 {
 	memcpy(dst->dgid.raw, src->dgid, sizeof(dst->dgid.raw));
 	memcpy(dst->sgid.raw, src->sgid, sizeof(dst->sgid.raw));
-	dst->dlid = src->dlid;
-	dst->slid = src->slid;
-	dst->raw_traffic = src->raw_traffic;
-	dst->flow_label = src->flow_label;
-	dst->hop_limit = src->hop_limit;
-	dst->traffic_class = src->traffic_class;
-	dst->reversible = src->reversible;
-	dst->numb_path = src->numb_path;
-	dst->pkey = src->pkey;
-	dst->sl = src->sl;
-	dst->mtu_selector = src->mtu_selector;
-	dst->mtu = src->mtu;
-	dst->rate_selector = src->rate_selector;
-	dst->rate = src->rate;
-	dst->packet_life_time_selector = src->packet_life_time_selector;
-	dst->packet_life_time = src->packet_life_time;
-	dst->preference = src->preference;
+	PATH_REC_FIELDS(COPY_FIELD)
 }
 
 SV_EXPORT void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst,
@@ -288,23 +292,7 @@ SV_EXPORT void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst,
 {
 	memcpy(dst->dgid, src->dgid.raw, sizeof(dst->dgid));
 	memcpy(dst->sgid, src->sgid.raw, sizeof(dst->sgid));
-	dst->dlid = src->dlid;
-	dst->slid = src->slid;
-	dst->raw_traffic = src->raw_traffic;
-	dst->flow_label = src->flow_label;
-	dst->hop_limit = src->hop_limit;
-	dst->traffic_class = src->traffic_class;
-	dst->reversible = src->reversible;
-	dst->numb_path = src->numb_path;
-	dst->pkey = src->pkey;
-	dst->sl = src->sl;
-	dst->mtu_selector = src->mtu_selector;
-	dst->mtu = src->mtu;
-	dst->rate_selector = src->rate_selector;
-	dst->rate = src->rate;
-	dst->packet_life_time_selector = src->packet_life_time_selector;
-	dst->packet_life_time = src->packet_life_time;
-	dst->preference = src->preference;
+	PATH_REC_FIELDS(COPY_FIELD)
 }
 
 static char sysfs_path[256] = "/sys";

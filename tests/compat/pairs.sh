@@ -36,9 +36,10 @@ spec() {
 	rc_pingpong_chk) KIND=pp CMD="ibv_rc_pingpong -g 0 -c -n 200" BYTES=$((4096 * 200 * 2)) ;;
 	uc_pingpong) KIND=pp CMD="ibv_uc_pingpong -g 0" BYTES=$((4096 * 1000 * 2)) ;;
 	uc_pingpong_events) KIND=pp CMD="ibv_uc_pingpong -g 0 -e" BYTES=$((4096 * 1000 * 2)) ;;
-	# UD: the message (default 2048) must fit the port MTU (4096).
-	ud_pingpong) KIND=pp CMD="ibv_ud_pingpong -g 0" BYTES=$((2048 * 1000 * 2)) ;;
-	ud_pingpong_events) KIND=pp CMD="ibv_ud_pingpong -g 0 -e" BYTES=$((2048 * 1000 * 2)) ;;
+	# UD: the message must fit the port MTU (4096); explicit, since the
+	# usage text says 2048 but Debian's v44 binary sends 1024 by default.
+	ud_pingpong) KIND=pp CMD="ibv_ud_pingpong -g 0 -s 2048" BYTES=$((2048 * 1000 * 2)) ;;
+	ud_pingpong_events) KIND=pp CMD="ibv_ud_pingpong -g 0 -s 2048 -e" BYTES=$((2048 * 1000 * 2)) ;;
 	srq_pingpong) KIND=pp CMD="ibv_srq_pingpong -g 0" ;;
 	srq_pingpong_events) KIND=pp CMD="ibv_srq_pingpong -g 0 -e" ;;
 	srq_pingpong_q4) KIND=pp CMD="ibv_srq_pingpong -g 0 -q 4" ;;
@@ -97,21 +98,32 @@ check_pp() {
 	return 0
 }
 
-# check_table FILE KEY COL: perftest's result table: every numeric row
-# after a header row containing KEY has a nonzero value in column COL
-# (BW average is the 4th column of the BW table, t_avg the 6th of the
-# latency table; rows of -a: one per size).
+# check_table FILE KEY COL [ALT]: perftest's result table: every numeric
+# row after a header row containing KEY has a nonzero value in column COL
+# or, failing that, ALT (BW average is the 4th column of the BW table,
+# MsgRate the 5th: 20 two-byte writes show "0.00" MB/sec on a busy machine;
+# t_avg is the 6th of the latency table).  Rows of -a: one per size.
 check_table() {
-	awk -v key="$2" -v c="$3" '
+	awk -v key="$2" -v c="$3" -v alt="${4:-$3}" '
 		/#bytes/ { on = index($0, key) > 0; next }
 		on && $1 ~ /^[0-9]+$/ && NF >= c {
 			rows++
-			if ($c + 0 > 0) good++; else bad = bad "\n    " $0
+			if ($c + 0 > 0 || $alt + 0 > 0) good++; else bad = bad "\n    " $0
 		}
 		END {
 			if (!rows) { print "no result row under a \"" key "\" header"; exit 1 }
 			if (bad != "") { print "zero " key " in:" bad; exit 1 }
 		}' "$1"
+}
+
+# run_cmd DIR: runs the pair of the current spec (0 = exit codes fine).
+run_cmd() {
+	# shellcheck disable=SC2086 # CMD is a word list on purpose
+	if [ "$KIND" = inf ]; then
+		PAIR_STOP_AFTER=3 PAIR_STOP_SIG=TERM pairs_run "$1" "$TMO" $CMD
+	else
+		pairs_run "$1" "$TMO" $CMD
+	fi
 }
 
 # run_pair NAME: 0 = pass.  On failure prints why and both outputs.
@@ -120,13 +132,22 @@ run_pair() {
 	spec "$name" || { echo "unknown pair '$name' (see --list)"; return 2; }
 	mkdir -p "$dir"
 	echo "== $name: $CMD"
-	# shellcheck disable=SC2086 # CMD is a word list on purpose
-	if [ "$KIND" = inf ]; then
-		PAIR_STOP_AFTER=3 PAIR_STOP_SIG=TERM pairs_run "$dir" "$TMO" $CMD
-	else
-		pairs_run "$dir" "$TMO" $CMD
-	fi
+	run_cmd "$dir"
 	ok=$?
+	# perftest calibrates its clock by sampling the TSC; on a loaded machine
+	# the fit can miss (r^2 < 0.9) and it refuses to report.  That is about
+	# this machine, not the device: run the pair once more.
+	if grep -q "Correlation coefficient" "$dir/server.out" "$dir/client.out"; then
+		echo "   (perftest's clock calibration failed on a busy machine: once more)"
+		run_cmd "$dir"
+		ok=$?
+	fi
+	# Stopped together, a perftest server may see the client's socket
+	# close before its own signal lands: it then says so and exits 1.
+	if [ $ok != 0 ] && [ "$KIND" = inf ] && [ "$PAIR_SRV_RC" = 1 ] &&
+		[ "$PAIR_CLI_RC" = 143 ] && grep -q "Couldn't read remote address" "$dir/server.out"; then
+		ok=0
+	fi
 	if [ $ok != 0 ]; then
 		why="exit codes: server $PAIR_SRV_RC, client $PAIR_CLI_RC"
 		case " $PAIR_SRV_RC $PAIR_CLI_RC " in
@@ -135,7 +156,7 @@ run_pair() {
 	else
 		case $KIND in
 		pp) why=$(check_pp "$dir/server.out") && why=$(check_pp "$dir/client.out") ;;
-		bw | inf) why=$(check_table "$dir/client.out" "BW average" 4) ;;
+		bw | inf) why=$(check_table "$dir/client.out" "BW average" 4 5) ;;
 		lat) why=$(check_table "$dir/client.out" "t_avg" 6) ;;
 		esac
 		ok=$?

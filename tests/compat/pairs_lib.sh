@@ -13,7 +13,8 @@
 #	bounded by TIMEOUT seconds.  Output in DIR/server.out, DIR/client.out;
 #	exit codes in PAIR_SRV_RC, PAIR_CLI_RC (124 = timed out).
 #	PAIR_STOP_AFTER=N (seconds) sends PAIR_STOP_SIG (default TERM) to both
-#	after N seconds: for programs that run until stopped.
+#	after N seconds: for programs that run until stopped (a side that
+#	exits 1 because its peer vanished first is the caller's to judge).
 #	PAIR_DIRECT=1 runs the programs as they are, not under softverbs
 #	(UCX's ucx_perftest for comparison).
 #	Returns 0 when both programs exited 0 (or, with PAIR_STOP_AFTER, died
@@ -107,9 +108,11 @@ pair_once() {
 	cli=$!
 	if [ -n "$PAIR_STOP_AFTER" ]; then
 		sleep "$PAIR_STOP_AFTER"
-		kill_tree "$cli" "$PAIR_STOP_SIG"
-		sleep 0.5
-		kill_tree "$srv" "$PAIR_STOP_SIG"
+		# Both at once, as a user's Ctrl-C to both terminals: a side that
+		# outlives its peer by a moment sees the TCP socket close and
+		# exits on its own.
+		# shellcheck disable=SC2046 # pid lists
+		kill -s "$PAIR_STOP_SIG" $(pgrep -P "$srv") $(pgrep -P "$cli") "$srv" "$cli" 2>/dev/null
 	fi
 	wait "$cli"
 	PAIR_CLI_RC=$?

@@ -3,12 +3,17 @@
 through the kernel state machine, query round trips, flush on ERR, SRQs,
 AHs, and the extended QP/CQ creation.
 
-Object semantics only: data movement is tested by the engine's tests and
-the unmodified-program pairs.  Run with Debian's /usr/bin/python3 and our
-library first on LD_LIBRARY_PATH (tests/compat/tests.cmake).
+Then data moved within this process the way Python users move it
+(pyverbs_dp_util.py): RC send / send-imm / write / write-imm / read /
+fetch-add / compare-swap and REM_ACCESS_ERR, UD sends with the GRH, with
+the legacy and the extended post APIs (CQ.poll and CQEX), and completion
+events on a channel.  Between two processes: pyverbs_dp2_test.py.
+
+Run with Debian's /usr/bin/python3 and our library first on
+LD_LIBRARY_PATH (tests/compat/tests.cmake).
 """
-import ctypes
 import errno
+import faulthandler
 import os
 import sys
 
@@ -25,6 +30,7 @@ from pyverbs.srq import SRQ, SrqInitAttr, SrqAttr  # noqa: E402
 from pyverbs.addr import AH, AHAttr, GlobalRoute  # noqa: E402
 from pyverbs.wr import RecvWR, SGE, SendWR  # noqa: E402
 from pyverbs.pyverbs_error import PyverbsRDMAError  # noqa: E402
+import pyverbs_dp_util as dp  # noqa: E402
 
 failures = []
 
@@ -114,6 +120,7 @@ def rc_cycle(ctx, pd, cq, gid):
 
 
 def main():
+    faulthandler.dump_traceback_later(100, exit=True)
     devs = d.get_device_list()
     check(len(devs) == 1, "one device")
     with d.Context(name=devs[0].name.decode()) as ctx:
@@ -163,13 +170,18 @@ def main():
         cq.close()
         ch.close()
         pd.close()
+    # Data, one process (each flow opens its own contexts).
+    for api in ("legacy", "ex"):
+        dp.rc_flow(check, api, api, False)
+        dp.ud_flow(check, api, api, False)
+    dp.channel_flow(check)
     with open("/proc/self/maps") as f:
         libs = {l.split()[-1] for l in f if "libibverbs.so.1" in l}
     build = os.environ.get("SV_BUILD_DIR")
     check(len(libs) == 1 and (not build or
                               next(iter(libs)).startswith(build)),
           "our libibverbs.so.1 is loaded: %s" % libs)
-    print("pyverbs data-path objects: %s" % ("FAILED" if failures else "ok"))
+    print("pyverbs data path, one process: %s" % ("FAILED" if failures else "ok"))
     return 1 if failures else 0
 
 

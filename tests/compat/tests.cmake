@@ -24,11 +24,18 @@ if(EXISTS /usr/bin/python3)
            ${CMAKE_CURRENT_LIST_DIR}/pyverbs_seed_test.py)
   set_tests_properties(pyverbs_seed PROPERTIES ENVIRONMENT "${SV_TEST_ENV}"
                        TIMEOUT 120 LABELS compat)
-  # pyverbs on the data-path objects (CQ, QP state machine, SRQ, AH).
+  # pyverbs on the data-path objects (CQ, QP state machine, SRQ, AH), then
+  # data moved in one process (pyverbs_dp_util.py: both post APIs, CQEX,
+  # channel events, REM_ACCESS_ERR).
   add_test(NAME pyverbs_dp COMMAND /usr/bin/python3
            ${CMAKE_CURRENT_LIST_DIR}/pyverbs_dp_test.py)
   set_tests_properties(pyverbs_dp PROPERTIES ENVIRONMENT "${SV_TEST_ENV}"
                        TIMEOUT 120 LABELS compat)
+  # The same data flows between two processes (a child owns the target).
+  add_test(NAME pyverbs_dp2 COMMAND /usr/bin/python3
+           ${CMAKE_CURRENT_LIST_DIR}/pyverbs_dp2_test.py)
+  set_tests_properties(pyverbs_dp2 PROPERTIES ENVIRONMENT "${SV_TEST_ENV}"
+                       TIMEOUT 180 LABELS compat)
 endif()
 
 # Data path: server/client pairs of unmodified programs (pingpongs,
@@ -38,15 +45,14 @@ endif()
 # passes reliably (3 runs of `ctest -j2 -L pairs`).  -DSV_PAIRS_ALL=ON
 # enables every pair.  By hand: `bash tests/compat/pairs.sh --all`.
 option(SV_PAIRS_ALL "run the pending data-path pairs too" OFF)
-set(SV_PAIRS_ENABLED)
-set(SV_PAIRS_PENDING
-  # Data path not there yet: "Couldn't create CQ" (ibv_create_cq EOPNOTSUPP).
+set(SV_PAIRS_ENABLED
   rc_pingpong rc_pingpong_events rc_pingpong_s64 rc_pingpong_s64k
   rc_pingpong_chk uc_pingpong uc_pingpong_events ud_pingpong
   ud_pingpong_events srq_pingpong srq_pingpong_events srq_pingpong_q4
   send_bw write_bw read_bw atomic_bw send_lat write_lat read_lat atomic_lat
   write_bw_all send_bw_q4 send_bw_uc send_bw_ud write_bw_uc send_lat_inline
   write_bw_infinite)
+set(SV_PAIRS_PENDING)
 foreach(p ${SV_PAIRS_ENABLED} ${SV_PAIRS_PENDING})
   sv_script_test(pairs_${p} compat/pairs.sh ${p})
   set_tests_properties(pairs_${p} PROPERTIES LABELS "compat;pairs" TIMEOUT 180)

@@ -16,7 +16,7 @@ struct dp {
 
 static inline void dp_open(struct dp *d, int cqe)
 {
-	d->ctx = open_dev();
+	d->ctx = sv_test_open_dev();
 	d->pd = ibv_alloc_pd(d->ctx);
 	CHECK(d->pd);
 	d->cq = ibv_create_cq(d->ctx, cqe, NULL, NULL, 0);

@@ -12,32 +12,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static inline struct ibv_context *open_dev(void)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx;
-
-	CHECK(list && list[0]);
-	ctx = ibv_open_device(list[0]);
-	CHECK(ctx);
-	ibv_free_device_list(list);
-	return ctx;
-}
-
-/* The daemon's counters before the case made anything. */
-static inline void baseline(struct sv_status_rep *st)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL); /* starts it */
-
-	CHECK(list);
-	ibv_free_device_list(list);
-	CHECK_EQ(sv_test_status(st), 0);
-}
-
 /*
  * The `softverbs res show` row of the live MR with this key (keys are
  * device wide), or of the object (type, handle) in the ufile of that MR
- * when key is 0 and ufile given.  Returns 0 when found.
+ * when key is 0 and ufile given.  Returns 0 when found, -1 when not
+ * listed; a failing list call fails the case.
  */
 static inline int res_find(uint32_t type, uint32_t ufile, uint32_t handle,
 			   uint32_t lkey, struct sv_res_entry *out)
@@ -46,15 +25,7 @@ static inline int res_find(uint32_t type, uint32_t ufile, uint32_t handle,
 	struct sv_res_req req = { .type = type };
 
 	for (;;) {
-		struct sv_call c = { .op = SV_OP_RES_LIST,
-				     .attach_fd = -1,
-				     .req = &req,
-				     .req_len = sizeof(req),
-				     .rep = &rep,
-				     .rep_cap = sizeof(rep) };
-
-		if (sv_call(&c))
-			return -1;
+		sv_test_res_page(&req, &rep);
 		for (uint32_t i = 0; i < rep.count; i++) {
 			const struct sv_res_entry *e = &rep.e[i];
 
@@ -68,8 +39,6 @@ static inline int res_find(uint32_t type, uint32_t ufile, uint32_t handle,
 		}
 		if (!rep.more)
 			return -1;
-		req.cursor_ufile = rep.next_ufile;
-		req.cursor_handle = rep.next_handle;
 	}
 }
 

@@ -13,7 +13,7 @@ SV_TEST(create_rules)
 	struct ibv_ah *ah;
 	struct dp d;
 
-	baseline(&base);
+	sv_test_baseline(&base);
 	dp_open(&d, 4);
 	memset(&a, 0, sizeof(a));
 	a.port_num = 1;

@@ -13,8 +13,8 @@ SV_TEST(create_destroy_limits)
 	struct ibv_cq *cq;
 	struct ibv_wc wc;
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	CHECK_EQ(ibv_query_device(ctx, &da), 0);
 	CHECK_NULL_ERRNO(ibv_create_cq(ctx, 0, NULL, NULL, 0), EINVAL);
 	CHECK_NULL_ERRNO(ibv_create_cq(ctx, da.max_cqe + 1, NULL, NULL, 0),

@@ -70,20 +70,6 @@ static void shutdown_daemon(void)
 	}
 }
 
-static struct ibv_context *open_dev(void)
-{
-	int n = -1;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	struct ibv_context *ctx;
-
-	CHECK(list);
-	CHECK_EQ(n, 1);
-	ctx = ibv_open_device(list[0]);
-	CHECK(ctx);
-	ibv_free_device_list(list);
-	return ctx;
-}
-
 static const char *daemon_bin(void)
 {
 	return sv_daemon_path();
@@ -113,26 +99,10 @@ static pid_t start_daemon_child(int uid, const char *errfile, const char *idle)
 	return pid;
 }
 
-/* Raw connection to our socket name (no uid check, no HELLO). */
-static int raw_connect(void)
-{
-	struct sockaddr_un addr;
-	socklen_t len = sv_socket_addr(&addr);
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return -1;
-	if (connect(fd, (struct sockaddr *)&addr, len) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 static void wait_listening(int timeout_ms)
 {
 	for (int waited = 0;; waited += 10) {
-		int fd = raw_connect();
+		int fd = sv_test_raw_connect();
 
 		if (fd >= 0) {
 			close(fd);
@@ -144,16 +114,6 @@ static void wait_listening(int timeout_ms)
 	}
 }
 
-static int wait_child(pid_t pid)
-{
-	int status;
-
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return status;
-}
-
 SV_TEST(autostart_on_first_use)
 {
 	struct ibv_context *ctx;
@@ -163,7 +123,7 @@ SV_TEST(autostart_on_first_use)
 	private_socket("auto");
 	CHECK_EQ(sv_chan_probe(), -ENODEV); /* nothing runs yet */
 	CHECK_EQ(sv_test_daemon_pid(), -1);
-	ctx = open_dev();
+	ctx = sv_test_open_dev();
 	pid = sv_test_daemon_pid();
 	CHECK(pid > 0);
 	CHECK(pid != getpid());
@@ -174,7 +134,7 @@ SV_TEST(autostart_on_first_use)
 	CHECK_EQ(st.ufiles, 1);
 	CHECK_EQ(st.contexts, 1);
 	/* A second open uses the same daemon. */
-	struct ibv_context *ctx2 = open_dev();
+	struct ibv_context *ctx2 = sv_test_open_dev();
 	pid2 = sv_test_daemon_pid();
 	CHECK_EQ(pid2, pid);
 	CHECK_EQ(sv_test_status(&st), 0);
@@ -220,7 +180,7 @@ SV_TEST(autostart_race_one_daemon)
 	close(go[0]);
 	close(go[1]); /* everybody goes */
 	for (int i = 0; i < N; i++) {
-		int st = wait_child(kids[i]);
+		int st = sv_test_wait_child(kids[i]);
 
 		CHECK(WIFEXITED(st));
 		CHECK_EQ(WEXITSTATUS(st), 0);
@@ -242,7 +202,7 @@ SV_TEST_T(idle_exit_only_without_ufiles, 60)
 
 	private_socket("idle");
 	setenv("SOFTVERBS_IDLE_TIMEOUT", "0.3", 1);
-	ctx = open_dev();
+	ctx = sv_test_open_dev();
 	pid = sv_test_daemon_pid();
 	CHECK(pid > 0);
 	/* Five idle periods with a context open: it stays. */
@@ -257,7 +217,7 @@ SV_TEST_T(idle_exit_only_without_ufiles, 60)
 	CHECK(wait_gone(pid, 20000));
 	/* The next use starts a new one. */
 	setenv("SOFTVERBS_IDLE_TIMEOUT", "30", 1);
-	ctx = open_dev();
+	ctx = sv_test_open_dev();
 	pid2 = sv_test_daemon_pid();
 	CHECK(pid2 > 0 && pid2 != pid);
 	CHECK_EQ(ibv_query_port(ctx, 1, &(struct ibv_port_attr){ 0 }), 0);
@@ -289,10 +249,10 @@ static void signal_stops_cleanly(int sig)
 
 	pid = start_daemon_child(-1, NULL, "0");
 	wait_listening(10000);
-	ctx = open_dev();
+	ctx = sv_test_open_dev();
 	CHECK_EQ(sv_test_daemon_pid(), pid);
 	CHECK_EQ(kill(pid, sig), 0);
-	status = wait_child(pid);
+	status = sv_test_wait_child(pid);
 	CHECK(WIFEXITED(status)); /* handled, not killed by the signal */
 	CHECK_EQ(WEXITSTATUS(status), 0);
 	/* The context learns the device is gone; nothing hangs. */
@@ -302,7 +262,7 @@ static void signal_stops_cleanly(int sig)
 	CHECK_EQ(ibv_query_port(ctx, 1, &pa), EIO);
 	CHECK_EQ(ibv_close_device(ctx), 0);
 	/* The next use starts a new daemon. */
-	ctx = open_dev();
+	ctx = sv_test_open_dev();
 	pid2 = sv_test_daemon_pid();
 	CHECK(pid2 > 0 && pid2 != pid);
 	CHECK_EQ(ibv_query_port(ctx, 1, &pa), 0);
@@ -365,10 +325,10 @@ SV_TEST(second_daemon_loses_quietly)
 	}
 	CHECK(winner >= 0);
 	CHECK_EQ(sv_test_daemon_pid(), kids[winner]);
-	struct ibv_context *ctx = open_dev();
+	struct ibv_context *ctx = sv_test_open_dev();
 	CHECK_EQ(ibv_close_device(ctx), 0);
 	CHECK_EQ(kill(kids[winner], SIGTERM), 0);
-	int status = wait_child(kids[winner]);
+	int status = sv_test_wait_child(kids[winner]);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
@@ -403,7 +363,7 @@ SV_TEST(daemon_refuses_other_uid)
 		if (sv_chan_probe() != -EACCES)
 			_exit(11);
 		/* ...and the daemon hangs up on us even if we insist. */
-		fd = raw_connect();
+		fd = sv_test_raw_connect();
 		if (fd < 0)
 			_exit(0); /* refused at connect: fine too */
 		send(fd, &h, sizeof(h), MSG_NOSIGNAL);
@@ -412,12 +372,12 @@ SV_TEST(daemon_refuses_other_uid)
 			_exit(12); /* it answered a stranger */
 		_exit(0);
 	}
-	status = wait_child(kid);
+	status = sv_test_wait_child(kid);
 	CHECK(WIFEXITED(status));
 	CHECK_EQ(WEXITSTATUS(status), 0);
 	/* Still healthy for its own uid. */
 	CHECK_EQ(sv_test_daemon_pid(), pid);
-	struct ibv_context *ctx = open_dev();
+	struct ibv_context *ctx = sv_test_open_dev();
 	CHECK_EQ(ibv_close_device(ctx), 0);
 	shutdown_daemon();
 }
@@ -464,7 +424,7 @@ SV_TEST(library_refuses_daemon_of_other_uid)
 	/* The squatter is untouched: we neither used nor replaced it. */
 	CHECK(pid_alive(d));
 	CHECK_EQ(kill(d, SIGTERM), 0);
-	status = wait_child(d);
+	status = sv_test_wait_child(d);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 

@@ -10,21 +10,6 @@
 int ibv_query_gid_type(struct ibv_context *ctx, uint8_t port_num,
 		       unsigned int index, int *type);
 
-static struct ibv_context *open_dev(void)
-{
-	int n = -1;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	struct ibv_context *ctx;
-
-	CHECK(list);
-	CHECK_EQ(n, 1);
-	CHECK(list[0] && !list[1]);
-	ctx = ibv_open_device(list[0]);
-	CHECK(ctx);
-	ibv_free_device_list(list);
-	return ctx;
-}
-
 SV_TEST(device_list)
 {
 	int n = -1;
@@ -62,7 +47,7 @@ SV_TEST(device_name_from_env)
 
 SV_TEST(query_device)
 {
-	struct ibv_context *ctx = open_dev();
+	struct ibv_context *ctx = sv_test_open_dev();
 	struct ibv_device_attr a;
 
 	memset(&a, 0xab, sizeof(a));
@@ -80,7 +65,7 @@ SV_TEST(query_device)
 
 SV_TEST(query_device_ex)
 {
-	struct ibv_context *ctx = open_dev();
+	struct ibv_context *ctx = sv_test_open_dev();
 	struct ibv_query_device_ex_input in = { .comp_mask = 0 };
 	struct ibv_device_attr_ex ax;
 	struct {
@@ -109,7 +94,7 @@ SV_TEST(query_device_ex)
 
 SV_TEST(query_port)
 {
-	struct ibv_context *ctx = open_dev();
+	struct ibv_context *ctx = sv_test_open_dev();
 	struct ibv_port_attr p;
 	struct {
 		char b[offsetof(struct ibv_port_attr, port_cap_flags2)];
@@ -142,7 +127,7 @@ SV_TEST(query_port)
 
 SV_TEST(query_gid)
 {
-	struct ibv_context *ctx = open_dev();
+	struct ibv_context *ctx = sv_test_open_dev();
 	union ibv_gid gid, zero = { 0 };
 	struct ibv_gid_entry e, tbl[64];
 	int found_lo = 0, type = -1;
@@ -188,7 +173,7 @@ SV_TEST(query_gid)
 
 SV_TEST(query_pkey)
 {
-	struct ibv_context *ctx = open_dev();
+	struct ibv_context *ctx = sv_test_open_dev();
 	__be16 pkey = 0;
 
 	CHECK_EQ(ibv_query_pkey(ctx, 1, 0, &pkey), 0);
@@ -209,7 +194,7 @@ SV_TEST(open_close_no_leak)
 	CHECK_EQ(sv_test_status(&base), 0);
 	for (int round = 0; round < 20; round++) {
 		for (int i = 0; i < 8; i++)
-			ctx[i] = open_dev();
+			ctx[i] = sv_test_open_dev();
 		for (int i = 0; i < 8; i++)
 			CHECK_EQ(ibv_close_device(ctx[i]), 0);
 	}

@@ -11,19 +11,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static struct ibv_context *open_dev(void)
-{
-	int n = -1;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	struct ibv_context *ctx;
-
-	CHECK(list && n == 1);
-	ctx = ibv_open_device(list[0]);
-	CHECK(ctx);
-	ibv_free_device_list(list);
-	return ctx;
-}
-
 static struct ibv_dm *alloc_dm(struct ibv_context *ctx, size_t len)
 {
 	struct ibv_alloc_dm_attr attr = { .length = len };
@@ -33,15 +20,6 @@ static struct ibv_dm *alloc_dm(struct ibv_context *ctx, size_t len)
 	return dm;
 }
 
-static void baseline(struct sv_status_rep *base)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL); /* starts it */
-
-	CHECK(list);
-	ibv_free_device_list(list);
-	CHECK_EQ(sv_test_status(base), 0);
-}
-
 SV_TEST(alloc_write_read_free)
 {
 	struct sv_status_rep base, st;
@@ -49,8 +27,8 @@ SV_TEST(alloc_write_read_free)
 	struct ibv_dm *dm;
 	char buf[8192], zero[8192] = { 0 };
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	dm = alloc_dm(ctx, 5000);
 	CHECK(dm->context == ctx);
 	CHECK(dm->comp_mask & IBV_DM_MASK_HANDLE);
@@ -80,8 +58,8 @@ SV_TEST(alloc_attr_checks)
 	struct ibv_alloc_dm_attr a;
 	struct ibv_dm *dm;
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	CHECK_EQ(ibv_query_device_ex(ctx, NULL, &ax), 0);
 	CHECK(ax.max_dm_size > 0);
 
@@ -109,7 +87,7 @@ SV_TEST(alloc_attr_checks)
 
 SV_TEST(memcpy_bounds)
 {
-	struct ibv_context *ctx = open_dev();
+	struct ibv_context *ctx = sv_test_open_dev();
 	struct ibv_dm *dm = alloc_dm(ctx, 100);
 	char buf[256];
 
@@ -146,8 +124,8 @@ SV_TEST(reg_dm_mr_rules)
 	const unsigned rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 			    IBV_ACCESS_REMOTE_READ;
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
 	dm = alloc_dm(ctx, 8192);
@@ -163,7 +141,7 @@ SV_TEST(reg_dm_mr_rules)
 			 EINVAL);
 
 	/* A PD of another context (another ufile) cannot take this DM. */
-	ctx2 = open_dev();
+	ctx2 = sv_test_open_dev();
 	pd2 = ibv_alloc_pd(ctx2);
 	CHECK(pd2);
 	CHECK_NULL_ERRNO(ibv_reg_dm_mr(pd2, dm, 0, 64, zb | rw), EINVAL);
@@ -204,8 +182,8 @@ SV_TEST(teardown_with_dm_mr_alive)
 	struct ibv_pd *pd;
 	struct ibv_dm *dm;
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
 	dm = alloc_dm(ctx, 4096);
@@ -217,7 +195,7 @@ SV_TEST(teardown_with_dm_mr_alive)
 
 SV_TEST(import_in_same_context)
 {
-	struct ibv_context *ctx = open_dev();
+	struct ibv_context *ctx = sv_test_open_dev();
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	struct ibv_dm *dm = alloc_dm(ctx, 300), *view;
 	char buf[16] = { 0 };
@@ -264,12 +242,8 @@ static void importer(void *arg)
 	struct ibv_dm *dm;
 	uint32_t handle;
 	char buf[32] = { 0 };
-	int fd;
 
-	fd = sv_test_recv_fd(p->sock, &handle, sizeof(handle));
-	CHECK(fd >= 0);
-	ctx = ibv_import_device(fd);
-	CHECK(ctx);
+	ctx = sv_test_recv_context(p->sock, &handle, sizeof(handle));
 	dm = ibv_import_dm(ctx, handle);
 	CHECK(dm);
 	CHECK_EQ(ibv_memcpy_from_dm(buf, dm, 0, 12), 0);
@@ -289,8 +263,8 @@ SV_TEST(import_across_processes)
 	char buf[32] = { 0 };
 	int sv[2], status;
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	dm = alloc_dm(ctx, 2048);
 	CHECK_EQ(ibv_memcpy_to_dm(dm, 0, "from owner!", 12), 0);
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
@@ -314,7 +288,7 @@ SV_TEST(import_across_processes)
 static void creator(void *arg)
 {
 	struct peer *p = arg;
-	struct ibv_context *ctx = open_dev();
+	struct ibv_context *ctx = sv_test_open_dev();
 	struct ibv_dm *dm = alloc_dm(ctx, 4096);
 
 	CHECK_EQ(ibv_memcpy_to_dm(dm, 4000, "left behind", 12), 0);
@@ -333,7 +307,7 @@ SV_TEST(dm_outlives_creator)
 	char buf[16] = { 0 };
 	int sv[2], fd;
 
-	baseline(&base);
+	sv_test_baseline(&base);
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
 	p.sock = sv[1];
 	CHECK_EQ(sv_test_child(creator, &p), 0);
@@ -361,21 +335,13 @@ SV_TEST(dm_outlives_creator)
 static void res_list(uint32_t type, struct sv_res_rep *rep)
 {
 	struct sv_res_req req = { .type = type };
-	struct sv_call c = { .op = SV_OP_RES_LIST,
-			     .attach_fd = -1,
-			     .req = &req,
-			     .req_len = sizeof(req),
-			     .rep = rep,
-			     .rep_cap = sizeof(*rep) };
 
-	CHECK_EQ(sv_call(&c), 0);
-	CHECK(c.rep_len >= offsetof(struct sv_res_rep, e) +
-				   rep->count * sizeof(rep->e[0]));
+	sv_test_res_page(&req, rep);
 }
 
 SV_TEST(res_list_shows_dm)
 {
-	struct ibv_context *ctx = open_dev();
+	struct ibv_context *ctx = sv_test_open_dev();
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	struct ibv_dm *dm = alloc_dm(ctx, 1000);
 	struct ibv_mr *mr;
@@ -422,10 +388,16 @@ static uint32_t ufile_of_dm(uint32_t handle)
 	sv_test_fail(__FILE__, __LINE__, "dm#%u not listed", handle);
 }
 
+/* body, sent as op on the DM's ufile, is refused with EINVAL. */
+#define CHECK_REFUSED(op, body)                                                \
+	CHECK_EQ(sv_call_simple(op, uf, 0, ctx->cmd_fd, &(body), sizeof(body), \
+				NULL, 0),                                      \
+		 -EINVAL)
+
 SV_TEST(bad_requests_change_nothing)
 {
 	/* What a broken client could send straight to the daemon. */
-	struct ibv_context *ctx = open_dev();
+	struct ibv_context *ctx = sv_test_open_dev();
 	struct ibv_dm *dm = alloc_dm(ctx, 64);
 	struct sv_status_rep before, after;
 	uint32_t uf = ufile_of_dm(dm->handle);
@@ -447,21 +419,11 @@ SV_TEST(bad_requests_change_nothing)
 	CHECK(pd);
 	m.pd_handle = pd->handle;
 	CHECK_EQ(sv_test_status(&before), 0);
-	CHECK_EQ(sv_call_simple(SV_OP_FREE_DM, uf, 0, ctx->cmd_fd, &longer,
-				sizeof(longer), NULL, 0),
-		 -EINVAL);
-	CHECK_EQ(sv_call_simple(SV_OP_FREE_DM, uf, 0, ctx->cmd_fd, &h,
-				sizeof(h), NULL, 0),
-		 -EINVAL);
-	CHECK_EQ(sv_call_simple(SV_OP_IMPORT_DM, uf, 0, ctx->cmd_fd, &h,
-				sizeof(h), NULL, 0),
-		 -EINVAL);
-	CHECK_EQ(sv_call_simple(SV_OP_ALLOC_DM, uf, 0, ctx->cmd_fd, &a,
-				sizeof(a), NULL, 0),
-		 -EINVAL);
-	CHECK_EQ(sv_call_simple(SV_OP_REG_DM_MR, uf, 0, ctx->cmd_fd, &m,
-				sizeof(m), NULL, 0),
-		 -EINVAL);
+	CHECK_REFUSED(SV_OP_FREE_DM, longer);
+	CHECK_REFUSED(SV_OP_FREE_DM, h);
+	CHECK_REFUSED(SV_OP_IMPORT_DM, h);
+	CHECK_REFUSED(SV_OP_ALLOC_DM, a);
+	CHECK_REFUSED(SV_OP_REG_DM_MR, m);
 	/* A descriptor where none belongs. */
 	h.pad = 0;
 	c = (struct sv_call){ .op = SV_OP_FREE_DM, .ufile = uf,

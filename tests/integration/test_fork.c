@@ -44,19 +44,6 @@ static int child_reads(void *addr)
 	return v < 0 ? 128 - v : (v >= 'a' && v <= 'z' ? 0 : 3);
 }
 
-static struct ibv_context *open_dev(void)
-{
-	int n = -1;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	struct ibv_context *ctx;
-
-	CHECK(list && n == 1);
-	ctx = ibv_open_device(list[0]);
-	CHECK(ctx);
-	ibv_free_device_list(list);
-	return ctx;
-}
-
 SV_TEST(fork_init_idempotent)
 {
 	CHECK_EQ(ibv_is_fork_initialized(), IBV_FORK_DISABLED);
@@ -103,7 +90,7 @@ SV_TEST(fork_init_einval_after_empty_dofork)
 
 SV_TEST(fork_init_einval_after_reg_mr)
 {
-	struct ibv_context *ctx = open_dev();
+	struct ibv_context *ctx = sv_test_open_dev();
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	char *p = map_pages(1);
 	struct ibv_mr *mr;
@@ -122,7 +109,7 @@ SV_TEST(fork_init_ok_after_odp_mr)
 {
 	/* ODP registrations skip the dontfork step, so they are not "too
 	 * late" (v44 ibv_reg_mr). */
-	struct ibv_context *ctx = open_dev();
+	struct ibv_context *ctx = sv_test_open_dev();
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	char *p = map_pages(1);
 	struct ibv_mr *mr;
@@ -194,7 +181,7 @@ SV_TEST(registered_page_invisible_to_child)
 	char *p = map_pages(3);
 
 	CHECK_EQ(ibv_fork_init(), 0);
-	ctx = open_dev();
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
 	/* Middle page, not page aligned: the whole page goes. */
@@ -220,7 +207,7 @@ SV_TEST(overlapping_mrs_nest)
 	char *p = map_pages(3);
 
 	CHECK_EQ(ibv_fork_init(), 0);
-	ctx = open_dev();
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
 	a = ibv_reg_mr(pd, p, 2 * pg, IBV_ACCESS_LOCAL_WRITE);
@@ -298,7 +285,7 @@ SV_TEST(reg_mr_of_unmapped_memory_fails_after_init)
 
 	CHECK_EQ(ibv_fork_init(), 0);
 	CHECK_EQ(munmap(p + pg, pg), 0);
-	ctx = open_dev();
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
 	/* v44: the failed MADV_DONTFORK fails the registration. */

@@ -19,8 +19,8 @@ SV_TEST(import_bogus_handles)
 	struct ibv_pd *pd;
 	struct ibv_mr *mr;
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	CHECK_NULL_ERRNO(ibv_import_pd(ctx, 0), ENOENT);
 	CHECK_NULL_ERRNO(ibv_import_pd(ctx, 123456), ENOENT);
 	CHECK_NULL_ERRNO(ibv_import_pd(ctx, UINT32_MAX), ENOENT);
@@ -38,17 +38,17 @@ SV_TEST(import_bogus_handles)
 	sv_test_wait_quiet(&base, 5000);
 }
 
+/* What a peer needs to import pd and mr; this process registered mr. */
+static struct shared shared_of(const struct ibv_pd *pd,
+				const struct ibv_mr *mr)
+{
+	return (struct shared){ pd->handle, mr->handle, mr->lkey, mr->rkey,
+				mr->length, getpid() };
+}
+
 static void send_shared(int sock, int fd, const struct shared *s)
 {
 	CHECK_EQ(sv_test_send_fd(sock, fd, s, sizeof(*s)), 0);
-}
-
-static int recv_shared(int sock, struct shared *s)
-{
-	int fd = sv_test_recv_fd(sock, s, sizeof(*s));
-
-	CHECK(fd >= 0);
-	return fd;
 }
 
 static void sync_byte(int sock, int send_it)
@@ -66,14 +66,12 @@ static void importer(void *arg)
 {
 	int sock = *(int *)arg;
 	struct shared s;
-	int fd = recv_shared(sock, &s);
-	struct ibv_context *ctx = ibv_import_device(fd);
+	struct ibv_context *ctx = sv_test_recv_context(sock, &s, sizeof(s));
 	struct ibv_pd *pd;
 	struct ibv_mr *mr, *own;
 	struct sv_res_entry e;
 	char *buf = pages(1);
 
-	CHECK(ctx);
 	pd = ibv_import_pd(ctx, s.pd_handle);
 	CHECK(pd);
 	CHECK(pd->context == ctx);
@@ -114,16 +112,15 @@ SV_TEST(import_in_another_process)
 	struct shared s;
 	int sv[2];
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
 	mr = ibv_reg_mr(pd, pages(2), 8192,
 			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
 	CHECK(mr);
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
-	s = (struct shared){ pd->handle, mr->handle, mr->lkey, mr->rkey,
-			     mr->length, getpid() };
+	s = shared_of(pd, mr);
 	send_shared(sv[0], ctx->cmd_fd, &s);
 	CHECK_EQ(sv_test_child(importer, &sv[1]), 0);
 	sync_byte(sv[0], 0);
@@ -140,12 +137,10 @@ static void survivor(void *arg)
 {
 	int sock = *(int *)arg;
 	struct shared s;
-	int fd = recv_shared(sock, &s);
-	struct ibv_context *ctx = ibv_import_device(fd);
+	struct ibv_context *ctx = sv_test_recv_context(sock, &s, sizeof(s));
 	struct ibv_pd *pd;
 	struct ibv_mr *mr;
 
-	CHECK(ctx);
 	pd = ibv_import_pd(ctx, s.pd_handle);
 	mr = ibv_import_mr(pd, s.mr_handle);
 	CHECK(pd && mr);
@@ -174,14 +169,13 @@ SV_TEST(destroy_through_one_view_seen_by_all)
 	pid_t pid;
 	int st;
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	mr = ibv_reg_mr(pd, pages(1), 4096, 0);
 	CHECK(pd && mr);
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
-	s = (struct shared){ pd->handle, mr->handle, mr->lkey, mr->rkey,
-			     mr->length, getpid() };
+	s = shared_of(pd, mr);
 	pid = fork();
 	if (pid == 0) {
 		survivor(&sv[1]);
@@ -204,12 +198,11 @@ static void destroyer(void *arg)
 {
 	int sock = *(int *)arg;
 	struct shared s;
-	int fd = recv_shared(sock, &s);
-	struct ibv_context *ctx = ibv_import_device(fd);
+	struct ibv_context *ctx = sv_test_recv_context(sock, &s, sizeof(s));
 	struct ibv_pd *pd = ibv_import_pd(ctx, s.pd_handle);
 	struct ibv_mr *mr = ibv_import_mr(pd, s.mr_handle);
 
-	CHECK(ctx && pd && mr);
+	CHECK(pd && mr);
 	CHECK_EQ(ibv_dealloc_pd(pd), EBUSY);
 	CHECK_EQ(ibv_dereg_mr(mr), 0);
 	CHECK_EQ(ibv_dealloc_pd(pd), 0);
@@ -225,14 +218,13 @@ SV_TEST(destroy_by_importer)
 	struct shared s;
 	int sv[2];
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	mr = ibv_reg_mr(pd, pages(1), 4096, 0);
 	CHECK(pd && mr);
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
-	s = (struct shared){ pd->handle, mr->handle, mr->lkey, mr->rkey,
-			     mr->length, getpid() };
+	s = shared_of(pd, mr);
 	send_shared(sv[0], ctx->cmd_fd, &s);
 	CHECK_EQ(sv_test_child(destroyer, &sv[1]), 0);
 	CHECK_EQ(ibv_dereg_mr(mr), ENOENT);
@@ -250,15 +242,14 @@ SV_TEST(destroy_by_importer)
 static void creator(void *arg)
 {
 	int sock = *(int *)arg;
-	struct ibv_context *ctx = open_dev();
+	struct ibv_context *ctx = sv_test_open_dev();
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	struct ibv_mr *mr = ibv_reg_mr(pd, pages(1), 4096,
 				       IBV_ACCESS_LOCAL_WRITE);
 	struct shared s;
 
 	CHECK(pd && mr);
-	s = (struct shared){ pd->handle, mr->handle, mr->lkey, mr->rkey,
-			     mr->length, getpid() };
+	s = shared_of(pd, mr);
 	send_shared(sock, ctx->cmd_fd, &s);
 }
 
@@ -270,15 +261,13 @@ SV_TEST(ufile_outlives_creator)
 	struct ibv_pd *pd;
 	struct ibv_mr *mr, *mine;
 	struct shared s;
-	int sv[2], fd;
+	int sv[2];
 
-	baseline(&base);
+	sv_test_baseline(&base);
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
 	CHECK_EQ(sv_test_child(creator, &sv[1]), 0);
 	/* The creator is gone; the fd in flight keeps the ufile. */
-	fd = recv_shared(sv[0], &s);
-	ctx = ibv_import_device(fd);
-	CHECK(ctx);
+	ctx = sv_test_recv_context(sv[0], &s, sizeof(s));
 	pd = ibv_import_pd(ctx, s.pd_handle);
 	CHECK(pd);
 	mr = ibv_import_mr(pd, s.mr_handle);
@@ -309,8 +298,8 @@ SV_TEST(forked_child_registers_on_parent_pd)
 	int p[2], st;
 	pid_t pid;
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
 	CHECK_EQ(pipe(p), 0);

@@ -15,8 +15,8 @@ SV_TEST(pd_alloc_dealloc)
 	struct ibv_context *ctx;
 	struct ibv_pd *pd, *pd2;
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
 	CHECK(pd->context == ctx);
@@ -37,8 +37,8 @@ SV_TEST(pd_busy_until_mr_gone)
 	struct ibv_mr *mr1, *mr2;
 	char *buf = pages(2);
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
 	mr1 = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
@@ -75,8 +75,8 @@ SV_TEST(reg_mr_every_entry_point)
 	char *buf = pages(4);
 	volatile int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
 	/* The exported symbol, as an old binary calls it. */
@@ -132,8 +132,8 @@ SV_TEST(reg_mr_access_checks)
 	char *buf = pages(2);
 	volatile unsigned int opt = 1u << 25; /* optional, unknown to us */
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
 	CHECK_NULL_ERRNO(ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_REMOTE_WRITE),
@@ -171,8 +171,8 @@ SV_TEST(reg_mr_bad_pd)
 	struct ibv_pd *pd, *view;
 	char *buf = pages(1);
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
 	view = ibv_import_pd(ctx, pd->handle);
@@ -210,8 +210,8 @@ SV_TEST(odp_and_no_pinning)
 	char *buf = pages(1);
 	long before;
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
 	before = rss_kb();
@@ -256,8 +256,8 @@ SV_TEST(dmabuf_memfd)
 	CHECK(mfd >= 0);
 	CHECK_EQ(ftruncate(mfd, 65536), 0);
 	CHECK_EQ(pipe(pfd), 0);
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
 	mr = ibv_reg_dmabuf_mr(pd, 4096, 8192, 0x20000,
@@ -317,7 +317,7 @@ SV_TEST(dmabuf_udmabuf)
 	cr = (struct udmabuf_create){ .memfd = (uint32_t)mfd, .size = 65536 };
 	buf = ioctl(dev, 0x40187542 /* UDMABUF_CREATE */, &cr);
 	CHECK(buf >= 0);
-	ctx = open_dev();
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	mr = ibv_reg_dmabuf_mr(pd, 0, 65536, 0, buf, IBV_ACCESS_LOCAL_WRITE);
 	CHECK(mr);
@@ -335,8 +335,8 @@ SV_TEST(keys_stale_after_reuse)
 	char *buf = pages(1);
 	uint32_t old;
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
 	a = ibv_reg_mr(pd, buf, 4096, 0);
@@ -352,7 +352,7 @@ SV_TEST(keys_stale_after_reuse)
 	CHECK_EQ(c->rkey, c->lkey);
 	/* Keys are device wide: another ufile gets other keys. */
 	{
-		struct ibv_context *ctx2 = open_dev();
+		struct ibv_context *ctx2 = sv_test_open_dev();
 		struct ibv_pd *pd2 = ibv_alloc_pd(ctx2);
 		struct ibv_mr *d = ibv_reg_mr(pd2, buf, 4096, 0);
 		struct sv_res_entry e;
@@ -381,8 +381,8 @@ SV_TEST(handles_lowest_free_shared)
 	struct ibv_mr *mr1, *mr2, *mry;
 	char *buf = pages(1);
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	pd0 = ibv_alloc_pd(ctx);
 	mr1 = ibv_reg_mr(pd0, buf, 4096, 0);
 	mr2 = ibv_reg_mr(pd0, buf, 4096, 0);
@@ -417,8 +417,8 @@ SV_TEST(close_with_objects_left)
 	struct ibv_pd *pd;
 	char *buf = pages(1);
 
-	baseline(&base);
-	ctx = open_dev();
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
 	for (int i = 0; i < 100; i++)
@@ -438,7 +438,7 @@ SV_TEST(fork_protection_follows_registration)
 	char *buf = pages(2);
 
 	CHECK_EQ(ibv_fork_init(), 0);
-	ctx = open_dev();
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
 	mr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
@@ -465,7 +465,7 @@ SV_TEST(failed_reg_undoes_dontfork)
 	char *buf = pages(1);
 
 	CHECK_EQ(ibv_fork_init(), 0);
-	ctx = open_dev();
+	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
 	CHECK_NULL_ERRNO(ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_REMOTE_WRITE),
@@ -478,7 +478,7 @@ SV_TEST(failed_reg_undoes_dontfork)
 /* Registration makes ibv_fork_init too late (v44). */
 SV_TEST(fork_init_after_reg_is_too_late)
 {
-	struct ibv_context *ctx = open_dev();
+	struct ibv_context *ctx = sv_test_open_dev();
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	struct ibv_mr *mr = ibv_reg_mr(pd, pages(1), 4096, 0);
 

@@ -11,7 +11,7 @@ static void walk(enum ibv_qp_type type)
 	struct dp d;
 	struct ibv_qp *qp;
 
-	baseline(&base);
+	sv_test_baseline(&base);
 	dp_open(&d, 16);
 	qp = dp_qp(&d, type, NULL, 4, 0);
 	/* RESET -> RTR / RTS skip INIT: illegal. */
@@ -463,7 +463,7 @@ SV_TEST(mw_and_teardown)
 	struct dp d;
 	static char buf[4096];
 
-	baseline(&base);
+	sv_test_baseline(&base);
 	dp_open(&d, 8);
 	CHECK_NULL_ERRNO(ibv_alloc_mw(d.pd, (enum ibv_mw_type)3), EINVAL);
 	mw1 = ibv_alloc_mw(d.pd, IBV_MW_TYPE_1);

@@ -19,8 +19,8 @@ struct fixture {
 
 static void setup(struct fixture *f)
 {
-	baseline(&f->base);
-	f->ctx = open_dev();
+	sv_test_baseline(&f->base);
+	f->ctx = sv_test_open_dev();
 	f->pd = ibv_alloc_pd(f->ctx);
 	CHECK(f->pd);
 	f->buf = pages(4);

@@ -22,20 +22,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static struct ibv_context *open_dev(void)
-{
-	int n = -1;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	struct ibv_context *ctx;
-
-	CHECK(list);
-	CHECK_EQ(n, 1);
-	ctx = ibv_open_device(list[0]);
-	CHECK(ctx);
-	ibv_free_device_list(list);
-	return ctx;
-}
-
 /* A daemon of the case's own that never exits for idleness, so the
  * pid stays comparable however slow the machine is. */
 static void private_daemon(const char *tag)
@@ -79,22 +65,12 @@ static void check_healthy(pid_t pid, const struct sv_status_rep *base)
 	}
 	CHECK_EQ(st.pid, pid);
 	CHECK_EQ(st.instance, base->instance);
-	ctx = open_dev();
+	ctx = sv_test_open_dev();
 	CHECK_EQ(ibv_query_port(ctx, 1, &pa), 0);
 	CHECK_EQ(pa.state, IBV_PORT_ACTIVE);
 	CHECK_EQ(ibv_close_device(ctx), 0);
 	sv_test_wait_quiet(base, 15000);
 	sv_call_simple(SV_OP_SHUTDOWN, 0, 0, -1, NULL, 0, NULL, 0);
-}
-
-static int wait_child(pid_t pid)
-{
-	int status;
-
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return status;
 }
 
 /* ---- clients killed at random moments ---------------------------------- */
@@ -162,7 +138,7 @@ SV_TEST_T(sigkill_midcall_leaks_nothing, 240)
 		/* 0..20 ms: early ones die in the first connect or open. */
 		sv_test_sleep_ms(rand_r(&seed) % 21);
 		CHECK_EQ(kill(kid, SIGKILL), 0);
-		status = wait_child(kid);
+		status = sv_test_wait_child(kid);
 		if (!WIFSIGNALED(status))
 			sv_test_fail(__FILE__, __LINE__,
 				     "hammer child failed on its own: exit %d",
@@ -175,13 +151,10 @@ SV_TEST_T(sigkill_midcall_leaks_nothing, 240)
 
 static int raw_connect(void)
 {
-	struct sockaddr_un addr;
-	socklen_t len = sv_socket_addr(&addr);
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int fd = sv_test_raw_connect();
 	struct timeval tv = { 20, 0 };
 
 	CHECK(fd >= 0);
-	CHECK_EQ(connect(fd, (struct sockaddr *)&addr, len), 0);
 	/* A daemon that neither answers nor hangs up fails the case. */
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	return fd;
@@ -461,20 +434,9 @@ static int res_list(uint32_t type, struct sv_res_entry *out, int max)
 	int n = 0;
 
 	do {
-		struct sv_call c = { .op = SV_OP_RES_LIST,
-				     .attach_fd = -1,
-				     .req = &rq,
-				     .req_len = sizeof(rq),
-				     .rep = &rep,
-				     .rep_cap = sizeof(rep) };
-
-		CHECK_EQ(sv_call(&c), 0);
-		CHECK_EQ(c.rep_len, offsetof(struct sv_res_rep, e) +
-					    rep.count * sizeof(rep.e[0]));
+		sv_test_res_page(&rq, &rep);
 		for (uint32_t i = 0; i < rep.count && n < max; i++)
 			out[n++] = rep.e[i];
-		rq.cursor_ufile = rep.next_ufile;
-		rq.cursor_handle = rep.next_handle;
 	} while (rep.more);
 	return n;
 }
@@ -490,7 +452,7 @@ SV_TEST(res_list_pages_through_ufiles)
 	int n;
 
 	for (int i = 0; i < N; i++)
-		ctx[i] = open_dev();
+		ctx[i] = sv_test_open_dev();
 	n = res_list(SV_RES_UFILE, rows, 2 * N);
 	CHECK_EQ(n, N);
 	for (int i = 0; i < n; i++) {
@@ -515,7 +477,7 @@ SV_TEST(res_list_shows_pd_and_mr)
 	struct sv_res_entry rows[16];
 	struct sv_status_rep base;
 	pid_t pid = baseline(&base);
-	struct ibv_context *ctx = open_dev();
+	struct ibv_context *ctx = sv_test_open_dev();
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	struct ibv_mr *mr;
 	int n, found_pd = 0, found_mr = 0, found_uf = 0;
@@ -620,7 +582,7 @@ SV_TEST(cmd_fd_data_is_ignored)
 {
 	struct sv_status_rep base, st;
 	pid_t pid = baseline(&base);
-	struct ibv_context *ctx = open_dev();
+	struct ibv_context *ctx = sv_test_open_dev();
 	static char big[64 * 1024];
 	struct ibv_port_attr pa;
 	int rd, wr, fd2;
@@ -706,7 +668,7 @@ static void open_close_loop(unsigned who)
 			for (unsigned k = 0; k < 20; k++)
 				if (check_queries(ctx, k + who))
 					_exit(40);
-			int st = wait_child(kid);
+			int st = sv_test_wait_child(kid);
 			if (!WIFEXITED(st) || WEXITSTATUS(st))
 				_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 50);
 		}
@@ -729,7 +691,7 @@ SV_TEST_T(two_processes_open_close, 240)
 			open_close_loop(w);
 	}
 	for (int w = 0; w < 2; w++) {
-		int st = wait_child(kids[w]);
+		int st = sv_test_wait_child(kids[w]);
 
 		if (!WIFEXITED(st) || WEXITSTATUS(st))
 			sv_test_fail(__FILE__, __LINE__, "process %d: %s %d", w,
@@ -773,7 +735,7 @@ SV_TEST(daemon_killed_under_client)
 	pid_t pid;
 
 	private_daemon("killed");
-	ctx = open_dev();
+	ctx = sv_test_open_dev();
 	w = (struct waiter){ .ctx = ctx };
 	pid = sv_test_daemon_pid();
 	CHECK(pid > 0);
@@ -797,7 +759,7 @@ SV_TEST(daemon_killed_under_client)
 	CHECK_EQ(sv_chan_probe(), -ENODEV);
 	CHECK_EQ(ibv_close_device(ctx), 0);
 	/* Afterwards a fresh open starts a new daemon and works. */
-	ctx = open_dev();
+	ctx = sv_test_open_dev();
 	CHECK_EQ(ibv_query_port(ctx, 1, &pa), 0);
 	CHECK_EQ(pa.state, IBV_PORT_ACTIVE);
 	CHECK_EQ(sv_test_status(&st), 0);

@@ -45,7 +45,7 @@ SV_TEST(create_query_modify)
 	struct ibv_srq *srq;
 	struct dp d;
 
-	baseline(&base);
+	sv_test_baseline(&base);
 	dp_open(&d, 4);
 	CHECK_EQ(ibv_query_device(d.ctx, &da), 0);
 	a.attr.max_wr = 0;

@@ -3,10 +3,13 @@
 #include "sv_client.h"
 #include "sv_sock.h"
 
+#include <infiniband/verbs.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,6 +51,30 @@ int sv_test_status(struct sv_status_rep *st)
 	return sv_call_simple(SV_OP_STATUS, 0, 0, -1, NULL, 0, st, sizeof(*st));
 }
 
+void sv_test_baseline(struct sv_status_rep *st)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL); /* starts it */
+
+	CHECK(list);
+	ibv_free_device_list(list);
+	CHECK_EQ(sv_test_status(st), 0);
+}
+
+struct ibv_context *sv_test_open_dev(void)
+{
+	int n = -1;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	struct ibv_context *ctx;
+
+	CHECK(list);
+	CHECK_EQ(n, 1);
+	CHECK(list[0] && !list[1]);
+	ctx = ibv_open_device(list[0]);
+	CHECK(ctx);
+	ibv_free_device_list(list);
+	return ctx;
+}
+
 pid_t sv_test_daemon_pid(void)
 {
 	struct sv_status_rep st;
@@ -79,6 +106,47 @@ void sv_test_wait_quiet(const struct sv_status_rep *base, int timeout_ms)
 	}
 }
 
+void sv_test_res_page(struct sv_res_req *req, struct sv_res_rep *rep)
+{
+	struct sv_call c = { .op = SV_OP_RES_LIST,
+			     .attach_fd = -1,
+			     .req = req,
+			     .req_len = sizeof(*req),
+			     .rep = rep,
+			     .rep_cap = sizeof(*rep) };
+
+	CHECK_EQ(sv_call(&c), 0);
+	CHECK_EQ(c.rep_len, offsetof(struct sv_res_rep, e) +
+				    rep->count * sizeof(rep->e[0]));
+	req->cursor_ufile = rep->next_ufile;
+	req->cursor_handle = rep->next_handle;
+}
+
+int sv_test_wait_child(pid_t pid)
+{
+	int status;
+
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return status;
+}
+
+int sv_test_raw_connect(void)
+{
+	struct sockaddr_un addr;
+	socklen_t len = sv_socket_addr(&addr);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&addr, len) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int sv_test_child(void (*fn)(void *), void *arg)
 {
 	int status;
@@ -90,9 +158,9 @@ int sv_test_child(void (*fn)(void *), void *arg)
 		fn(arg);
 		_exit(0);
 	}
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
+	status = sv_test_wait_child(pid);
+	if (status < 0)
+		return -1;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -109,10 +177,9 @@ int sv_test_child_read(const volatile char *addr)
 		signal(SIGSEGV, SIG_DFL);
 		_exit((unsigned char)*addr);
 	}
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			sv_test_fail(__FILE__, __LINE__, "waitpid: %s",
-				     strerror(errno));
+	status = sv_test_wait_child(pid);
+	if (status < 0)
+		sv_test_fail(__FILE__, __LINE__, "waitpid: %s", strerror(errno));
 	return WIFSIGNALED(status) ? -WTERMSIG(status) : WEXITSTATUS(status);
 }
 
@@ -129,6 +196,17 @@ int sv_test_recv_fd(int sock, void *data, size_t len)
 	if (r < 0)
 		return (int)r;
 	return n ? fd : -1;
+}
+
+struct ibv_context *sv_test_recv_context(int sock, void *data, size_t len)
+{
+	int fd = sv_test_recv_fd(sock, data, len);
+	struct ibv_context *ctx;
+
+	CHECK(fd >= 0);
+	ctx = ibv_import_device(fd);
+	CHECK(ctx);
+	return ctx;
 }
 
 static int run_case(const struct sv_test_case *t)

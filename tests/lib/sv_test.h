@@ -82,12 +82,28 @@ void sv_test_fail(const char *file, int line, const char *fmt, ...)
 
 /* The daemon's own counters (SV_OP_STATUS), through a private channel. */
 int sv_test_status(struct sv_status_rep *st);
+/* The daemon's counters before the case made anything: starts the daemon
+ * (through the device list) first. */
+void sv_test_baseline(struct sv_status_rep *st);
+struct ibv_context;
+/* Opens the device, starting the daemon if needed; fails the case unless
+ * the list holds exactly one device. */
+struct ibv_context *sv_test_open_dev(void);
 /* Waits until the daemon's counters satisfy the leak check: no ufile,
  * no context, no object, and as many fds as baseline.  Returns 0 or fails
  * the case after timeout_ms. */
 void sv_test_wait_quiet(const struct sv_status_rep *baseline, int timeout_ms);
+/* One page of the daemon's resource list (SV_OP_RES_LIST) for req, and req's
+ * cursor moved on to the next page.  Fails the case unless the call works
+ * and the reply is exactly as long as its rows. */
+void sv_test_res_page(struct sv_res_req *req, struct sv_res_rep *rep);
 /* pid of the daemon of this test, or -1. */
 pid_t sv_test_daemon_pid(void);
+/* waitpid(pid) through EINTR: the wait status, or -1. */
+int sv_test_wait_child(pid_t pid);
+/* A raw control connection to this test's socket (no uid check, no
+ * HELLO), or -1. */
+int sv_test_raw_connect(void);
 /* Runs fn in a child; returns its exit status (or 128+signal). */
 int sv_test_child(void (*fn)(void *), void *arg);
 /*
@@ -100,6 +116,9 @@ int sv_test_child_read(const volatile char *addr);
 /* Unix socketpair helpers for passing fds between processes. */
 int sv_test_send_fd(int sock, int fd, const void *data, size_t len);
 int sv_test_recv_fd(int sock, void *data, size_t len);
+/* Receives a cmd_fd with len bytes of data and imports its device; fails
+ * the case unless both work. */
+struct ibv_context *sv_test_recv_context(int sock, void *data, size_t len);
 void sv_test_sleep_ms(int ms);
 
 #endif
