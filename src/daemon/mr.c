@@ -400,7 +400,9 @@ int svd_op_dereg_mr(struct svd_req *r)
 
 	if (err)
 		return err;
-	/* Memory windows bound to it keep it (ibv_dereg_mr(3): EBUSY). */
+	/* ibv_dereg_mr(3): "fails if any memory window is still bound to this
+	 * MR".  EBUSY, the errno of every other object still in use (rxe says
+	 * EINVAL; the man page names none). */
 	if (mr->obj.usecnt)
 		return -EBUSY;
 	sv_dbg("ufile %#x mr#%u: deregistered (key %#x)", r->uf->id,
