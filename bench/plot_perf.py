@@ -108,8 +108,25 @@ def standing(data):
     if sl and wl and wl > 10 * sl:
         out.append("- ib_write_lat at 8 B is %.0fx ib_send_lat: the target of "
                    "an RDMA write polls its memory, not its CQ, so the write "
-                   "lands only when its progress thread runs; that thread "
-                   "is not woken promptly." % (wl / sl))
+                   "lands only when its progress thread runs, and that thread "
+                   "sleeps armed (a doorbell wakes it) because spinning next "
+                   "to the application would take its CPU: with 2 CPUs and "
+                   "4 threads (2 busy-polling applications, 2 progress "
+                   "threads) one wake-up, by eventfd or timer, costs tens of "
+                   "microseconds on this VM, and that is the floor." %
+                   (wl / sl))
+    w8, u8 = value(data, "write_bw", 8), value(data, "ucx_tag_bw", 8)
+    if w8 is not None:
+        out.append("- small messages (ib_write_bw at 8 B: %.1f MiB/s%s): each "
+                   "costs a WQE through the requester, a packet with its "
+                   "headers through a ring and the responder, and an ACK "
+                   "back; on 2 CPUs the passive side's progress thread shares "
+                   "a CPU with the busy-polling applications, so the rate "
+                   "follows the scheduler more than the code, and a thread "
+                   "preempted while it holds a ring or QP lock stalls the "
+                   "other side until it runs again (locks yield after a short "
+                   "spin to bound that)." %
+                   (w8, "; UCX tag_bw %.0f MiB/s" % u8 if u8 else ""))
     failed = ["%s %s" % (t, human(sz)) for (t, sz), v in sorted(data.items()) if v[2]]
     if failed:
         out.append("- pairs that failed (perf_bench.sh prints the first "

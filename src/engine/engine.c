@@ -9,8 +9,15 @@
  * Design
  * ------
  * Attach.  A process's engine attaches to the daemon when its first QP is
- * added and detaches when its last QP goes (so a process without QPs holds
- * nothing in the daemon).  SV_OP_ENGINE_ATTACH gives the daemon our
+ * added or its first MR is registered (before ibv_reg_mr returns: another
+ * process may import the MR and use it at once, and only our engine can
+ * serve its accesses when CMA is refused, and always its atomics).  It
+ * detaches when it is no longer wanted -- no QP and no MR registered here
+ * left in an open context -- but this is decided only when a QP goes or a
+ * context closes, never in ibv_dereg_mr: a reg/dereg loop attaches once.
+ * Closing a context ends its MRs' holds (unless another context of ours
+ * views the same ufile), so a process with no context and no QP holds
+ * nothing in the daemon.  SV_OP_ENGINE_ATTACH gives the daemon our
  * doorbell (an eventfd) and returns an engine id, the engine socket and
  * the key table memfd (mapped read-only, kept for the life of the
  * process).
@@ -25,17 +32,31 @@
  * fail their outstanding work with IBV_WC_RETRY_EXC_ERR at once.
  *
  * Progress.  A progress thread per attached engine drains the inbound
- * rings, runs timers (retransmission, RNR) and retries blocked senders;
- * after activity it spins SV_ENG_SPIN_NS before it arms every inbound ring
- * and sleeps in epoll (doorbell, engine socket, stop eventfd) with a
- * timeout only when a timer is pending: an idle process uses no CPU.
+ * rings, runs timers (retransmission, RNR) and retries blocked senders.
  * Producers ring a doorbell only when the consumer armed its ring (poll
- * first, block later).  ibv_poll_cq drains inline too
- * (sv_engine_progress); a per-ring trylock makes one thread consume a ring
- * at a time, so packets of a ring are processed in order.  While the
- * application polls (an inline drain in the last SV_ENG_INLINE_NS) the
- * thread leaves the rings unarmed and naps 1 ms at a time: peers then
- * write no doorbell and the poller picks packets up itself.
+ * first, block later); a wake-up, by doorbell or by timer, costs tens of
+ * microseconds on a VM while a shared cache line answers in 0.1 us.
+ * ibv_poll_cq drains inline too (sv_engine_progress); a per-ring trylock
+ * makes one thread consume a ring at a time, so packets of a ring are
+ * processed in order.  The thread's policy, by what the application does:
+ *   - it polls no CQ (a one-sided target that sleeps, a passive side):
+ *     after activity the thread spins SOFTVERBS_SPIN_US (default
+ *     SV_ENG_SPIN_NS) with a pause, then arms every inbound ring and sleeps
+ *     in epoll (doorbell, engine socket, stop eventfd) with a timeout only
+ *     when a timer is pending: an idle process uses no CPU;
+ *   - it polls a CQ and takes every packet itself: the thread keeps off
+ *     the rings (one thread preempted with a ring or QP lock held stalls
+ *     the other for a time slice when 2 CPUs run 4 threads), leaves them
+ *     unarmed (no doorbell: the poller sees packets at once) and looks
+ *     again every SV_ENG_NAP_NS for timers, or at a deadline;
+ *   - it polls a CQ but leaves packets to the thread (it waits on its
+ *     memory between polls: ib_write_lat's target): the thread sleeps
+ *     armed, so the next packet wakes it at once instead of after a nap.
+ * The thread never spins next to a polling application: on a small
+ * machine it would take that application's CPU.  Locks the application
+ * also takes are acquired with sv_spin_lock (yield after a short spin),
+ * and a drainer that finds a ring locked by another thread yields, so a
+ * preempted holder on the same CPU gets to finish.
  *
  * Locks, in order: eng->qp_lock (read, while packets are processed) ->
  * qp->sq_lock -> qp->rq_lock -> cq->lock; link->tx_lock is a leaf;
@@ -72,6 +93,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -477,7 +499,7 @@ uint8_t *sv_link_reserve(struct sv_link *link, uint32_t len, int grh,
 	*dead = atomic_load_explicit(&link->dead, memory_order_relaxed);
 	if (*dead)
 		return NULL;
-	pthread_spin_lock(&link->tx_lock);
+	sv_spin_lock(&link->tx_lock);
 	p = sv_ring_reserve(&link->tx, len, type);
 	if (!p) {
 		pthread_spin_unlock(&link->tx_lock);
@@ -841,6 +863,7 @@ void sv_eng_want_work(struct sv_engine *eng)
 struct touched {
 	struct sv_qp *qp[64];
 	int n;
+	int contended; /* a ring with packets was locked by another thread */
 };
 
 static void touch(struct touched *t, struct sv_qp *qp)
@@ -882,8 +905,16 @@ static int drain_ring(struct sv_engine *eng, struct sv_inring *in,
 {
 	int n = 0;
 
-	if (in->broken || pthread_mutex_trylock(&in->lock))
+	if (in->broken)
 		return 0;
+	if (pthread_mutex_trylock(&in->lock)) {
+		/* Another thread drains it; if that thread is preempted
+		 * (by us, on a small machine) the packets wait for it. */
+		if (atomic_load_explicit(&in->rx.h->tail, memory_order_relaxed) !=
+		    in->rx.head)
+			t->contended = 1;
+		return 0;
+	}
 	while (n < SV_ENG_BATCH) {
 		const void *p;
 		uint32_t type, len;
@@ -905,7 +936,7 @@ static int drain_ring(struct sv_engine *eng, struct sv_inring *in,
 	return n;
 }
 
-static int drain_all(struct sv_engine *eng)
+static int drain_all(struct sv_engine *eng, int *contended)
 {
 	unsigned nin = atomic_load_explicit(&eng->nin, memory_order_acquire);
 	struct touched t = { .n = 0 };
@@ -925,6 +956,8 @@ static int drain_all(struct sv_engine *eng)
 		}
 	}
 	pthread_rwlock_unlock(&eng->qp_lock);
+	if (contended)
+		*contended = t.contended;
 	return n;
 }
 
@@ -1061,87 +1094,152 @@ static void arm_all(struct sv_engine *eng, int arm, int *ready)
 	}
 }
 
+/* Spin budget after work when the thread is the only consumer
+ * (SOFTVERBS_SPIN_US, read when the first progress thread starts). */
+static uint64_t spin_ns = SV_ENG_SPIN_NS;
+static pthread_once_t spin_once = PTHREAD_ONCE_INIT;
+
+static void spin_init(void)
+{
+	const char *e = getenv("SOFTVERBS_SPIN_US");
+	char *end;
+	unsigned long v;
+
+	if (!e || !*e)
+		return;
+	v = strtoul(e, &end, 10);
+	if (*end || v > 1000000)
+		sv_warn("SOFTVERBS_SPIN_US=%s: not a number of microseconds "
+			"(0..1000000), ignored", e);
+	else
+		spin_ns = (uint64_t)v * 1000;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* The application polled a CQ (drained inline) lately: it is the main
+ * consumer, the thread only backs it up. */
+static int app_polls(struct sv_engine *eng, uint64_t now)
+{
+	return now - atomic_load_explicit(&eng->last_inline,
+					  memory_order_relaxed) <
+	       SV_ENG_INLINE_NS;
+}
+
 static void *progress_main(void *arg)
 {
 	struct sv_engine *eng = arg;
-	uint64_t last_work = sv_now_ns(), next_deadline = 0;
+	uint64_t now = sv_now_ns(), last_work = now;
+	uint64_t last_found = now - SV_ENG_TARGET_NS, next_deadline = 0;
+	uint64_t last_scan = now;
 
+	pthread_once(&spin_once, spin_init);
 	atomic_store(&eng->thread_tid, (unsigned)syscall(SYS_gettid));
 	while (!atomic_load(&eng->stop)) {
 		struct epoll_event evs[4];
-		uint64_t now;
-		int n, busy = 0, ready = 0, timeout = -1, nap = 0;
+		struct timespec ts;
+		uint64_t tmo;
+		int n, busy = 0, ready = 0, app, armed, live;
 
-		n = drain_all(eng);
 		now = sv_now_ns();
+		/* The application drains right now: keep off its rings (a
+		 * thread preempted with a ring lock held stalls it for a
+		 * time slice). */
+		live = now - atomic_load_explicit(&eng->last_inline,
+						  memory_order_relaxed) <
+		       SV_ENG_LIVE_NS;
+		n = live ? 0 : drain_all(eng, NULL);
 		if (n || atomic_exchange(&eng->work, 0) ||
-		    (next_deadline && now >= next_deadline))
+		    (next_deadline && now >= next_deadline) ||
+		    now - last_scan >= SV_ENG_NAP_NS) {
 			next_deadline = scan_qps(eng, now, &busy);
+			last_scan = now;
+		}
 		if (busy)
 			atomic_store(&eng->work, 1);
 		if (eng->async_head)
 			async_drain(eng);
+		app = app_polls(eng, now);
 		if (n) {
 			last_work = now;
+			/* Packets the application left, though it polls: it
+			 * waits elsewhere (on its memory) between polls. */
+			if (app)
+				last_found = now;
+		}
+		if (n >= SV_ENG_BATCH)
+			continue; /* more where those came from */
+		if (!app && now - last_work < spin_ns) {
+			/* Spin only when nobody else drains: a spinning
+			 * thread next to a polling application halves its
+			 * CPU on a small machine. */
+			cpu_relax();
 			continue;
 		}
-		if (now - last_work < SV_ENG_SPIN_NS)
-			continue;
 
-		if (now - atomic_load_explicit(&eng->last_inline,
-					       memory_order_relaxed) <
-		    SV_ENG_INLINE_NS) {
-			/* The application polls a CQ and drains the rings
-			 * itself: stay unarmed, so peers skip the doorbell
-			 * (a wake-up costs more than the whole message), and
-			 * look again soon: an application that waits on its
-			 * memory (a one-sided target) polls no ring. */
-			timeout = 1;
-			nap = 1;
-		} else {
+		/*
+		 * Sleep.  Armed (peers ring our doorbell) unless the
+		 * application takes every packet itself: then a doorbell
+		 * would cost more than the whole message, and we only look
+		 * again now and then, for timers and in case it stops.  An
+		 * application that polls a CQ but leaves us packets (it
+		 * waits on its memory: a one-sided target) gets the
+		 * doorbell: sooner than any nap on a machine where a timer
+		 * wake-up takes tens of microseconds.
+		 */
+		armed = !app || now - last_found < SV_ENG_TARGET_NS;
+		tmo = app ? SV_ENG_NAP_NS : UINT64_MAX;
+		if (armed) {
 			arm_all(eng, 1, &ready);
-		}
-		if (timeout == 1) {
-			/* unarmed nap */
-		} else if (ready || atomic_load(&eng->work)) {
-			arm_all(eng, 0, &ready);
-			if (ready)
+			if (ready) {
+				arm_all(eng, 0, &ready);
+				if (!n) {
+					/* Another thread (the application)
+					 * holds the ring: let it run, we may
+					 * have preempted it. */
+					ts = (struct timespec){ 0, 1000 };
+					nanosleep(&ts, NULL);
+				}
 				continue;
-			timeout = 1; /* blocked senders: poll gently */
-		} else if (next_deadline) {
-			uint64_t d = next_deadline > now ? next_deadline - now : 0;
-
-			timeout = (int)((d + 999999) / 1000000);
-			if (timeout > 1000)
-				timeout = 1000;
+			}
 		}
+		if (atomic_load(&eng->work) && tmo > 1000000)
+			tmo = 1000000; /* blocked senders: poll gently */
+		if (next_deadline && tmo > (next_deadline > now ? next_deadline - now : 0))
+			tmo = next_deadline > now ? next_deadline - now : 0;
 		/* Deadlines set from now on by other threads ring us when
 		 * they are earlier than our wake-up (sv_eng_deadline); the
 		 * scan after publishing closes the race with a setter that
 		 * looked before. */
 		atomic_store(&eng->sleep_until,
-			     timeout < 0 ? UINT64_MAX :
-					   now + (uint64_t)timeout * 1000000);
+			     tmo == UINT64_MAX ? UINT64_MAX : now + tmo);
 		{
 			uint64_t d = scan_qps(eng, now, &busy);
 
 			if (d && (!next_deadline || d < next_deadline))
 				next_deadline = d;
-			if (d && (timeout < 0 ||
-				  d < now + (uint64_t)timeout * 1000000)) {
-				timeout = d > now ? (int)((d - now + 999999) / 1000000) : 0;
+			if (d && (d <= now || d - now < tmo)) {
+				tmo = d > now ? d - now : 0;
 				atomic_store(&eng->sleep_until, d);
 			}
 		}
-		if (nap && timeout == 1) {
-			struct timespec ts = { 0, SV_ENG_NAP_NS };
-
-			nanosleep(&ts, NULL);
-			timeout = 0;
-		}
-		n = epoll_wait(eng->epfd, evs, 4, timeout);
+		ts = (struct timespec){ (time_t)(tmo / 1000000000u),
+					(long)(tmo % 1000000000u) };
+		n = epoll_pwait2(eng->epfd, evs, 4,
+				 tmo == UINT64_MAX ? NULL : &ts, NULL);
 		atomic_store(&eng->sleep_until, 0);
-		arm_all(eng, 0, &ready);
+		if (armed)
+			arm_all(eng, 0, &ready);
+		last_work = sv_now_ns();
+		if (n <= 0)
+			last_work -= spin_ns; /* a timeout: no spin */
 		for (int i = 0; i < n; i++) {
 			int fd = evs[i].data.fd;
 			uint64_t v;
@@ -1153,22 +1251,41 @@ static void *progress_main(void *arg)
 				sock_readable(eng);
 			}
 		}
-		last_work = sv_now_ns();
-		if (n == 0)
-			last_work -= SV_ENG_SPIN_NS; /* a timeout: no spin */
 	}
 	async_drain(eng);
 	return NULL;
 }
 
+/*
+ * Starts the progress thread and returns once it runs its own code.  A
+ * thread still being set up (TLS, a sanitizer's thread record) may hold an
+ * allocator lock; a fork() in that window would hand the child a lock
+ * nobody releases.  Called by attach and detach, which are serialised.
+ * Returns 0 or a positive errno.
+ */
+static int start_thread(struct sv_engine *eng)
+{
+	int err;
+
+	atomic_store(&eng->thread_tid, 0);
+	err = pthread_create(&eng->thread, NULL, progress_main, eng);
+	if (err)
+		return err;
+	while (!atomic_load(&eng->thread_tid))
+		sched_yield();
+	return 0;
+}
+
 void sv_engine_progress(struct sv_engine *eng)
 {
+	int contended = 0;
+
 	if (!eng || !eng->attached || pthread_rwlock_tryrdlock(&eng->attach_lock))
 		return;
 	atomic_store_explicit(&eng->last_inline, sv_now_ns(),
 			      memory_order_relaxed);
 	if (eng->attached) {
-		drain_all(eng);
+		drain_all(eng, &contended);
 		if (atomic_load_explicit(&eng->work, memory_order_relaxed)) {
 			int busy = 0;
 
@@ -1176,6 +1293,8 @@ void sv_engine_progress(struct sv_engine *eng)
 		}
 	}
 	pthread_rwlock_unlock(&eng->attach_lock);
+	if (contended)
+		sched_yield(); /* let a preempted drainer finish */
 }
 
 /* ------------------------------------------------ attach / detach -- */
@@ -1255,7 +1374,7 @@ static int attach(struct sv_engine *eng)
 	epoll_ctl(eng->epfd, EPOLL_CTL_ADD, eng->stopfd, &ev);
 	atomic_store(&eng->stop, 0);
 	eng->attached = 1;
-	err = pthread_create(&eng->thread, NULL, progress_main, eng);
+	err = start_thread(eng);
 	if (err) {
 		err = -err;
 		eng->attached = 0;
@@ -1319,12 +1438,71 @@ static void release_all(struct sv_engine *eng, int close_fds)
 	eng->attached = 0;
 }
 
+/*
+ * Engine holds of registered memory: per context that registered an MR of
+ * this process's memory, the MRs it still has (under eng->lock).  A
+ * context's record lives until the context closes.
+ */
+struct mr_hold {
+	struct mr_hold *next;
+	struct ibv_context *ctx;
+	uint64_t instance;
+	uint32_t ufile;
+	unsigned long nmr;
+};
+static struct mr_hold *mr_holds;
+static unsigned long mr_holds_total;
+
+/* Must hold eng->lock.  What keeps the engine attached: QPs, or memory
+ * of ours another process may reach. */
+static int engine_wanted(const struct sv_engine *eng)
+{
+	return eng->nqps || mr_holds_total;
+}
+
+/* Must hold eng->lock. */
+static struct mr_hold *hold_find(const struct ibv_context *ctx)
+{
+	struct mr_hold *h;
+
+	for (h = mr_holds; h; h = h->next)
+		if (h->ctx == ctx)
+			return h;
+	return NULL;
+}
+
+/* Must hold eng->lock.  ctx is closing: its MRs live on in the ufile,
+ * but this process can no longer deregister them through ctx.  Another
+ * context of ours on the same ufile takes its holds over; without one we
+ * cannot tell whether the ufile outlives ctx (another process may hold
+ * its cmd_fd), and keeping the engine for ever would leak it: the holds
+ * end here. */
+static void hold_ctx_close(const struct ibv_context *ctx)
+{
+	struct mr_hold **pp, *h, *o;
+
+	for (pp = &mr_holds; *pp && (*pp)->ctx != ctx;)
+		pp = &(*pp)->next;
+	h = *pp;
+	if (!h)
+		return;
+	*pp = h->next;
+	for (o = mr_holds; o; o = o->next)
+		if (o->ufile == h->ufile && o->instance == h->instance)
+			break;
+	if (o)
+		o->nmr += h->nmr;
+	else
+		mr_holds_total -= h->nmr;
+	free(h);
+}
+
 static void detach(struct sv_engine *eng)
 {
 	uint64_t one = 1;
 
 	pthread_mutex_lock(&eng->lock);
-	if (!eng->attached || eng->nqps) {
+	if (!eng->attached || engine_wanted(eng)) {
 		pthread_mutex_unlock(&eng->lock);
 		return;
 	}
@@ -1339,13 +1517,14 @@ static void detach(struct sv_engine *eng)
 	async_drain(eng);
 	pthread_rwlock_wrlock(&eng->attach_lock);
 	pthread_mutex_lock(&eng->lock);
-	if (!eng->nqps) {
+	if (!engine_wanted(eng)) {
 		release_all(eng, 1);
 		sv_dbg("engine %u detached", eng->id);
 	} else {
-		/* A QP came meanwhile: keep the links, restart the thread. */
+		/* A QP or an MR came meanwhile: keep the links, restart the
+		 * thread. */
 		atomic_store(&eng->stop, 0);
-		if (!pthread_create(&eng->thread, NULL, progress_main, eng)) {
+		if (!start_thread(eng)) {
 			pthread_mutex_lock(&eng->async_lock);
 			eng->thread_running = 1;
 			pthread_mutex_unlock(&eng->async_lock);
@@ -1376,6 +1555,14 @@ static void atfork_child(void)
 	free(eng->qtab);
 	eng->qtab = NULL;
 	eng->qcap = eng->nqps = 0;
+	/* The parent's MRs are the parent's memory. */
+	while (mr_holds) {
+		struct mr_hold *h = mr_holds;
+
+		mr_holds = h->next;
+		free(h);
+	}
+	mr_holds_total = 0;
 	eng->async_head = NULL;
 	eng->async_tail = &eng->async_head;
 	atomic_store(&eng->work, 0);
@@ -1535,11 +1722,67 @@ void sv_engine_ctx_close(struct ibv_context *ctx)
 		}
 		i++;
 	}
-	last = eng->nqps == 0;
+	hold_ctx_close(ctx);
+	last = !engine_wanted(eng);
 	pthread_rwlock_unlock(&eng->qp_lock);
 	pthread_mutex_unlock(&eng->lock);
 	if (last)
 		detach(eng);
+}
+
+int sv_engine_mr_hold(struct ibv_context *ctx)
+{
+	struct sv_engine *eng = sv_engine_get(ctx);
+	struct mr_hold *h;
+	int err = 0;
+
+	if (!eng)
+		return -errno;
+	pthread_mutex_lock(&eng->lock);
+	h = hold_find(ctx);
+	if (!h) {
+		h = calloc(1, sizeof(*h));
+		if (!h) {
+			pthread_mutex_unlock(&eng->lock);
+			return -ENOMEM;
+		}
+		h->ctx = ctx;
+		h->instance = to_svctx(ctx)->instance;
+		h->ufile = to_svctx(ctx)->ufile;
+		h->next = mr_holds;
+		mr_holds = h;
+	}
+	if (!eng->attached)
+		err = attach(eng);
+	if (!err) {
+		h->nmr++;
+		mr_holds_total++;
+	}
+	pthread_mutex_unlock(&eng->lock);
+	return err;
+}
+
+void sv_engine_mr_release(struct ibv_context *ctx)
+{
+	struct sv_engine *eng = the_engine;
+	struct mr_hold *h;
+
+	if (!eng)
+		return;
+	pthread_mutex_lock(&eng->lock);
+	h = hold_find(ctx);
+	if (!h || !h->nmr) {
+		/* Moved to another view of the ufile (rereg CHANGE_PD). */
+		for (h = mr_holds; h; h = h->next)
+			if (h->nmr && h->ufile == to_svctx(ctx)->ufile &&
+			    h->instance == to_svctx(ctx)->instance)
+				break;
+	}
+	if (h && h->nmr) {
+		h->nmr--;
+		mr_holds_total--;
+	}
+	pthread_mutex_unlock(&eng->lock);
 }
 
 void sv_engine_kick_sq(struct sv_qp *qp)

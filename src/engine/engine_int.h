@@ -8,6 +8,7 @@
 #define SV_ENGINE_INT_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -18,13 +19,36 @@
 #include "sv_log.h"
 #include "sv_ring.h"
 
+/*
+ * Takes a spinlock the way a small machine needs: a holder preempted by
+ * us on our own CPU (the application, by the progress thread) releases
+ * it only if we give the CPU back, so after a short spin we yield instead
+ * of burning a whole time slice.
+ */
+static inline void sv_spin_lock(pthread_spinlock_t *l)
+{
+	for (unsigned i = 0; pthread_spin_trylock(l); i++) {
+		if (i >= 64)
+			sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+		else
+			__builtin_ia32_pause();
+#endif
+	}
+}
+
 /* ------------------------------------------------------------ limits -- */
 #define SV_ENG_RING_BYTES (1u << 20)	/* data bytes of one link direction */
 #define SV_ENG_MAX_INRINGS 1024		/* inbound links of one engine */
 #define SV_ENG_MAX_PKT (4096 + 128)	/* MTU 4096 + every header */
-#define SV_ENG_SPIN_NS 20000		/* progress thread: spin after work */
-#define SV_ENG_INLINE_NS 5000000	/* app polled this recently: no arm */
-#define SV_ENG_NAP_NS 50000		/* ... and the thread naps this long */
+/* Progress thread policy (engine.c "Progress"). */
+#define SV_ENG_SPIN_NS 100000		/* spin after work (no app poller) */
+#define SV_ENG_INLINE_NS 5000000	/* app polled a CQ this recently */
+#define SV_ENG_NAP_NS 250000		/* ... then look again this often */
+#define SV_ENG_TARGET_NS 10000000	/* ... or sleep armed if it left us
+					   packets this recently */
+#define SV_ENG_LIVE_NS 10000		/* app polled this recently: its
+					   rings are its own */
 #define SV_ENG_BATCH 64			/* packets per ring per pass */
 #define SV_ENG_RESPQ 256		/* queued READ/atomic responses per QP */
 /* Replayable atomic results per QP, by PSN (a power of two): a repeated

@@ -438,7 +438,7 @@ int sv_comp_packet(struct sv_qp *qp, const struct sv_pkt *pkt)
 	uint64_t rnr, timer;
 	int flush = 0, kick = 0;
 
-	pthread_spin_lock(&qp->sq_lock);
+	sv_spin_lock(&qp->sq_lock);
 	if (qp->type != IBV_QPT_RC || !tr ||
 	    (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD &&
 	     qp->state != IBV_QPS_SQE)) {
@@ -477,7 +477,7 @@ int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 	struct sv_tr *tr = tr_of(qp);
 	int flush = 0;
 
-	pthread_spin_lock(&qp->sq_lock);
+	sv_spin_lock(&qp->sq_lock);
 	if (qp->type == IBV_QPT_RC && outstanding(qp) &&
 	    (qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD)) {
 		struct sv_link *l = tr->link;
@@ -536,8 +536,8 @@ void sv_engine_flush(struct sv_qp *qp)
 	struct sv_tr *tr = tr_of(qp);
 	int last_wqe = 0;
 
-	pthread_spin_lock(&qp->sq_lock);
-	pthread_spin_lock(&qp->rq_lock);
+	sv_spin_lock(&qp->sq_lock);
+	sv_spin_lock(&qp->rq_lock);
 	if (qp->state != IBV_QPS_ERR) {
 		pthread_spin_unlock(&qp->rq_lock);
 		pthread_spin_unlock(&qp->sq_lock);

@@ -273,6 +273,23 @@ void sv_engine_flush(struct sv_qp *qp);
  */
 void sv_engine_ctx_close(struct ibv_context *ctx);
 
+/*
+ * Engine holds for memory of this process that other processes of the
+ * ufile may reach (their imported MR's lkey, or our rkey): only our engine
+ * can serve those accesses where CMA is refused, and always the atomics.
+ * sv_engine_mr_hold: an MR over our memory was registered through ctx
+ * (ibv_reg_mr family, ODP too; not DM or dma-buf, which any process maps);
+ * attaches the engine if needed, before the caller returns the MR.  0 or a
+ * negative errno (no hold taken then).
+ * sv_engine_mr_release: that MR was deregistered.  It never detaches by
+ * itself (a reg/dereg loop must not attach every time): the engine detaches
+ * when a QP goes or a context closes and neither QPs nor holds are left.
+ * sv_engine_ctx_close ends ctx's holds (another context of ours on the same
+ * ufile takes them over).  No lock held.
+ */
+int sv_engine_mr_hold(struct ibv_context *ctx);
+void sv_engine_mr_release(struct ibv_context *ctx);
+
 /* Raises an async event on the context that created the object (element:
  * the user's object pointer, as the kernel's user_handle). */
 void sv_engine_async_event(struct ibv_context *ctx, enum ibv_event_type type,

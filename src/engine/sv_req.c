@@ -177,7 +177,7 @@ static enum step local_op(struct sv_qp *qp, struct sv_send_wqe *w,
 	}
 	pthread_spin_unlock(&qp->sq_lock);
 	err = sv_call(&c);
-	pthread_spin_lock(&qp->sq_lock);
+	sv_spin_lock(&qp->sq_lock);
 	/* Flushed or reset meanwhile: the WQE is no longer ours. */
 	if (qp->sq.next != idx || qp->state == IBV_QPS_ERR ||
 	    qp->state == IBV_QPS_RESET)
@@ -250,7 +250,7 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 		 * SQ lock held. */
 		pthread_spin_unlock(&qp->sq_lock);
 		link = sv_eng_link_for_qpn(eng, dqpn);
-		pthread_spin_lock(&qp->sq_lock);
+		sv_spin_lock(&qp->sq_lock);
 		if (!ud && link) {
 			qp->link = link;
 			tr->link = link;
@@ -366,7 +366,7 @@ void sv_req_run(struct sv_qp *qp)
 
 	if (!tr)
 		return;
-	pthread_spin_lock(&qp->sq_lock);
+	sv_spin_lock(&qp->sq_lock);
 	if (tr->req_busy) {
 		tr->req_again = 1;
 		pthread_spin_unlock(&qp->sq_lock);

@@ -465,7 +465,7 @@ static int invalidate(struct resp *rs, uint32_t key)
 
 	pthread_spin_unlock(&qp->rq_lock);
 	err = sv_call(&c);
-	pthread_spin_lock(&qp->rq_lock);
+	sv_spin_lock(&qp->rq_lock);
 	return err;
 }
 
@@ -572,7 +572,7 @@ void sv_resp_packet(struct sv_qp *qp, const struct sv_pkt *pkt)
 	if (!tr)
 		return;
 	rs.rx_pd = qp->srq ? qp->srq->pd_id : qp->pd_id;
-	pthread_spin_lock(&qp->rq_lock);
+	sv_spin_lock(&qp->rq_lock);
 	while (st != RESPST_DONE) {
 		switch (st) {
 		case RESPST_CHECK_STATE:
@@ -776,7 +776,7 @@ void sv_resp_flush(struct sv_qp *qp)
 
 	if (!tr)
 		return;
-	pthread_spin_lock(&qp->rq_lock);
+	sv_spin_lock(&qp->rq_lock);
 	if (qp->type != IBV_QPT_RC ||
 	    (!tr->ack_pending && tr->rq_head == tr->rq_tail)) {
 		pthread_spin_unlock(&qp->rq_lock);

@@ -7,7 +7,9 @@
  * library does what rdma-core's verbs.c does around the command: optional
  * access bits, fork protection of the range (ibv_dontfork_range before a
  * non-ODP registration, ibv_dofork_range after its dereg), ibv_rereg_mr's
- * input checks and its five error codes.
+ * input checks and its five error codes.  A registration over our own
+ * memory also takes an engine hold (sv_engine_mr_hold), so that other
+ * processes of the ufile reach that memory through our engine.
  *
  * Test-only fault injection: SOFTVERBS_FAULT containing "rereg_dofork_new"
  * (or "rereg_dofork_old") makes ibv_rereg_mr treat the ibv_dofork_range of
@@ -17,6 +19,7 @@
  * process cannot make, and our ibv_dofork_range retries page by page.
  */
 #include "verbs_int.h"
+#include "sv_engine.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +86,8 @@ int sv_mr_dereg(struct ibv_mr *mr)
 		errno = -err;
 		return -err;
 	}
+	if (m->kind == SV_MR_REGULAR)
+		sv_engine_mr_release(mr->context);
 	/* Only the ranges reg/rereg protected (v44: MR type, not ODP). */
 	if (m->kind == SV_MR_REGULAR && m->dontfork)
 		ibv_dofork_range(mr->addr, mr->length);
@@ -118,13 +123,21 @@ static struct ibv_mr *reg_common(struct ibv_pd *pd, void *addr, size_t length,
 		goto err_dofork;
 	mr = sv_mr_wrap(pd, SV_MR_REGULAR, &rep, addr, length);
 	if (!mr) {
-		dereg_cmd(pd->context, rep.handle);
 		err = -ENOMEM;
-		goto err_dofork;
+		goto err_dereg;
 	}
+	/* Another process may import the MR and use it as soon as we
+	 * return: our engine must be there to serve it. */
+	err = sv_engine_mr_hold(pd->context);
+	if (err)
+		goto err_free;
 	to_svmr(mr)->dontfork = dontfork;
 	return mr;
 
+err_free:
+	free(to_svmr(mr));
+err_dereg:
+	dereg_cmd(pd->context, rep.handle);
 err_dofork:
 	if (dontfork)
 		ibv_dofork_range(addr, length);
