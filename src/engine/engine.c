@@ -253,16 +253,38 @@ static int add_inring(struct sv_engine *eng, void *map, size_t len,
 	return 0;
 }
 
-/* The link to engine `peer`, made if needed.  Must hold eng->lock (the
- * daemon is called with it: no QP lock is held by our callers). */
-static struct sv_link *link_get(struct sv_engine *eng, uint32_t peer)
+/* A link to engine `peer` with a fresh shared mapping of size bytes, of
+ * which the first ring bytes are our packet ring; *fdp is the mapping's
+ * fd, for the caller to hand on and close.  NULL when out of memory. */
+static struct sv_link *link_alloc(struct sv_engine *eng, uint32_t peer,
+				  size_t ring, size_t size, int *fdp)
 {
-	size_t ring = SV_RING_DATA_OFF + SV_ENG_RING_BYTES;
-	size_t size = ring; /* packets only: boxes travel on rlinks */
-	struct sv_link_req req = { .engine_id = peer, .ring_size = size };
+	struct sv_link *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return NULL;
+	if (make_ring(size, fdp, &l->map)) {
+		free(l);
+		return NULL;
+	}
+	l->map_len = size;
+	sv_ring_init(l->map, ring, (uint32_t)eng->pid);
+	sv_ring_prod_init(&l->tx, l->map);
+	pthread_spin_init(&l->tx_lock, PTHREAD_PROCESS_PRIVATE);
+	l->eng = eng;
+	l->peer_id = peer;
+	return l;
+}
+
+/* Hands l's mapping (fd, closed here) to engine l->peer_id through the
+ * daemon and takes back its doorbell and pid.  0 or negative errno. */
+static int link_connect(struct sv_engine *eng, struct sv_link *l,
+			size_t size, int fd)
+{
+	struct sv_link_req req = { .engine_id = l->peer_id,
+				   .ring_size = size };
 	struct sv_link_rep rep;
-	struct sv_link *l;
-	int fd, db = -1, err;
+	int db = -1, err;
 	struct sv_call c = { .op = SV_OP_LINK_CONNECT,
 			     .instance = eng->instance,
 			     .attach_fd = -1,
@@ -270,26 +292,40 @@ static struct sv_link *link_get(struct sv_engine *eng, uint32_t peer)
 			     .req_len = sizeof(req),
 			     .rep = &rep,
 			     .rep_cap = sizeof(rep),
+			     .fds = &fd,
+			     .nfds = 1,
 			     .rfds = &db,
 			     .max_rfds = 1 };
+
+	err = sv_call(&c);
+	close(fd);
+	if (err || c.nrfds != 1 || c.rep_len != sizeof(rep)) {
+		if (db >= 0)
+			close(db);
+		return err < 0 ? err : -EPROTO;
+	}
+	l->peer_db = db;
+	l->peer_pid = (pid_t)rep.pid;
+	return 0;
+}
+
+/* The link to engine `peer`, made if needed.  Must hold eng->lock (the
+ * daemon is called with it: no QP lock is held by our callers). */
+static struct sv_link *link_get(struct sv_engine *eng, uint32_t peer)
+{
+	size_t ring = SV_RING_DATA_OFF + SV_ENG_RING_BYTES;
+	size_t size = ring; /* packets only: boxes travel on rlinks */
+	struct sv_link *l;
+	int fd, err;
 
 	for (l = eng->links; l; l = l->next)
 		if (l->peer_id == peer && !atomic_load(&l->dead))
 			return l;
 	if (!eng->attached)
 		return NULL;
-	l = calloc(1, sizeof(*l));
+	l = link_alloc(eng, peer, ring, size, &fd);
 	if (!l)
 		return NULL;
-	err = make_ring(size, &fd, &l->map);
-	if (err)
-		goto err_free;
-	l->map_len = size;
-	sv_ring_init(l->map, ring, (uint32_t)eng->pid);
-	sv_ring_prod_init(&l->tx, l->map);
-	pthread_spin_init(&l->tx_lock, PTHREAD_PROCESS_PRIVATE);
-	l->eng = eng;
-	l->peer_id = peer;
 	if (peer == eng->id) {
 		/* Loopback: we consume what we produce. */
 		l->peer_pid = eng->pid;
@@ -299,19 +335,12 @@ static struct sv_link *link_get(struct sv_engine *eng, uint32_t peer)
 		    add_inring(eng, l->map, size, ring, 0, peer, 0))
 			goto err_unmap;
 	} else {
-		c.fds = &fd;
-		c.nfds = 1;
-		err = sv_call(&c);
-		close(fd);
-		if (err || c.nrfds != 1 || c.rep_len != sizeof(rep)) {
+		err = link_connect(eng, l, size, fd);
+		if (err) {
 			sv_dbg("engine %u: link to engine %u: %s", eng->id, peer,
-			       strerror(err < 0 ? -err : EPROTO));
-			if (db >= 0)
-				close(db);
+			       strerror(-err));
 			goto err_unmap;
 		}
-		l->peer_db = db;
-		l->peer_pid = (pid_t)rep.pid;
 	}
 	l->next = eng->links;
 	eng->links = l;
@@ -319,7 +348,6 @@ static struct sv_link *link_get(struct sv_engine *eng, uint32_t peer)
 
 err_unmap:
 	munmap(l->map, size);
-err_free:
 	free(l);
 	return NULL;
 }
@@ -539,20 +567,9 @@ void sv_link_abort(struct sv_link *link)
 static struct sv_link *rlink_get(struct sv_engine *eng, pid_t pid)
 {
 	size_t ring = SV_RING_DATA_OFF + 8192, size = ring + SV_RMEM_BOX_BYTES;
-	struct sv_link_req req = { .ring_size = size };
-	struct sv_link_rep rep;
 	struct sv_link *l;
 	uint32_t peer;
-	int fd, db = -1, err;
-	struct sv_call c = { .op = SV_OP_LINK_CONNECT,
-			     .instance = eng->instance,
-			     .attach_fd = -1,
-			     .req = &req,
-			     .req_len = sizeof(req),
-			     .rep = &rep,
-			     .rep_cap = sizeof(rep),
-			     .rfds = &db,
-			     .max_rfds = 1 };
+	int fd;
 
 	for (l = eng->rlinks; l; l = l->next)
 		if (l->peer_pid == pid && !atomic_load(&l->dead))
@@ -562,41 +579,21 @@ static struct sv_link *rlink_get(struct sv_engine *eng, pid_t pid)
 	peer = lookup_engine(eng, (uint32_t)pid, SV_QPN_BY_PID);
 	if (!peer || peer == eng->id)
 		return NULL;
-	req.engine_id = peer;
-	l = calloc(1, sizeof(*l));
-	if (!l)
-		return NULL;
 	/* A small ring nobody writes (the owner's consumer wants one), then
 	 * the box. */
-	err = make_ring(size, &fd, &l->map);
-	if (err)
-		goto err_free;
-	l->map_len = size;
-	sv_ring_init(l->map, ring, (uint32_t)eng->pid);
-	sv_ring_prod_init(&l->tx, l->map);
-	pthread_spin_init(&l->tx_lock, PTHREAD_PROCESS_PRIVATE);
+	l = link_alloc(eng, peer, ring, size, &fd);
+	if (!l)
+		return NULL;
 	pthread_mutex_init(&l->box_lock, NULL);
 	l->box = (struct sv_rmem_box *)((char *)l->map + ring);
-	l->eng = eng;
-	l->peer_id = peer;
-	c.fds = &fd;
-	c.nfds = 1;
-	err = sv_call(&c);
-	close(fd);
-	if (err || c.nrfds != 1 || c.rep_len != sizeof(rep)) {
-		if (db >= 0)
-			close(db);
+	if (link_connect(eng, l, size, fd))
 		goto err_unmap;
-	}
-	l->peer_db = db;
-	l->peer_pid = (pid_t)rep.pid;
 	l->next = eng->rlinks;
 	eng->rlinks = l;
 	return l;
 
 err_unmap:
 	munmap(l->map, size);
-err_free:
 	free(l);
 	return NULL;
 }

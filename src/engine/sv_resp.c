@@ -201,6 +201,19 @@ static int respq_push(struct sv_tr *tr, const struct sv_respq_ent *e)
 	return 0;
 }
 
+/* Queues the answer to a READ request, a new one or a repeated one. */
+static void push_read(struct sv_tr *tr, const struct sv_pkt *pkt)
+{
+	struct sv_respq_ent q = { .kind = 1,
+				  .psn = pkt->psn,
+				  .left = pkt->dma_len,
+				  .total = pkt->dma_len,
+				  .va = pkt->va,
+				  .rkey = pkt->rkey };
+
+	respq_push(tr, &q);
+}
+
 static enum resp_state check_psn(struct resp *rs)
 {
 	struct sv_tr *tr = rs->tr;
@@ -418,14 +431,8 @@ static enum resp_state execute(struct resp *rs)
 	if (f & OP_READ) {
 		uint32_t mtu = tr->mtu ? tr->mtu : 4096;
 		uint32_t npk = pkt->dma_len ? (pkt->dma_len + mtu - 1) / mtu : 1;
-		struct sv_respq_ent q = { .kind = 1,
-					  .psn = pkt->psn,
-					  .left = pkt->dma_len,
-					  .total = pkt->dma_len,
-					  .va = pkt->va,
-					  .rkey = pkt->rkey };
 
-		respq_push(tr, &q);
+		push_read(tr, pkt);
 		tr->epsn = (pkt->psn + npk) & PSN_MASK;
 		tr->msn++;
 		return RESPST_DONE;
@@ -507,14 +514,7 @@ static enum resp_state duplicate(struct resp *rs)
 
 	/* 9.7.5.1.2: re-answer, never re-execute a SEND or WRITE. */
 	if (rs->flags & OP_READ) {
-		struct sv_respq_ent q = { .kind = 1,
-					  .psn = pkt->psn,
-					  .left = pkt->dma_len,
-					  .total = pkt->dma_len,
-					  .va = pkt->va,
-					  .rkey = pkt->rkey };
-
-		respq_push(tr, &q);
+		push_read(tr, pkt);
 		return RESPST_DONE;
 	}
 	if (rs->flags & OP_ATOMIC) {

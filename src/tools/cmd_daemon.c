@@ -6,6 +6,7 @@
  */
 #include "tool_int.h"
 #include "sv_client.h"
+#include "sv_proc.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -65,25 +66,6 @@ static int cmd_start(void)
 	return 0;
 }
 
-/* A zombie is gone for our purposes: it serves nobody. */
-static int pid_alive(pid_t pid)
-{
-	char path[64], buf[256], *p;
-	FILE *f;
-
-	if (kill(pid, 0) < 0 && errno == ESRCH)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	p = fgets(buf, sizeof(buf), f);
-	fclose(f);
-	if (!p || !(p = strrchr(buf, ')')))
-		return 1;
-	return p[1] != ' ' || p[2] != 'Z';
-}
-
 static int cmd_stop(void)
 {
 	struct timespec ts = { 0, 10 * 1000 * 1000 };
@@ -109,7 +91,7 @@ static int cmd_stop(void)
 	for (i = 0; i < 1000; i++) {
 		sv_chan_reset();
 		err = sv_chan_probe();
-		if (err == -ENODEV && !pid_alive(st.pid)) {
+		if (err == -ENODEV && !sv_pid_alive(st.pid)) {
 			printf("softverbsd stopped (pid %u)\n", st.pid);
 			return 0;
 		}

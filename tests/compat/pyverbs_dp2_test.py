@@ -11,22 +11,13 @@ Run with Debian's /usr/bin/python3 and our library first on
 LD_LIBRARY_PATH (tests/compat/tests.cmake).
 """
 import faulthandler
-import os
 import sys
 
-os.environ["SOFTVERBS_SOCKET"] = "svtest.pyverbs_dp2.%d" % os.getpid()
-os.environ.setdefault("SOFTVERBS_IDLE_TIMEOUT", "2")
+from pyverbs_common import check, check_our_library, finish, private_daemon
+
+private_daemon("pyverbs_dp2")
 
 import pyverbs_dp_util as dp  # noqa: E402
-
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        print("FAIL: " + msg)
-        failures.append(msg)
-
 
 def main():
     faulthandler.dump_traceback_later(150, exit=True)
@@ -34,13 +25,8 @@ def main():
                          ("legacy", "ex")):
         dp.rc_flow(check, i_api, t_api, True)
         dp.ud_flow(check, i_api, t_api, True)
-    libs = dp.loaded_libibverbs()
-    build = os.environ.get("SV_BUILD_DIR")
-    check(len(libs) == 1 and (not build or libs[0].startswith(build)),
-          "our libibverbs.so.1 is loaded: %s" % libs)
-    print("pyverbs data path, two processes: %s" %
-          ("FAILED" if failures else "ok"))
-    return 1 if failures else 0
+    check_our_library()
+    return finish("pyverbs data path, two processes")
 
 
 if __name__ == "__main__":

@@ -14,13 +14,13 @@ LD_LIBRARY_PATH (tests/compat/tests.cmake).
 """
 import errno
 import faulthandler
-import os
 import sys
 
-os.environ["SOFTVERBS_SOCKET"] = "svtest.pyverbs_dp.%d" % os.getpid()
-os.environ.setdefault("SOFTVERBS_IDLE_TIMEOUT", "2")
+from pyverbs_common import (check, check_our_library, expect_errno,
+                            finish, open_only_device, private_daemon)
 
-import pyverbs.device as d  # noqa: E402
+private_daemon("pyverbs_dp")
+
 import pyverbs.enums as e  # noqa: E402
 from pyverbs.pd import PD  # noqa: E402
 from pyverbs.mr import MR  # noqa: E402
@@ -29,27 +29,7 @@ from pyverbs.qp import QP, QPAttr, QPInitAttr, QPCap  # noqa: E402
 from pyverbs.srq import SRQ, SrqInitAttr, SrqAttr  # noqa: E402
 from pyverbs.addr import AH, AHAttr, GlobalRoute  # noqa: E402
 from pyverbs.wr import RecvWR, SGE, SendWR  # noqa: E402
-from pyverbs.pyverbs_error import PyverbsRDMAError  # noqa: E402
 import pyverbs_dp_util as dp  # noqa: E402
-
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        print("FAIL: " + msg)
-        failures.append(msg)
-
-
-def expect_errno(fn, err, msg):
-    try:
-        fn()
-    except PyverbsRDMAError as ex:
-        check(ex.error_code == err,
-              "%s: errno %d, expected %d" % (msg, ex.error_code, err))
-        return
-    check(False, "%s: no error" % msg)
-
 
 def poll_n(cq, n):
     got = []
@@ -121,9 +101,7 @@ def rc_cycle(ctx, pd, cq, gid):
 
 def main():
     faulthandler.dump_traceback_later(100, exit=True)
-    devs = d.get_device_list()
-    check(len(devs) == 1, "one device")
-    with d.Context(name=devs[0].name.decode()) as ctx:
+    with open_only_device() as ctx:
         gid = ctx.query_gid(1, 0)
         pd = PD(ctx)
         ch = CompChannel(ctx)
@@ -175,14 +153,8 @@ def main():
         dp.rc_flow(check, api, api, False)
         dp.ud_flow(check, api, api, False)
     dp.channel_flow(check)
-    with open("/proc/self/maps") as f:
-        libs = {l.split()[-1] for l in f if "libibverbs.so.1" in l}
-    build = os.environ.get("SV_BUILD_DIR")
-    check(len(libs) == 1 and (not build or
-                              next(iter(libs)).startswith(build)),
-          "our libibverbs.so.1 is loaded: %s" % libs)
-    print("pyverbs data path, one process: %s" % ("FAILED" if failures else "ok"))
-    return 1 if failures else 0
+    check_our_library()
+    return finish("pyverbs data path, one process")
 
 
 if __name__ == "__main__":

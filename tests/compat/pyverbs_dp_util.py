@@ -32,6 +32,7 @@ from pyverbs.cq import CQ, CQEX, CompChannel, CqInitAttrEx, PollCqAttr
 from pyverbs.qp import QP, QPEx, QPAttr, QPInitAttr, QPInitAttrEx, QPCap
 from pyverbs.addr import AH, AHAttr, GlobalRoute, GID
 from pyverbs.wr import RecvWR, SGE, SendWR
+from pyverbs_common import loaded_libibverbs
 
 WAIT = 20.0          # seconds any single completion may take
 QKEY = 0x11111111
@@ -74,11 +75,6 @@ def open_ctx():
 
 def gid_bytes(gid_str):
     return bytes.fromhex(gid_str.replace(":", ""))
-
-
-def loaded_libibverbs():
-    with open("/proc/self/maps") as f:
-        return sorted({l.split()[-1] for l in f if "libibverbs.so.1" in l})
 
 
 def make_cq(ctx, api, channel=None):

@@ -11,8 +11,10 @@ import errno
 import os
 import sys
 
-os.environ["SOFTVERBS_SOCKET"] = "svtest.pyverbs_seed.%d" % os.getpid()
-os.environ.setdefault("SOFTVERBS_IDLE_TIMEOUT", "2")
+from pyverbs_common import (check, check_our_library, expect_errno,
+                            finish, open_only_device, private_daemon)
+
+private_daemon("pyverbs_seed")
 
 import pyverbs.device as d  # noqa: E402
 import pyverbs.enums as e  # noqa: E402
@@ -20,34 +22,13 @@ from pyverbs.pd import PD  # noqa: E402
 from pyverbs.mr import MR  # noqa: E402
 from pyverbs.pyverbs_error import PyverbsRDMAError  # noqa: E402
 
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        print("FAIL: " + msg)
-        failures.append(msg)
-
-
-def expect_errno(fn, err, msg):
-    try:
-        fn()
-    except PyverbsRDMAError as ex:
-        check(ex.error_code == err,
-              "%s: errno %d, expected %d" % (msg, ex.error_code, err))
-        return
-    check(False, "%s: no error" % msg)
-
-
 def buf_addr(m):
     return ctypes.addressof(ctypes.c_char.from_buffer(m))
 
 
 def main():
-    devs = d.get_device_list()
-    check(len(devs) == 1, "one device")
     lw = e.IBV_ACCESS_LOCAL_WRITE
-    with d.Context(name=devs[0].name.decode()) as ctx:
+    with open_only_device() as ctx:
         pd = PD(ctx)
         mr = MR(pd, 8192, lw | e.IBV_ACCESS_REMOTE_READ)
         check(mr.lkey == mr.rkey and mr.lkey >= 256, "keys")
@@ -101,14 +82,8 @@ def main():
         pd2.close()
         pd.close()
         region.close()
-    with open("/proc/self/maps") as f:
-        libs = {l.split()[-1] for l in f if "libibverbs.so.1" in l}
-    build = os.environ.get("SV_BUILD_DIR")
-    check(len(libs) == 1 and (not build or
-                              next(iter(libs)).startswith(build)),
-          "our libibverbs.so.1 is loaded: %s" % libs)
-    print("pyverbs PD/MR: %s" % ("FAILED" if failures else "ok"))
-    return 1 if failures else 0
+    check_our_library()
+    return finish("pyverbs PD/MR")
 
 
 if __name__ == "__main__":

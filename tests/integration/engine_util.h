@@ -225,6 +225,93 @@ static inline void ep_close(struct ep *e)
 	free(e->buf);
 }
 
+/* Deterministic bytes for seed: one process writes them, another checks. */
+static inline void eu_pattern(uint8_t *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(seed * 31 + i * 13 + (i >> 8));
+}
+
+/* An RC endpoint on an existing ctx and pd: its own CQ, no buffer (the
+ * caller's MRs are used with explicit keys). */
+static inline void eu_rc_qp(struct ep *e, struct ibv_context *ctx,
+			    struct ibv_pd *pd, int cqe, uint32_t wrs,
+			    uint32_t sges)
+{
+	struct ibv_qp_init_attr ia;
+
+	memset(e, 0, sizeof(*e));
+	e->ctx = ctx;
+	e->pd = pd;
+	e->cq = ibv_create_cq(ctx, cqe, NULL, NULL, 0);
+	CHECK(e->cq);
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = ia.recv_cq = e->cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = wrs;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = sges;
+	e->qp = ibv_create_qp(pd, &ia);
+	CHECK(e->qp);
+}
+
+/* Two eu_rc_qp endpoints connected to each other. */
+static inline void eu_pair_new(struct ep *a, struct ep *b,
+			       struct ibv_context *ctx, struct ibv_pd *pd,
+			       int cqe, uint32_t wrs, uint32_t sges)
+{
+	eu_rc_qp(a, ctx, pd, cqe, wrs, sges);
+	eu_rc_qp(b, ctx, pd, cqe, wrs, sges);
+	ep_connect(a, b->qp->qp_num);
+	ep_connect(b, a->qp->qp_num);
+}
+
+static inline void eu_pair_free(struct ep *a, struct ep *b)
+{
+	CHECK_EQ(ibv_destroy_qp(a->qp), 0);
+	CHECK_EQ(ibv_destroy_qp(b->qp), 0);
+	CHECK_EQ(ibv_destroy_cq(a->cq), 0);
+	CHECK_EQ(ibv_destroy_cq(b->cq), 0);
+}
+
+/* One signalled send WR with an explicit lkey (possibly an imported MR's);
+ * add and swap are used by the atomics only. */
+static inline void eu_post_keyed(struct ep *e, uint64_t id,
+				 enum ibv_wr_opcode op, uint64_t laddr,
+				 uint32_t len, uint32_t lkey, uint64_t raddr,
+				 uint32_t rkey, uint64_t add, uint64_t swap)
+{
+	struct ibv_sge s = { .addr = laddr, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = id;
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	wr.opcode = op;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP) {
+		wr.wr.atomic.remote_addr = raddr;
+		wr.wr.atomic.rkey = rkey;
+		wr.wr.atomic.compare_add = add;
+		wr.wr.atomic.swap = swap;
+	} else {
+		wr.wr.rdma.remote_addr = raddr;
+		wr.wr.rdma.rkey = rkey;
+	}
+	CHECK_EQ(ibv_post_send(e->qp, &wr, &bad), 0);
+}
+
+/* One receive with an explicit lkey (possibly an imported MR's). */
+static inline void eu_recv_keyed(struct ep *e, uint64_t id, uint64_t addr,
+				 uint32_t len, uint32_t lkey)
+{
+	struct ibv_sge s = { .addr = addr, .length = len, .lkey = lkey };
+	struct ibv_recv_wr wr = { .wr_id = id, .sg_list = &s, .num_sge = 1 },
+			   *bad;
+
+	CHECK_EQ(ibv_post_recv(e->qp, &wr, &bad), 0);
+}
+
 /* Socketpair messages between the test and its peer process. */
 static inline void xsend(int s, const void *p, size_t n)
 {
@@ -237,6 +324,32 @@ static inline void xrecv(int s, void *p, size_t n)
 
 	CHECK_EQ(poll(&pfd, 1, 20000), 1);
 	CHECK_EQ(read(s, p, n), (ssize_t)n);
+}
+
+/* The peer process's half of the out-of-band exchange on socket s: a new
+ * RC endpoint e, its info sent first, the test's received, e connected. */
+static inline void eu_exchange_as_peer(struct ep *e, int s)
+{
+	struct ep_info mine, theirs;
+
+	ep_open(e, NULL, IBV_QPT_RC);
+	mine = ep_info(e);
+	xsend(s, &mine, sizeof(mine));
+	xrecv(s, &theirs, sizeof(theirs));
+	ep_connect(e, theirs.qpn);
+}
+
+/* The test's half: a new RC endpoint e, the peer's info received, ours
+ * sent.  Connecting is left to the caller (with its retry settings). */
+static inline struct ep_info eu_exchange_as_test(struct ep *e, int s)
+{
+	struct ep_info mine, theirs;
+
+	ep_open(e, NULL, IBV_QPT_RC);
+	xrecv(s, &theirs, sizeof(theirs));
+	mine = ep_info(e);
+	xsend(s, &mine, sizeof(mine));
+	return theirs;
 }
 
 #endif

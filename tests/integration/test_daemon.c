@@ -9,6 +9,7 @@
  */
 #include "sv_test.h"
 #include "sv_client.h"
+#include "sv_proc.h"
 #include "sv_sock.h"
 
 #include <fcntl.h>
@@ -28,32 +29,14 @@ static void private_socket(const char *tag)
 	setenv("SOFTVERBS_SOCKET", sockname, 1);
 }
 
-/* Zombies count as dead: a detached daemon's parent may never reap it. */
-static int pid_alive(pid_t pid)
-{
-	char path[64], buf[256], *p;
-	FILE *f;
-
-	if (kill(pid, 0) < 0 && errno == ESRCH)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	p = fgets(buf, sizeof(buf), f);
-	fclose(f);
-	if (!p || !(p = strrchr(buf, ')')))
-		return 1;
-	return p[2] != 'Z';
-}
-
 /* Waits (up to timeout_ms) until nothing answers on our socket and pid is
  * gone.  Returns 1 when gone. */
 static int wait_gone(pid_t pid, int timeout_ms)
 {
 	for (int waited = 0; waited <= timeout_ms; waited += 20) {
 		sv_chan_reset();
-		if (sv_chan_probe() == -ENODEV && (pid <= 0 || !pid_alive(pid)))
+		if (sv_chan_probe() == -ENODEV &&
+		    (pid <= 0 || !sv_pid_alive(pid)))
 			return 1;
 		sv_test_sleep_ms(20);
 	}
@@ -142,7 +125,7 @@ SV_TEST(autostart_on_first_use)
 	CHECK_EQ(ibv_close_device(ctx2), 0);
 	CHECK_EQ(ibv_close_device(ctx), 0);
 	shutdown_daemon();
-	CHECK(!pid_alive(pid));
+	CHECK(!sv_pid_alive(pid));
 }
 
 SV_TEST(autostart_race_one_daemon)
@@ -207,7 +190,7 @@ SV_TEST_T(idle_exit_only_without_ufiles, 60)
 	CHECK(pid > 0);
 	/* Five idle periods with a context open: it stays. */
 	sv_test_sleep_ms(1500);
-	CHECK(pid_alive(pid));
+	CHECK(sv_pid_alive(pid));
 	CHECK_EQ(sv_test_daemon_pid(), pid);
 	CHECK_EQ(ibv_query_port(ctx, 1, &(struct ibv_port_attr){ 0 }), 0);
 	CHECK_EQ(sv_test_status(&st), 0);
@@ -398,7 +381,7 @@ SV_TEST(library_refuses_daemon_of_other_uid)
 	/* Someone else's daemon squats our name. */
 	d = start_daemon_child(65534, NULL, "0");
 	wait_listening(10000);
-	CHECK(pid_alive(d));
+	CHECK(sv_pid_alive(d));
 
 	snprintf(errfile, sizeof(errfile), "/tmp/svtest.uidl.%d.err", (int)getpid());
 	fd = open(errfile, O_RDWR | O_CREAT | O_TRUNC, 0600);
@@ -422,7 +405,7 @@ SV_TEST(library_refuses_daemon_of_other_uid)
 		sv_test_fail(__FILE__, __LINE__, "no clear refusal on stderr: '%s'", buf);
 	CHECK_EQ(sv_chan_probe(), -EACCES);
 	/* The squatter is untouched: we neither used nor replaced it. */
-	CHECK(pid_alive(d));
+	CHECK(sv_pid_alive(d));
 	CHECK_EQ(kill(d, SIGTERM), 0);
 	status = sv_test_wait_child(d);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);

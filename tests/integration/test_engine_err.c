@@ -153,8 +153,6 @@ SV_TEST(remote_bounds_and_atomic_alignment)
 {
 	struct ep a, b;
 	struct ibv_wc wc;
-	struct ibv_sge s;
-	struct ibv_send_wr wr, *bad;
 
 	pair_local(&a, &b, 7, 1);
 	post_send_op(&a, 1, IBV_WR_RDMA_READ, a.buf, 64,
@@ -164,15 +162,8 @@ SV_TEST(remote_bounds_and_atomic_alignment)
 	ep_close(&b);
 
 	pair_local(&a, &b, 7, 1);
-	memset(&wr, 0, sizeof(wr));
-	s = (struct ibv_sge){ (uintptr_t)a.buf, 8, a.mr->lkey };
-	wr.sg_list = &s;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr.atomic.remote_addr = (uintptr_t)b.buf + 4;
-	wr.wr.atomic.rkey = b.mr->rkey;
-	CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	eu_post_keyed(&a, 0, IBV_WR_ATOMIC_FETCH_AND_ADD, (uintptr_t)a.buf, 8,
+		      a.mr->lkey, (uintptr_t)b.buf + 4, b.mr->rkey, 0, 0);
 	EXPECT_WC(a.cq, &wc, IBV_WC_REM_INV_REQ_ERR);
 	ep_close(&a);
 	ep_close(&b);
@@ -182,7 +173,7 @@ SV_TEST_T(peer_death_is_retry_exceeded, 60)
 {
 	struct ep a;
 	struct ibv_wc wc;
-	struct ep_info theirs, mine;
+	struct ep_info theirs;
 	int sv[2];
 	pid_t pid;
 
@@ -193,20 +184,13 @@ SV_TEST_T(peer_death_is_retry_exceeded, 60)
 		struct ep e;
 
 		close(sv[0]);
-		ep_open(&e, NULL, IBV_QPT_RC);
-		mine = ep_info(&e);
-		xsend(sv[1], &mine, sizeof(mine));
-		xrecv(sv[1], &theirs, sizeof(theirs));
-		ep_connect(&e, theirs.qpn);
+		eu_exchange_as_peer(&e, sv[1]);
 		xsend(sv[1], "r", 1);
 		pause();
 		_exit(0);
 	}
 	close(sv[1]);
-	ep_open(&a, NULL, IBV_QPT_RC);
-	xrecv(sv[0], &theirs, sizeof(theirs));
-	mine = ep_info(&a);
-	xsend(sv[0], &mine, sizeof(mine));
+	theirs = eu_exchange_as_test(&a, sv[0]);
 	/* timeout 0 is "infinite": only the peer's death can end it. */
 	ep_connect_ex(&a, theirs.qpn, 0, 7, 7, 1);
 	{

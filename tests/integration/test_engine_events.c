@@ -75,6 +75,17 @@ static void srq_post(struct ibv_srq *srq, struct ibv_mr *mr, char *buf,
 	}
 }
 
+/* A plain QP on e again, in place of one the test destroyed, for
+ * ep_close. */
+static void plain_qp(struct ep *e)
+{
+	e->qp = ibv_create_qp(e->pd, &(struct ibv_qp_init_attr){
+		.send_cq = e->cq, .recv_cq = e->cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1 } });
+	CHECK(e->qp);
+}
+
 SV_TEST(srq_limit_reached_end_to_end)
 {
 	struct ep a, b;
@@ -133,11 +144,7 @@ SV_TEST(srq_limit_reached_end_to_end)
 
 	CHECK_EQ(ibv_destroy_qp(b.qp), 0);
 	CHECK_EQ(ibv_destroy_srq(srq), 0);
-	b.qp = ibv_create_qp(b.pd, &(struct ibv_qp_init_attr){
-		.send_cq = b.cq, .recv_cq = b.cq, .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
-			 .max_send_sge = 1, .max_recv_sge = 1 } });
-	CHECK(b.qp);
+	plain_qp(&b);
 	ep_close(&a);
 	ep_close(&b);
 }
@@ -176,11 +183,7 @@ SV_TEST(cq_overflow_by_traffic)
 	CHECK_EQ(n, small->cqe); /* what did not fit is lost */
 	CHECK_EQ(ibv_destroy_qp(b.qp), 0);
 	CHECK_EQ(ibv_destroy_cq(small), 0);
-	b.qp = ibv_create_qp(b.pd, &(struct ibv_qp_init_attr){
-		.send_cq = b.cq, .recv_cq = b.cq, .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
-			 .max_send_sge = 1, .max_recv_sge = 1 } });
-	CHECK(b.qp);
+	plain_qp(&b);
 	ep_close(&a);
 	ep_close(&b);
 }
@@ -205,19 +208,8 @@ SV_TEST(responder_errors_raise_qp_events)
 
 	/* An invalid request (misaligned atomic): IBV_EVENT_QP_REQ_ERR. */
 	pair_local(&a, &b);
-	{
-		struct ibv_sge s = { (uintptr_t)a.buf, 8, a.mr->lkey };
-		struct ibv_send_wr wr, *bad;
-
-		memset(&wr, 0, sizeof(wr));
-		wr.sg_list = &s;
-		wr.num_sge = 1;
-		wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-		wr.send_flags = IBV_SEND_SIGNALED;
-		wr.wr.atomic.remote_addr = (uintptr_t)b.buf + 4;
-		wr.wr.atomic.rkey = b.mr->rkey;
-		CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
-	}
+	eu_post_keyed(&a, 0, IBV_WR_ATOMIC_FETCH_AND_ADD, (uintptr_t)a.buf, 8,
+		      a.mr->lkey, (uintptr_t)b.buf + 4, b.mr->rkey, 0, 0);
 	EXPECT_WC(a.cq, &wc, IBV_WC_REM_INV_REQ_ERR);
 	expect_event(a.ctx, IBV_EVENT_QP_REQ_ERR, b.qp);
 	ep_close(&a);

@@ -115,8 +115,6 @@ SV_TEST_T(rc_under_loss_write_read_atomic, 120)
 {
 	struct ep a, b;
 	struct ibv_wc wc;
-	struct ibv_sge s;
-	struct ibv_send_wr wr, *bad;
 	uint64_t *counter, old;
 
 	pair_faulty(&a, &b, IBV_QPT_RC, "drop:0.05,dup:0.02,reorder:0.02,seed:2",
@@ -153,17 +151,9 @@ SV_TEST_T(rc_under_loss_write_read_atomic, 120)
 	counter = (uint64_t *)(void *)(b.buf + 60000);
 	*counter = 0;
 	for (uint32_t i = 0; i < 200; i++) {
-		memset(&wr, 0, sizeof(wr));
-		s = (struct ibv_sge){ (uintptr_t)a.buf + 60000, 8, a.mr->lkey };
-		wr.wr_id = i;
-		wr.sg_list = &s;
-		wr.num_sge = 1;
-		wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-		wr.send_flags = IBV_SEND_SIGNALED;
-		wr.wr.atomic.remote_addr = (uintptr_t)counter;
-		wr.wr.atomic.rkey = b.mr->rkey;
-		wr.wr.atomic.compare_add = 1;
-		CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+		eu_post_keyed(&a, i, IBV_WR_ATOMIC_FETCH_AND_ADD,
+			      (uintptr_t)a.buf + 60000, 8, a.mr->lkey,
+			      (uintptr_t)counter, b.mr->rkey, 1, 0);
 		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
 		memcpy(&old, a.buf + 60000, 8);
 		CHECK_EQ(old, i);

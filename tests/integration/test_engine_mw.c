@@ -70,14 +70,29 @@ static void bind1(struct fix *f, uint64_t off, uint64_t len,
 		CHECK_EQ(wc.opcode, IBV_WC_BIND_MW);
 }
 
+/* Posts wr on qp; its completion on cq has status st, wr's wr_id and, on
+ * success, opcode op. */
+static void post_expect(struct ibv_qp *qp, struct ibv_cq *cq,
+			struct ibv_send_wr *wr, enum ibv_wc_status st,
+			enum ibv_wc_opcode op)
+{
+	struct ibv_send_wr *bad;
+	struct ibv_wc wc;
+
+	CHECK_EQ(ibv_post_send(qp, wr, &bad), 0);
+	EXPECT_WC(cq, &wc, st);
+	CHECK_EQ(wc.wr_id, wr->wr_id);
+	if (st == IBV_WC_SUCCESS)
+		CHECK_EQ(wc.opcode, op);
+}
+
 /* Posts IBV_WR_BIND_MW for type 2 window f->mw with rkey; the bind must
  * complete with st. */
 static void bind2(struct fix *f, struct ibv_qp *qp, struct ibv_cq *cq,
 		  uint32_t rkey, uint64_t off, uint64_t len, unsigned access,
 		  enum ibv_wc_status st)
 {
-	struct ibv_send_wr wr, *bad;
-	struct ibv_wc wc;
+	struct ibv_send_wr wr;
 
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = 60;
@@ -89,28 +104,19 @@ static void bind2(struct fix *f, struct ibv_qp *qp, struct ibv_cq *cq,
 	wr.bind_mw.bind_info.addr = (uintptr_t)f->b.buf + off;
 	wr.bind_mw.bind_info.length = len;
 	wr.bind_mw.bind_info.mw_access_flags = access;
-	CHECK_EQ(ibv_post_send(qp, &wr, &bad), 0);
-	EXPECT_WC(cq, &wc, st);
-	CHECK_EQ(wc.wr_id, 60);
-	if (st == IBV_WC_SUCCESS)
-		CHECK_EQ(wc.opcode, IBV_WC_BIND_MW);
+	post_expect(qp, cq, &wr, st, IBV_WC_BIND_MW);
 }
 
 static void local_inv(struct ep *e, uint32_t rkey, enum ibv_wc_status st)
 {
-	struct ibv_send_wr wr, *bad;
-	struct ibv_wc wc;
+	struct ibv_send_wr wr;
 
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = 70;
 	wr.opcode = IBV_WR_LOCAL_INV;
 	wr.send_flags = IBV_SEND_SIGNALED;
 	wr.invalidate_rkey = rkey;
-	CHECK_EQ(ibv_post_send(e->qp, &wr, &bad), 0);
-	EXPECT_WC(e->cq, &wc, st);
-	CHECK_EQ(wc.wr_id, 70);
-	if (st == IBV_WC_SUCCESS)
-		CHECK_EQ(wc.opcode, IBV_WC_LOCAL_INV);
+	post_expect(e->qp, e->cq, &wr, st, IBV_WC_LOCAL_INV);
 }
 
 /* a writes n bytes at window offset woff through rkey; status st. */

@@ -29,12 +29,6 @@ struct minfo {
 	uint64_t addr;
 };
 
-static void pattern(uint8_t *p, size_t n, unsigned seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)(seed * 31 + i * 13 + (i >> 8));
-}
-
 static int threads(void)
 {
 	DIR *d = opendir("/proc/self/task");
@@ -46,6 +40,16 @@ static int threads(void)
 		n += e->d_name[0] != '.';
 	closedir(d);
 	return n;
+}
+
+/* What the networker needs to import pd and mr. */
+static struct minfo minfo_of(const struct ibv_pd *pd, const struct ibv_mr *mr)
+{
+	return (struct minfo){ .pd_handle = pd->handle,
+			       .mr_handle = mr->handle,
+			       .lkey = mr->lkey,
+			       .rkey = mr->rkey,
+			       .addr = (uintptr_t)mr->addr };
 }
 
 /* ---------------------------------------------------- the networker -- */
@@ -60,38 +64,14 @@ struct net {
 	struct minfo mi;
 };
 
-static void qp_on(struct ep *e, struct net *n)
-{
-	struct ibv_qp_init_attr ia;
-
-	memset(e, 0, sizeof(*e));
-	e->ctx = n->ctx;
-	e->pd = n->pd;
-	e->cq = ibv_create_cq(n->ctx, 16, NULL, NULL, 0);
-	CHECK(e->cq);
-	memset(&ia, 0, sizeof(ia));
-	ia.send_cq = ia.recv_cq = e->cq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	e->qp = ibv_create_qp(n->pd, &ia);
-	CHECK(e->qp);
-}
-
 static void pair_new(struct net *n)
 {
-	qp_on(&n->a, n);
-	qp_on(&n->b, n);
-	ep_connect(&n->a, n->b.qp->qp_num);
-	ep_connect(&n->b, n->a.qp->qp_num);
+	eu_pair_new(&n->a, &n->b, n->ctx, n->pd, 16, 8, 1);
 }
 
 static void pair_free(struct net *n)
 {
-	CHECK_EQ(ibv_destroy_qp(n->a.qp), 0);
-	CHECK_EQ(ibv_destroy_qp(n->b.qp), 0);
-	CHECK_EQ(ibv_destroy_cq(n->a.cq), 0);
-	CHECK_EQ(ibv_destroy_cq(n->b.cq), 0);
+	eu_pair_free(&n->a, &n->b);
 }
 
 /* Takes the owner's context from socket s and sets up a connected pair on
@@ -127,41 +107,6 @@ static void net_close(struct net *n)
 	free(n->mine);
 }
 
-static void post(struct ep *e, uint64_t id, enum ibv_wr_opcode op,
-		 uint64_t laddr, uint32_t len, uint32_t lkey, uint64_t raddr,
-		 uint32_t rkey, uint64_t add, uint64_t swap)
-{
-	struct ibv_sge s = { .addr = laddr, .length = len, .lkey = lkey };
-	struct ibv_send_wr wr, *bad;
-
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = id;
-	wr.sg_list = &s;
-	wr.num_sge = 1;
-	wr.opcode = op;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP) {
-		wr.wr.atomic.remote_addr = raddr;
-		wr.wr.atomic.rkey = rkey;
-		wr.wr.atomic.compare_add = add;
-		wr.wr.atomic.swap = swap;
-	} else {
-		wr.wr.rdma.remote_addr = raddr;
-		wr.wr.rdma.rkey = rkey;
-	}
-	CHECK_EQ(ibv_post_send(e->qp, &wr, &bad), 0);
-}
-
-static void recv_on(struct ep *e, uint64_t id, uint64_t addr, uint32_t len,
-		    uint32_t lkey)
-{
-	struct ibv_sge s = { .addr = addr, .length = len, .lkey = lkey };
-	struct ibv_recv_wr wr = { .wr_id = id, .sg_list = &s, .num_sge = 1 },
-			   *bad;
-
-	CHECK_EQ(ibv_post_recv(e->qp, &wr, &bad), 0);
-}
-
 /* Every kind of access to the owner's memory; the owner checks the bytes
  * afterwards.  Exits 0 when every completion was a success. */
 static void networker(int s, int no_cma)
@@ -176,55 +121,57 @@ static void networker(int s, int no_cma)
 	oaddr = n.mi.addr;
 
 	/* SEND gathered from the imported lkey. */
-	pattern(want, sizeof(want), 1);
-	recv_on(&n.b, 1, (uintptr_t)n.mine, 8192, n.mymr->lkey);
-	post(&n.a, 2, IBV_WR_SEND, oaddr + SEND_OFF + 100, 5000, n.omr->lkey,
-	     0, 0, 0, 0);
+	eu_pattern(want, sizeof(want), 1);
+	eu_recv_keyed(&n.b, 1, (uintptr_t)n.mine, 8192, n.mymr->lkey);
+	eu_post_keyed(&n.a, 2, IBV_WR_SEND, oaddr + SEND_OFF + 100, 5000,
+		      n.omr->lkey, 0, 0, 0, 0);
 	EXPECT_WC(n.a.cq, &wc, IBV_WC_SUCCESS);
 	EXPECT_WC(n.b.cq, &wc, IBV_WC_SUCCESS);
 	CHECK_EQ(wc.byte_len, 5000);
 	CHECK(!memcmp(n.mine, want + 100, 5000));
 
 	/* RECV scattered into the imported lkey. */
-	pattern(n.mine + 8192, 6000, 2);
-	recv_on(&n.b, 3, oaddr + RECV_OFF, 6000, n.omr->lkey);
-	post(&n.a, 4, IBV_WR_SEND, (uintptr_t)n.mine + 8192, 6000,
-	     n.mymr->lkey, 0, 0, 0, 0);
+	eu_pattern(n.mine + 8192, 6000, 2);
+	eu_recv_keyed(&n.b, 3, oaddr + RECV_OFF, 6000, n.omr->lkey);
+	eu_post_keyed(&n.a, 4, IBV_WR_SEND, (uintptr_t)n.mine + 8192, 6000,
+		      n.mymr->lkey, 0, 0, 0, 0);
 	EXPECT_WC(n.a.cq, &wc, IBV_WC_SUCCESS);
 	EXPECT_WC(n.b.cq, &wc, IBV_WC_SUCCESS);
 
 	/* RDMA READ of our memory whose result lands in the imported lkey. */
-	pattern(n.mine + 16384, 3000, 3);
-	post(&n.a, 5, IBV_WR_RDMA_READ, oaddr + READ_OFF, 3000, n.omr->lkey,
-	     (uintptr_t)n.mine + 16384, n.mymr->rkey, 0, 0);
+	eu_pattern(n.mine + 16384, 3000, 3);
+	eu_post_keyed(&n.a, 5, IBV_WR_RDMA_READ, oaddr + READ_OFF, 3000,
+		      n.omr->lkey, (uintptr_t)n.mine + 16384, n.mymr->rkey, 0,
+		      0);
 	EXPECT_WC(n.a.cq, &wc, IBV_WC_SUCCESS);
 
 	/* RDMA WRITE to the owner's rkey. */
-	pattern(n.mine + 24576, 7000, 4);
-	post(&n.a, 6, IBV_WR_RDMA_WRITE, (uintptr_t)n.mine + 24576, 7000,
-	     n.mymr->lkey, oaddr + WRITE_OFF, n.mi.rkey, 0, 0);
+	eu_pattern(n.mine + 24576, 7000, 4);
+	eu_post_keyed(&n.a, 6, IBV_WR_RDMA_WRITE, (uintptr_t)n.mine + 24576,
+		      7000, n.mymr->lkey, oaddr + WRITE_OFF, n.mi.rkey, 0, 0);
 	EXPECT_WC(n.a.cq, &wc, IBV_WC_SUCCESS);
 
 	/* RDMA READ from the owner's rkey. */
 	memset(n.mine + 40960, 0, 4000);
-	post(&n.a, 7, IBV_WR_RDMA_READ, (uintptr_t)n.mine + 40960, 4000,
-	     n.mymr->lkey, oaddr + SEND_OFF + 200, n.mi.rkey, 0, 0);
+	eu_post_keyed(&n.a, 7, IBV_WR_RDMA_READ, (uintptr_t)n.mine + 40960,
+		      4000, n.mymr->lkey, oaddr + SEND_OFF + 200, n.mi.rkey, 0,
+		      0);
 	EXPECT_WC(n.a.cq, &wc, IBV_WC_SUCCESS);
 	CHECK(!memcmp(n.mine + 40960, want + 200, 4000));
 
 	/* Atomics on the owner's word: fetch-and-add, each old value seen. */
 	for (uint32_t i = 0; i < ADDS; i++) {
-		post(&n.a, 8, IBV_WR_ATOMIC_FETCH_AND_ADD,
-		     (uintptr_t)n.mine + 49152, 8, n.mymr->lkey,
-		     oaddr + ATOM_OFF, n.mi.rkey, 3, 0);
+		eu_post_keyed(&n.a, 8, IBV_WR_ATOMIC_FETCH_AND_ADD,
+			      (uintptr_t)n.mine + 49152, 8, n.mymr->lkey,
+			      oaddr + ATOM_OFF, n.mi.rkey, 3, 0);
 		EXPECT_WC(n.a.cq, &wc, IBV_WC_SUCCESS);
 		memcpy(&v, n.mine + 49152, 8);
 		CHECK_EQ(v, (uint64_t)ATOM_INIT + 3ull * i);
 	}
 	/* Compare-and-swap whose old value lands in the imported lkey. */
-	post(&n.a, 9, IBV_WR_ATOMIC_CMP_AND_SWP, oaddr + ATOM_OFF + 8, 8,
-	     n.omr->lkey, oaddr + ATOM_OFF, n.mi.rkey,
-	     ATOM_INIT + 3ull * ADDS, 777);
+	eu_post_keyed(&n.a, 9, IBV_WR_ATOMIC_CMP_AND_SWP, oaddr + ATOM_OFF + 8,
+		      8, n.omr->lkey, oaddr + ATOM_OFF, n.mi.rkey,
+		      ATOM_INIT + 3ull * ADDS, 777);
 	EXPECT_WC(n.a.cq, &wc, IBV_WC_SUCCESS);
 
 	xsend(s, "D", 1);
@@ -268,7 +215,7 @@ static void owner_serves(int no_cma)
 
 	CHECK(posix_memalign((void **)&buf, 4096, OBUF) == 0);
 	memset(buf, 0, OBUF);
-	pattern(buf + SEND_OFF, 8192, 1);
+	eu_pattern(buf + SEND_OFF, 8192, 1);
 	v = ATOM_INIT;
 	memcpy(buf + ATOM_OFF, &v, 8);
 	ctx = eu_open();
@@ -277,20 +224,16 @@ static void owner_serves(int no_cma)
 	mr = ibv_reg_mr(pd, buf, OBUF, EU_ACCESS);
 	CHECK(mr);
 	/* No QP here, ever. */
-	mi = (struct minfo){ .pd_handle = pd->handle,
-			     .mr_handle = mr->handle,
-			     .lkey = mr->lkey,
-			     .rkey = mr->rkey,
-			     .addr = (uintptr_t)buf };
+	mi = minfo_of(pd, mr);
 	CHECK_EQ(sv_test_send_fd(sv[0], ctx->cmd_fd, &mi, sizeof(mi)), 0);
 	xrecv(sv[0], &ack, 1);
 	CHECK_EQ(ack, 'D');
 
-	pattern(want, 6000, 2);
+	eu_pattern(want, 6000, 2);
 	CHECK(!memcmp(buf + RECV_OFF, want, 6000));
-	pattern(want, 3000, 3);
+	eu_pattern(want, 3000, 3);
 	CHECK(!memcmp(buf + READ_OFF, want, 3000));
-	pattern(want, 7000, 4);
+	eu_pattern(want, 7000, 4);
 	CHECK(!memcmp(buf + WRITE_OFF, want, 7000));
 	memcpy(&v, buf + ATOM_OFF, 8);
 	CHECK_EQ(v, 777u);
@@ -334,11 +277,7 @@ static void owner_main(int s)
 	memset(buf, 0, OBUF);
 	mr = ibv_reg_mr(pd, buf, OBUF, EU_ACCESS);
 	CHECK(mr);
-	mi = (struct minfo){ .pd_handle = pd->handle,
-			     .mr_handle = mr->handle,
-			     .lkey = mr->lkey,
-			     .rkey = mr->rkey,
-			     .addr = (uintptr_t)buf };
+	mi = minfo_of(pd, mr);
 	CHECK_EQ(sv_test_send_fd(s, ctx->cmd_fd, &mi, sizeof(mi)), 0);
 	for (;;)
 		pause(); /* until SIGKILL */
@@ -353,29 +292,31 @@ static void survivor(int s, int no_cma)
 	char go;
 
 	net_open(&n, s, no_cma);
-	post(&n.a, 1, IBV_WR_ATOMIC_FETCH_AND_ADD, (uintptr_t)n.mine, 8,
-	     n.mymr->lkey, n.mi.addr + ATOM_OFF, n.mi.rkey, 1, 0);
+	eu_post_keyed(&n.a, 1, IBV_WR_ATOMIC_FETCH_AND_ADD, (uintptr_t)n.mine,
+		      8, n.mymr->lkey, n.mi.addr + ATOM_OFF, n.mi.rkey, 1, 0);
 	EXPECT_WC(n.a.cq, &wc, IBV_WC_SUCCESS);
-	recv_on(&n.b, 2, (uintptr_t)n.mine, 64, n.mymr->lkey);
-	post(&n.a, 3, IBV_WR_SEND, n.mi.addr, 64, n.omr->lkey, 0, 0, 0, 0);
+	eu_recv_keyed(&n.b, 2, (uintptr_t)n.mine, 64, n.mymr->lkey);
+	eu_post_keyed(&n.a, 3, IBV_WR_SEND, n.mi.addr, 64, n.omr->lkey, 0, 0, 0,
+		      0);
 	EXPECT_WC(n.a.cq, &wc, IBV_WC_SUCCESS);
 	EXPECT_WC(n.b.cq, &wc, IBV_WC_SUCCESS);
 	xsend(s, "R", 1);
 	xrecv(s, &go, 1);
 
-	post(&n.a, 4, IBV_WR_SEND, n.mi.addr, 64, n.omr->lkey, 0, 0, 0, 0);
+	eu_post_keyed(&n.a, 4, IBV_WR_SEND, n.mi.addr, 64, n.omr->lkey, 0, 0, 0,
+		      0);
 	EXPECT_WC(n.a.cq, &wc, IBV_WC_LOC_PROT_ERR);
 	pair_free(&n);
 
 	pair_new(&n);
-	post(&n.a, 5, IBV_WR_RDMA_WRITE, (uintptr_t)n.mine, 64, n.mymr->lkey,
-	     n.mi.addr, n.mi.rkey, 0, 0);
+	eu_post_keyed(&n.a, 5, IBV_WR_RDMA_WRITE, (uintptr_t)n.mine, 64,
+		      n.mymr->lkey, n.mi.addr, n.mi.rkey, 0, 0);
 	EXPECT_WC(n.a.cq, &wc, IBV_WC_REM_OP_ERR);
 	pair_free(&n);
 
 	pair_new(&n);
-	post(&n.a, 6, IBV_WR_ATOMIC_FETCH_AND_ADD, (uintptr_t)n.mine, 8,
-	     n.mymr->lkey, n.mi.addr + ATOM_OFF, n.mi.rkey, 1, 0);
+	eu_post_keyed(&n.a, 6, IBV_WR_ATOMIC_FETCH_AND_ADD, (uintptr_t)n.mine,
+		      8, n.mymr->lkey, n.mi.addr + ATOM_OFF, n.mi.rkey, 1, 0);
 	EXPECT_WC(n.a.cq, &wc, IBV_WC_REM_OP_ERR);
 	net_close(&n);
 	_exit(0);

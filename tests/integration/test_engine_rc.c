@@ -241,15 +241,10 @@ SV_TEST(rc_loopback_stream)
 static void peer_main(int s)
 {
 	struct ep e;
-	struct ep_info mine, theirs;
 	struct ibv_wc wc;
 	char cmd;
 
-	ep_open(&e, NULL, IBV_QPT_RC);
-	mine = ep_info(&e);
-	xsend(s, &mine, sizeof(mine));
-	xrecv(s, &theirs, sizeof(theirs));
-	ep_connect(&e, theirs.qpn);
+	eu_exchange_as_peer(&e, s);
 	post_recv(&e, 5, e.buf, 4096);
 	xsend(s, "r", 1);
 	for (;;) {
@@ -294,16 +289,13 @@ static pid_t start_peer(int *sock)
 SV_TEST(rc_two_processes)
 {
 	struct ep a;
-	struct ep_info mine, theirs;
+	struct ep_info theirs;
 	struct ibv_wc wc;
 	int s, status;
 	char c;
 	pid_t pid = start_peer(&s);
 
-	ep_open(&a, NULL, IBV_QPT_RC);
-	xrecv(s, &theirs, sizeof(theirs));
-	mine = ep_info(&a);
-	xsend(s, &mine, sizeof(mine));
+	theirs = eu_exchange_as_test(&a, s);
 	ep_connect(&a, theirs.qpn);
 	xrecv(s, &c, 1);
 

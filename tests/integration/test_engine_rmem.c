@@ -26,12 +26,6 @@ struct cmd {
 	uint32_t op, off, len, pad;
 };
 
-static void pattern(uint8_t *p, size_t n, unsigned seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)(seed * 31 + i * 13 + (i >> 8));
-}
-
 /* The owner: registers OBUF bytes on the parent's PD, keeps an engine
  * (a QP), answers commands until told to quit. */
 static void owner_main(struct ibv_context *ctx, struct ibv_pd *pd, int s)
@@ -45,7 +39,7 @@ static void owner_main(struct ibv_context *ctx, struct ibv_pd *pd, int s)
 	struct cmd c;
 
 	CHECK(posix_memalign((void **)&buf, 4096, OBUF) == 0);
-	pattern(buf, OBUF, 1);
+	eu_pattern(buf, OBUF, 1);
 	memset(buf + ATOM_OFF, 0, 64);
 	mr = ibv_reg_mr(pd, buf, OBUF, EU_ACCESS);
 	CHECK(mr);
@@ -94,38 +88,14 @@ struct world {
 	pid_t owner;
 };
 
-static void qp_on(struct ep *e, struct world *w)
-{
-	struct ibv_qp_init_attr ia;
-
-	memset(e, 0, sizeof(*e));
-	e->ctx = w->ctx;
-	e->pd = w->pd;
-	e->cq = ibv_create_cq(w->ctx, 64, NULL, NULL, 0);
-	CHECK(e->cq);
-	memset(&ia, 0, sizeof(ia));
-	ia.send_cq = ia.recv_cq = e->cq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 32;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 2;
-	e->qp = ibv_create_qp(w->pd, &ia);
-	CHECK(e->qp);
-}
-
 static void pair_new(struct world *w)
 {
-	qp_on(&w->a, w);
-	qp_on(&w->b, w);
-	ep_connect(&w->a, w->b.qp->qp_num);
-	ep_connect(&w->b, w->a.qp->qp_num);
+	eu_pair_new(&w->a, &w->b, w->ctx, w->pd, 64, 32, 2);
 }
 
 static void pair_free(struct world *w)
 {
-	CHECK_EQ(ibv_destroy_qp(w->a.qp), 0);
-	CHECK_EQ(ibv_destroy_qp(w->b.qp), 0);
-	CHECK_EQ(ibv_destroy_cq(w->a.cq), 0);
-	CHECK_EQ(ibv_destroy_cq(w->b.cq), 0);
+	eu_pair_free(&w->a, &w->b);
 }
 
 static void world_open(struct world *w)
@@ -200,39 +170,12 @@ static void owner_read(struct world *w, uint32_t off, uint32_t len, void *out)
 	}
 }
 
+/* CMP_SWP swaps in add + 1. */
 static void post(struct ep *e, uint64_t id, enum ibv_wr_opcode op,
 		 uint64_t laddr, uint32_t len, uint32_t lkey, uint64_t raddr,
 		 uint32_t rkey, uint64_t add)
 {
-	struct ibv_sge s = { .addr = laddr, .length = len, .lkey = lkey };
-	struct ibv_send_wr wr, *bad;
-
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = id;
-	wr.sg_list = &s;
-	wr.num_sge = 1;
-	wr.opcode = op;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP) {
-		wr.wr.atomic.remote_addr = raddr;
-		wr.wr.atomic.rkey = rkey;
-		wr.wr.atomic.compare_add = add;
-		wr.wr.atomic.swap = add + 1;
-	} else {
-		wr.wr.rdma.remote_addr = raddr;
-		wr.wr.rdma.rkey = rkey;
-	}
-	CHECK_EQ(ibv_post_send(e->qp, &wr, &bad), 0);
-}
-
-static void recv_on(struct ep *e, uint64_t id, uint64_t addr, uint32_t len,
-		    uint32_t lkey)
-{
-	struct ibv_sge s = { .addr = addr, .length = len, .lkey = lkey };
-	struct ibv_recv_wr wr = { .wr_id = id, .sg_list = &s, .num_sge = 1 },
-			   *bad;
-
-	CHECK_EQ(ibv_post_recv(e->qp, &wr, &bad), 0);
+	eu_post_keyed(e, id, op, laddr, len, lkey, raddr, rkey, add, add + 1);
 }
 
 static void scenario(void)
@@ -243,12 +186,12 @@ static void scenario(void)
 	uint64_t oaddr, v;
 
 	CHECK(want && got);
-	pattern(want, OBUF, 1);
+	eu_pattern(want, OBUF, 1);
 	world_open(&w);
 	oaddr = w.oi.addr;
 
 	/* 1. A SEND gathered from the imported lkey (several packets). */
-	recv_on(&w.b, 1, (uintptr_t)w.mine, 8192, w.mymr->lkey);
+	eu_recv_keyed(&w.b, 1, (uintptr_t)w.mine, 8192, w.mymr->lkey);
 	post(&w.a, 2, IBV_WR_SEND, oaddr + 100, 5000, w.omr->lkey, 0, 0, 0);
 	EXPECT_WC(w.a.cq, &wc, IBV_WC_SUCCESS);
 	EXPECT_WC(w.b.cq, &wc, IBV_WC_SUCCESS);
@@ -256,8 +199,8 @@ static void scenario(void)
 	CHECK(!memcmp(w.mine, want + 100, 5000));
 
 	/* 2. A receive scattered into the imported lkey. */
-	pattern(w.mine + 8192, 6000, 2);
-	recv_on(&w.b, 3, oaddr + 8192, 6000, w.omr->lkey);
+	eu_pattern(w.mine + 8192, 6000, 2);
+	eu_recv_keyed(&w.b, 3, oaddr + 8192, 6000, w.omr->lkey);
 	post(&w.a, 4, IBV_WR_SEND, (uintptr_t)w.mine + 8192, 6000,
 	     w.mymr->lkey, 0, 0, 0);
 	EXPECT_WC(w.a.cq, &wc, IBV_WC_SUCCESS);
@@ -266,7 +209,7 @@ static void scenario(void)
 	CHECK(!memcmp(got, w.mine + 8192, 6000));
 
 	/* 3. RDMA WRITE to the owner's rkey (our responder writes it). */
-	pattern(w.mine + 16384, 9000, 3);
+	eu_pattern(w.mine + 16384, 9000, 3);
 	post(&w.a, 5, IBV_WR_RDMA_WRITE, (uintptr_t)w.mine + 16384, 9000,
 	     w.mymr->lkey, oaddr + 16384, w.oi.rkey, 0);
 	EXPECT_WC(w.a.cq, &wc, IBV_WC_SUCCESS);
@@ -280,7 +223,7 @@ static void scenario(void)
 	CHECK(!memcmp(w.mine + 32768, want + 40000, 7000));
 
 	/* 5. A READ whose result lands in the imported lkey. */
-	pattern(w.mine + 49152, 3000, 4);
+	eu_pattern(w.mine + 49152, 3000, 4);
 	post(&w.a, 7, IBV_WR_RDMA_READ, oaddr + 100000, 3000, w.omr->lkey,
 	     (uintptr_t)w.mine + 49152, w.mymr->rkey, 0);
 	EXPECT_WC(w.a.cq, &wc, IBV_WC_SUCCESS);

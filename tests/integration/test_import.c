@@ -61,6 +61,43 @@ static void sync_byte(int sock, int send_it)
 		CHECK_EQ(read(sock, &b, 1), 1);
 }
 
+/* The owner's side: a PD and an MR of n pages on a new context, described
+ * in *s, and a socketpair sv to hand them over on. */
+static struct ibv_context *owner_open(struct ibv_pd **pd, struct ibv_mr **mr,
+				      size_t n, int access, int sv[2],
+				      struct shared *s)
+{
+	struct ibv_context *ctx = sv_test_open_dev();
+
+	*pd = ibv_alloc_pd(ctx);
+	CHECK(*pd);
+	*mr = ibv_reg_mr(*pd, pages(n), n * 4096, access);
+	CHECK(*mr);
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	*s = shared_of(*pd, *mr);
+	return ctx;
+}
+
+/* The other side: the context sent on sock and views of its PD and MR. */
+static struct ibv_context *import_shared(int sock, struct shared *s,
+					 struct ibv_pd **pd, struct ibv_mr **mr)
+{
+	struct ibv_context *ctx = sv_test_recv_context(sock, s, sizeof(*s));
+
+	*pd = ibv_import_pd(ctx, s->pd_handle);
+	*mr = ibv_import_mr(*pd, s->mr_handle);
+	CHECK(*pd && *mr);
+	return ctx;
+}
+
+static void unimport_shared(struct ibv_context *ctx, struct ibv_pd *pd,
+			    struct ibv_mr *mr)
+{
+	ibv_unimport_mr(mr);
+	ibv_unimport_pd(pd);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+}
+
 /* The importer: a view of everything, and its own MR on the shared PD. */
 static void importer(void *arg)
 {
@@ -113,14 +150,8 @@ SV_TEST(import_in_another_process)
 	int sv[2];
 
 	sv_test_baseline(&base);
-	ctx = sv_test_open_dev();
-	pd = ibv_alloc_pd(ctx);
-	CHECK(pd);
-	mr = ibv_reg_mr(pd, pages(2), 8192,
-			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
-	CHECK(mr);
-	CHECK_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
-	s = shared_of(pd, mr);
+	ctx = owner_open(&pd, &mr, 2,
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, sv, &s);
 	send_shared(sv[0], ctx->cmd_fd, &s);
 	CHECK_EQ(sv_test_child(importer, &sv[1]), 0);
 	sync_byte(sv[0], 0);
@@ -137,13 +168,10 @@ static void survivor(void *arg)
 {
 	int sock = *(int *)arg;
 	struct shared s;
-	struct ibv_context *ctx = sv_test_recv_context(sock, &s, sizeof(s));
 	struct ibv_pd *pd;
 	struct ibv_mr *mr;
+	struct ibv_context *ctx = import_shared(sock, &s, &pd, &mr);
 
-	pd = ibv_import_pd(ctx, s.pd_handle);
-	mr = ibv_import_mr(pd, s.mr_handle);
-	CHECK(pd && mr);
 	sync_byte(sock, 1);
 	sync_byte(sock, 0); /* the owner destroyed both */
 	CHECK_EQ(ibv_dereg_mr(mr), ENOENT);
@@ -152,9 +180,7 @@ static void survivor(void *arg)
 	CHECK_NULL_ERRNO(ibv_import_mr(pd, s.mr_handle), ENOENT);
 	CHECK_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, 0),
 		 IBV_REREG_MR_ERR_INPUT);
-	ibv_unimport_mr(mr);
-	ibv_unimport_pd(pd);
-	CHECK_EQ(ibv_close_device(ctx), 0);
+	unimport_shared(ctx, pd, mr);
 	sync_byte(sock, 1);
 }
 
@@ -170,12 +196,7 @@ SV_TEST(destroy_through_one_view_seen_by_all)
 	int st;
 
 	sv_test_baseline(&base);
-	ctx = sv_test_open_dev();
-	pd = ibv_alloc_pd(ctx);
-	mr = ibv_reg_mr(pd, pages(1), 4096, 0);
-	CHECK(pd && mr);
-	CHECK_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
-	s = shared_of(pd, mr);
+	ctx = owner_open(&pd, &mr, 1, 0, sv, &s);
 	pid = fork();
 	if (pid == 0) {
 		survivor(&sv[1]);
@@ -198,11 +219,10 @@ static void destroyer(void *arg)
 {
 	int sock = *(int *)arg;
 	struct shared s;
-	struct ibv_context *ctx = sv_test_recv_context(sock, &s, sizeof(s));
-	struct ibv_pd *pd = ibv_import_pd(ctx, s.pd_handle);
-	struct ibv_mr *mr = ibv_import_mr(pd, s.mr_handle);
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	struct ibv_context *ctx = import_shared(sock, &s, &pd, &mr);
 
-	CHECK(pd && mr);
 	CHECK_EQ(ibv_dealloc_pd(pd), EBUSY);
 	CHECK_EQ(ibv_dereg_mr(mr), 0);
 	CHECK_EQ(ibv_dealloc_pd(pd), 0);
@@ -219,12 +239,7 @@ SV_TEST(destroy_by_importer)
 	int sv[2];
 
 	sv_test_baseline(&base);
-	ctx = sv_test_open_dev();
-	pd = ibv_alloc_pd(ctx);
-	mr = ibv_reg_mr(pd, pages(1), 4096, 0);
-	CHECK(pd && mr);
-	CHECK_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
-	s = shared_of(pd, mr);
+	ctx = owner_open(&pd, &mr, 1, 0, sv, &s);
 	send_shared(sv[0], ctx->cmd_fd, &s);
 	CHECK_EQ(sv_test_child(destroyer, &sv[1]), 0);
 	CHECK_EQ(ibv_dereg_mr(mr), ENOENT);
@@ -232,9 +247,7 @@ SV_TEST(destroy_by_importer)
 	CHECK_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, 0),
 		 IBV_REREG_MR_ERR_CMD);
 	CHECK_EQ(errno, ENOENT);
-	ibv_unimport_mr(mr);
-	ibv_unimport_pd(pd);
-	CHECK_EQ(ibv_close_device(ctx), 0);
+	unimport_shared(ctx, pd, mr);
 	sv_test_wait_quiet(&base, 5000);
 }
 
