@@ -235,9 +235,12 @@ static void write_report(const char *path)
 			"neither can be answered locally or deferred.\n"
 			"- a 1 GiB registration costs %.2fx a 4 KiB one (aim: 1): "
 			"nothing is pinned or walked, so length does not matter.\n"
-			"- a round trip is a wake-up of the daemon on another core "
-			"and one back (SOCK_SEQPACKET): that, not the work in the "
-			"daemon, is the cost of every control verb.\n",
+			"- a round trip is one SOCK_SEQPACKET message each way; "
+			"the library spins up to 30 us for the reply and the "
+			"daemon up to 30 us for the next request before either "
+			"sleeps, because a sleep-and-wake costs tens of "
+			"microseconds on a busy 2-CPU machine: the wake-ups, not "
+			"the work in the daemon, are what a control verb costs.\n",
 			results[2].median / rt, results[4].median / results[2].median);
 	}
 	fclose(f);
