@@ -83,6 +83,15 @@ const char *sv_daemon_path(void)
 				 "%s/softverbsd", dir);
 			if (access(daemon_path_buf, X_OK) == 0)
 				return daemon_path_buf;
+#ifdef SV_PRIVLIB_TO_BINDIR
+			/* Installed: PREFIX/lib/softverbs/libibverbs.so.1
+			 * finds PREFIX/bin/softverbsd wherever PREFIX was
+			 * chosen at install time (cmake --install --prefix). */
+			snprintf(daemon_path_buf, sizeof(daemon_path_buf),
+				 "%s/" SV_PRIVLIB_TO_BINDIR "/softverbsd", dir);
+			if (access(daemon_path_buf, X_OK) == 0)
+				return daemon_path_buf;
+#endif
 		}
 	}
 	snprintf(daemon_path_buf, sizeof(daemon_path_buf), "%s/softverbsd",

@@ -542,6 +542,7 @@ struct sv_link_rep {
 enum sv_engine_msg_type {
 	SV_ENGINE_LINK_NEW = 1, /* a peer made a ring towards us */
 	SV_ENGINE_PEER_GONE,	/* engine `peer` died: fail its links */
+	SV_ENGINE_UFILE_GONE,	/* ufile `peer` was destroyed: its MRs with it */
 };
 struct sv_engine_msg {
 	uint32_t type;

@@ -125,6 +125,16 @@ void svd_engine_conn_gone(struct svd_conn *c)
 	}
 }
 
+void svd_engines_ufile_gone(uint32_t id)
+{
+	struct sv_engine_msg m = { .type = SV_ENGINE_UFILE_GONE, .peer = id };
+
+	/* To all: which processes registered memory there is the engines'
+	 * business, and a ufile's end is rare. */
+	for (struct svd_engine *e = engines; e; e = e->next)
+		engine_push(e, &m, NULL, 0);
+}
+
 void svd_engines_close(void)
 {
 	while (engines)

@@ -43,6 +43,10 @@ void svd_engine_readable(struct svd_engine *e);
 /* The process's control channel closed: its engine goes with it (the
  * channel is private to the process, so this is the process's end). */
 void svd_engine_conn_gone(struct svd_conn *c);
+/* ufile `id` is being destroyed: every engine may drop what it kept for
+ * the MRs it registered there (they outlive their context while the
+ * ufile lives, as in the kernel). */
+void svd_engines_ufile_gone(uint32_t id);
 /* Drops every engine (daemon shutdown). */
 void svd_engines_close(void);
 

@@ -5,6 +5,7 @@
  * of its cmd_fd is closed anywhere: the daemon holds the other end of that
  * socket pair and sees EOF.  Then every object of the ufile is destroyed.
  */
+#include "svd_engine.h"
 #include "svd_int.h"
 #include "sv_log.h"
 #include "sv_sock.h"
@@ -163,6 +164,7 @@ void svd_ufile_destroy(struct svd_ufile *uf)
 					uf->handles[h]->usecnt = 0;
 		}
 	} while (left);
+	svd_engines_ufile_gone(uf->id);
 	free(uf->handles);
 	svd_watch_del(&uf->w);
 	close(uf->w.fd);

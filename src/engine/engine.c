@@ -15,9 +15,10 @@
  * detaches when it is no longer wanted -- no QP and no MR registered here
  * left in an open context -- but this is decided only when a QP goes or a
  * context closes, never in ibv_dereg_mr: a reg/dereg loop attaches once.
- * Closing a context ends its MRs' holds (unless another context of ours
- * views the same ufile), so a process with no context and no QP holds
- * nothing in the daemon.  SV_OP_ENGINE_ATTACH gives the daemon our
+ * The MRs of a closed context live on while their ufile does (another
+ * process may hold its cmd_fd, as in the kernel), so their holds last
+ * until the daemon says the ufile is gone (SV_ENGINE_UFILE_GONE); then a
+ * process with no context and no QP holds nothing in the daemon.  SV_OP_ENGINE_ATTACH gives the daemon our
  * doorbell (an eventfd) and returns an engine id, the engine socket and
  * the key table memfd (mapped read-only, kept for the life of the
  * process).
@@ -1009,6 +1010,8 @@ static void peer_gone(struct sv_engine *eng, uint32_t peer)
 	atomic_store(&eng->work, 1);
 }
 
+static void holds_ufile_gone(struct sv_engine *eng, uint32_t ufile);
+
 static void sock_readable(struct sv_engine *eng)
 {
 	for (;;) {
@@ -1045,6 +1048,11 @@ static void sock_readable(struct sv_engine *eng)
 		if (m.type == SV_ENGINE_PEER_GONE) {
 			sv_close_fds(fds, nfds);
 			peer_gone(eng, m.peer);
+			continue;
+		}
+		if (m.type == SV_ENGINE_UFILE_GONE) {
+			sv_close_fds(fds, nfds);
+			holds_ufile_gone(eng, m.peer);
 			continue;
 		}
 		if (m.type != SV_ENGINE_LINK_NEW || nfds != 2 ||
@@ -1437,18 +1445,20 @@ static void release_all(struct sv_engine *eng, int close_fds)
 
 /*
  * Engine holds of registered memory: per context that registered an MR of
- * this process's memory, the MRs it still has (under eng->lock).  A
- * context's record lives until the context closes.
+ * this process's memory, the MRs it still has (under eng->lock).  When
+ * the context closes its record loses ctx (NULL) and lives until the
+ * daemon destroys the ufile.
  */
 struct mr_hold {
 	struct mr_hold *next;
-	struct ibv_context *ctx;
+	struct ibv_context *ctx; /* NULL: closed, the ufile may live on */
 	uint64_t instance;
 	uint32_t ufile;
 	unsigned long nmr;
 };
 static struct mr_hold *mr_holds;
 static unsigned long mr_holds_total;
+static int detaching; /* under eng->lock: one detach() at a time */
 
 /* Must hold eng->lock.  What keeps the engine attached: QPs, or memory
  * of ours another process may reach. */
@@ -1470,10 +1480,10 @@ static struct mr_hold *hold_find(const struct ibv_context *ctx)
 
 /* Must hold eng->lock.  ctx is closing: its MRs live on in the ufile,
  * but this process can no longer deregister them through ctx.  Another
- * context of ours on the same ufile takes its holds over; without one we
- * cannot tell whether the ufile outlives ctx (another process may hold
- * its cmd_fd), and keeping the engine for ever would leak it: the holds
- * end here. */
+ * record of ours for the same ufile (an open context, or one closed
+ * before) takes its holds over; without one the record stays, ctx-less,
+ * because another process may hold the ufile's cmd_fd and use the MRs:
+ * the daemon's SV_ENGINE_UFILE_GONE ends it. */
 static void hold_ctx_close(const struct ibv_context *ctx)
 {
 	struct mr_hold **pp, *h, *o;
@@ -1483,15 +1493,58 @@ static void hold_ctx_close(const struct ibv_context *ctx)
 	h = *pp;
 	if (!h)
 		return;
-	*pp = h->next;
 	for (o = mr_holds; o; o = o->next)
-		if (o->ufile == h->ufile && o->instance == h->instance)
+		if (o != h && o->ufile == h->ufile &&
+		    o->instance == h->instance)
 			break;
-	if (o)
-		o->nmr += h->nmr;
-	else
-		mr_holds_total -= h->nmr;
+	if (!o) {
+		h->ctx = NULL;
+		return;
+	}
+	*pp = h->next;
+	o->nmr += h->nmr;
 	free(h);
+}
+
+static void detach(struct sv_engine *eng);
+
+static void *detach_main(void *arg)
+{
+	detach(arg);
+	return NULL;
+}
+
+/* The daemon destroyed ufile `ufile`: the MRs our closed contexts left
+ * there are gone, and with them perhaps the last reason to stay
+ * attached.  Runs on the progress thread, which cannot join itself: a
+ * short-lived thread detaches. */
+static void holds_ufile_gone(struct sv_engine *eng, uint32_t ufile)
+{
+	struct mr_hold **pp = &mr_holds, *h;
+	pthread_attr_t attr;
+	pthread_t t;
+	int last;
+
+	pthread_mutex_lock(&eng->lock);
+	while ((h = *pp)) {
+		if (!h->ctx && h->ufile == ufile &&
+		    h->instance == eng->instance) {
+			*pp = h->next;
+			mr_holds_total -= h->nmr;
+			free(h);
+			continue;
+		}
+		pp = &h->next;
+	}
+	last = eng->attached && !engine_wanted(eng) && !detaching;
+	pthread_mutex_unlock(&eng->lock);
+	if (!last || pthread_attr_init(&attr))
+		return;
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, detach_main, eng))
+		sv_warn("engine %u: cannot detach: %s", eng->id,
+			strerror(errno));
+	pthread_attr_destroy(&attr);
 }
 
 static void detach(struct sv_engine *eng)
@@ -1499,10 +1552,11 @@ static void detach(struct sv_engine *eng)
 	uint64_t one = 1;
 
 	pthread_mutex_lock(&eng->lock);
-	if (!eng->attached || engine_wanted(eng)) {
+	if (!eng->attached || engine_wanted(eng) || detaching) {
 		pthread_mutex_unlock(&eng->lock);
 		return;
 	}
+	detaching = 1;
 	atomic_store(&eng->stop, 1);
 	if (write(eng->stopfd, &one, sizeof(one)) < 0)
 		sv_dbg("stopfd: %s", strerror(errno));
@@ -1527,6 +1581,7 @@ static void detach(struct sv_engine *eng)
 			pthread_mutex_unlock(&eng->async_lock);
 		}
 	}
+	detaching = 0;
 	pthread_mutex_unlock(&eng->lock);
 	pthread_rwlock_unlock(&eng->attach_lock);
 }
@@ -1560,6 +1615,7 @@ static void atfork_child(void)
 		free(h);
 	}
 	mr_holds_total = 0;
+	detaching = 0;
 	eng->async_head = NULL;
 	eng->async_tail = &eng->async_head;
 	atomic_store(&eng->work, 0);

@@ -268,8 +268,9 @@ void sv_engine_flush(struct sv_qp *qp);
 /*
  * The context is being closed (ibv_close_device, called before the daemon
  * tears the ufile down): the engine forgets every QP of ctx still alive
- * (as the kernel destroys them) and detaches when none is left, so the
- * process holds nothing in the daemon.  No lock held.
+ * (as the kernel destroys them) and detaches when neither QPs nor MR holds
+ * (below) are left, so the process holds nothing in the daemon.  No lock
+ * held.
  */
 void sv_engine_ctx_close(struct ibv_context *ctx);
 
@@ -284,8 +285,10 @@ void sv_engine_ctx_close(struct ibv_context *ctx);
  * sv_engine_mr_release: that MR was deregistered.  It never detaches by
  * itself (a reg/dereg loop must not attach every time): the engine detaches
  * when a QP goes or a context closes and neither QPs nor holds are left.
- * sv_engine_ctx_close ends ctx's holds (another context of ours on the same
- * ufile takes them over).  No lock held.
+ * sv_engine_ctx_close hands ctx's holds to another context of ours on the
+ * same ufile, or keeps them until the daemon destroys the ufile
+ * (SV_ENGINE_UFILE_GONE: another process may still use the MRs); the
+ * engine then detaches if nothing else wants it.  No lock held.
  */
 int sv_engine_mr_hold(struct ibv_context *ctx);
 void sv_engine_mr_release(struct ibv_context *ctx);

@@ -20,10 +20,11 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: softverbs devices\n"
+		"usage: softverbs devices [--json]\n"
 		"\n"
 		"Lists the softverbs devices like ibv_devices, with each port's state,\n"
-		"link layer, active MTU and GID table.  Starts the daemon if needed.\n");
+		"link layer, active MTU and GID table.  Starts the daemon if needed.\n"
+		"--json prints a JSON array of devices with the same data.\n");
 }
 
 static const char *port_state_str(enum ibv_port_state s)
@@ -58,56 +59,116 @@ static const char *gid_type_str(uint32_t t)
 	return "?";
 }
 
-static int show_port(uint32_t port)
+/* Port attributes and GID table from the daemon; 0 or 1 (reported). */
+static int query_port(uint32_t port, struct ibv_port_attr *pa,
+		      struct sv_gid_table *tbl)
 {
 	struct sv_port_req req = { .port = port };
-	struct ibv_port_attr pa;
-	struct sv_gid_table tbl;
 	int err;
 
-	err = sv_call_simple(SV_OP_QUERY_PORT, 0, 0, -1, &req, sizeof(req), &pa,
-			     sizeof(pa));
+	err = sv_call_simple(SV_OP_QUERY_PORT, 0, 0, -1, &req, sizeof(req), pa,
+			     sizeof(*pa));
 	if (err) {
 		sv_tool_err("port %u: query failed: %s", port, strerror(-err));
 		return 1;
 	}
 	err = sv_call_simple(SV_OP_QUERY_GIDS, 0, 0, -1, &req, sizeof(req),
-			     &tbl, sizeof(tbl));
+			     tbl, sizeof(*tbl));
 	if (err) {
 		sv_tool_err("port %u: GID query failed: %s", port, strerror(-err));
 		return 1;
 	}
+	if (tbl->count > SV_GID_TBL_LEN)
+		tbl->count = SV_GID_TBL_LEN;
+	return 0;
+}
+
+static int mtu_bytes(enum ibv_mtu mtu)
+{
+	return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? 128 << mtu : 0;
+}
+
+/* The entry's address and interface name ("" when it has none). */
+static void gid_strings(const struct ibv_gid_entry *e,
+			char addr[INET6_ADDRSTRLEN], char ifname[IF_NAMESIZE])
+{
+	ifname[0] = 0;
+	if (!inet_ntop(AF_INET6, e->gid.raw, addr, INET6_ADDRSTRLEN))
+		snprintf(addr, INET6_ADDRSTRLEN, "?");
+	if (e->ndev_ifindex && !if_indextoname(e->ndev_ifindex, ifname))
+		snprintf(ifname, IF_NAMESIZE, "#%u", e->ndev_ifindex);
+}
+
+static int show_port(uint32_t port)
+{
+	struct ibv_port_attr pa;
+	struct sv_gid_table tbl;
+
+	if (query_port(port, &pa, &tbl))
+		return 1;
 	printf("\tport %u: %s, %s, active_mtu %d\n", port,
 	       port_state_str(pa.state), link_layer_str(pa.link_layer),
-	       pa.active_mtu >= IBV_MTU_256 && pa.active_mtu <= IBV_MTU_4096 ?
-		       128 << pa.active_mtu : 0);
-	if (tbl.count > SV_GID_TBL_LEN)
-		tbl.count = SV_GID_TBL_LEN;
+	       mtu_bytes(pa.active_mtu));
 	for (uint32_t i = 0; i < tbl.count; i++) {
 		const struct ibv_gid_entry *e = &tbl.entries[i];
-		char addr[INET6_ADDRSTRLEN], ifname[IF_NAMESIZE] = "";
+		char addr[INET6_ADDRSTRLEN], ifname[IF_NAMESIZE];
 
-		if (!inet_ntop(AF_INET6, e->gid.raw, addr, sizeof(addr)))
-			snprintf(addr, sizeof(addr), "?");
-		if (e->ndev_ifindex && !if_indextoname(e->ndev_ifindex, ifname))
-			snprintf(ifname, sizeof(ifname), "#%u", e->ndev_ifindex);
+		gid_strings(e, addr, ifname);
 		printf("\t\tGID[%3u]: %-40s %-8s %s\n", e->gid_index, addr,
 		       gid_type_str(e->gid_type), ifname);
 	}
 	return 0;
 }
 
+/* One port object; a port that cannot be queried is left out (reported). */
+static int show_port_json(uint32_t port, int first)
+{
+	struct ibv_port_attr pa;
+	struct sv_gid_table tbl;
+
+	if (query_port(port, &pa, &tbl))
+		return 1;
+	printf("%s{\"port\": %u, \"state\": ", first ? "" : ", ", port);
+	sv_tool_json_str(stdout, port_state_str(pa.state));
+	printf(", \"link_layer\": ");
+	sv_tool_json_str(stdout, link_layer_str(pa.link_layer));
+	printf(", \"active_mtu\": %d, \"gids\": [", mtu_bytes(pa.active_mtu));
+	for (uint32_t i = 0; i < tbl.count; i++) {
+		const struct ibv_gid_entry *e = &tbl.entries[i];
+		char addr[INET6_ADDRSTRLEN], ifname[IF_NAMESIZE];
+
+		gid_strings(e, addr, ifname);
+		printf("%s\n    {\"index\": %u, \"gid\": ", i ? "," : "",
+		       e->gid_index);
+		sv_tool_json_str(stdout, addr);
+		printf(", \"type\": ");
+		sv_tool_json_str(stdout, gid_type_str(e->gid_type));
+		printf(", \"interface\": ");
+		if (ifname[0])
+			sv_tool_json_str(stdout, ifname);
+		else
+			printf("null");
+		printf("}");
+	}
+	printf("]}");
+	return 0;
+}
+
 int sv_cmd_devices(int argc, char **argv)
 {
 	struct sv_device_info info;
-	int err, rc = 0;
+	int err, rc = 0, json = 0, shown = 0;
 
-	if (argc > 1) {
-		if (sv_tool_is_help(argv[1])) {
+	for (int i = 1; i < argc; i++) {
+		if (sv_tool_is_help(argv[i])) {
 			usage(stdout);
 			return 0;
 		}
-		sv_tool_usage_err("devices", "unexpected argument '%s'", argv[1]);
+		if (!strcmp(argv[i], "--json") || !strcmp(argv[i], "-j")) {
+			json = 1;
+			continue;
+		}
+		sv_tool_usage_err("devices", "unexpected argument '%s'", argv[i]);
 	}
 	err = sv_call_simple(SV_OP_DEVICE_INFO, 0, 0, -1, NULL, 0, &info,
 			     sizeof(info));
@@ -118,6 +179,20 @@ int sv_cmd_devices(int argc, char **argv)
 		return 1;
 	}
 	info.name[sizeof(info.name) - 1] = 0;
+	if (json) {
+		/* An array, like ibv_get_device_list(), though there is one. */
+		printf("[{\"name\": ");
+		sv_tool_json_str(stdout, info.name);
+		printf(", \"node_guid\": \"%016llx\", \"ports\": [\n  ",
+		       (unsigned long long)be64toh(info.node_guid));
+		for (uint32_t p = 1; p <= info.num_ports && p <= 255; p++) {
+			err = show_port_json(p, !shown);
+			shown += !err;
+			rc |= err;
+		}
+		printf("]}]\n");
+		return rc;
+	}
 	printf("    %-16s\t   node GUID\n", "device");
 	printf("    %-16s\t----------------\n", "------");
 	printf("    %-16s\t%016llx\n", info.name,

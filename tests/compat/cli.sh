@@ -148,6 +148,22 @@ expect_rc 0 "devices" "$SV" devices
 expect_out "^ +sv0[[:space:]]+$guid$" "devices lists sv0 with ibv_devices' GUID"
 expect_out "port 1: PORT_ACTIVE, Ethernet" "devices shows the port"
 expect_out "GID\[ *[0-9]+\]: ::ffff:127\.0\.0\.1 +RoCE v2" "devices shows the 127.0.0.1 GID"
+expect_rc 0 "devices --json" "$SV" devices --json
+cp "$TMP/out" "$TMP/dev.json"
+if $PY -m json.tool <"$TMP/dev.json" >/dev/null; then ok "devices --json parses"; else fail "devices --json is not JSON"; cat "$TMP/dev.json"; fi
+if $PY - "$TMP/dev.json" "$guid" <<'EOF'; then ok "devices --json: sv0, its GUID, the port, the 127.0.0.1 GID"; else fail "devices --json content"; cat "$TMP/dev.json"; fi
+import json, sys
+devs = json.load(open(sys.argv[1]))
+assert [d["name"] for d in devs] == ["sv0"], devs
+d = devs[0]
+assert d["node_guid"] == sys.argv[2], d
+p = d["ports"][0]
+assert p["port"] == 1 and p["state"] == "PORT_ACTIVE", p
+assert p["link_layer"] == "Ethernet" and p["active_mtu"] >= 256, p
+g = [g for g in p["gids"] if g["gid"] == "::ffff:127.0.0.1"]
+assert g and g[0]["type"] == "RoCE v2", p["gids"]
+assert isinstance(g[0]["index"], int), g
+EOF
 
 # --- res show ---------------------------------------------------------------
 expect_rc 0 "res show --json, nothing open" "$SV" res show --json

@@ -18,6 +18,9 @@ else()
   message(WARNING "Debian's libibverbs.so not found: abi_symbols test disabled")
 endif()
 
+# `cmake --install` into a temporary prefix; the installed tree runs alone.
+sv_script_test(install compat/install.sh)
+
 # pyverbs PD/MR (reg, rereg, import, ODP) on our library (seed verbs).
 if(EXISTS /usr/bin/python3)
   add_test(NAME pyverbs_seed COMMAND /usr/bin/python3

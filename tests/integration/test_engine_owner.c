@@ -7,8 +7,10 @@
  * atomics -- with CMA and without (SOFTVERBS_NO_CMA=1 in the networker,
  * so the owner's engine does every access; atomics go to it always).
  * The data is checked in the owner.  The owner killed: error completions
- * in the networker, never a hang.  A reg/dereg loop attaches once, and
- * closing the context detaches: the process is back to one thread.
+ * in the networker, never a hang.  A reg/dereg loop attaches once.  The
+ * owner closing its context while another process holds the cmd_fd keeps
+ * serving its MR; the ufile's end detaches: the process is back to one
+ * thread.
  */
 #include "engine_util.h"
 
@@ -40,6 +42,15 @@ static int threads(void)
 		n += e->d_name[0] != '.';
 	closedir(d);
 	return n;
+}
+
+/* The engine detaches asynchronously when the daemon destroys a ufile
+ * (its MRs outlive our context until then): wait for the thread count. */
+static void wait_threads(int want)
+{
+	for (int i = 0; i < 20000 && threads() != want; i++)
+		usleep(1000);
+	CHECK_EQ(threads(), want);
 }
 
 /* What the networker needs to import pd and mr. */
@@ -261,6 +272,110 @@ SV_TEST_T(owner_without_qp_without_cma, 60)
 	owner_serves(1);
 }
 
+/* ------------------------------------------------- owner closed -- */
+
+/* Imports the owner's MR, waits for the owner to close its context, then
+ * writes, reads and adds to the owner's memory (without CMA: the owner's
+ * engine does each access).  Closing our context ends the ufile. */
+static void closed_user(int s)
+{
+	struct net n;
+	struct ibv_wc wc;
+	uint8_t want[8192];
+	uint64_t v;
+	char go;
+
+	net_open(&n, s, 1);
+	xsend(s, "I", 1);
+	xrecv(s, &go, 1); /* the owner closed its context */
+
+	eu_pattern(n.mine + 24576, 7000, 4);
+	eu_post_keyed(&n.a, 1, IBV_WR_RDMA_WRITE, (uintptr_t)n.mine + 24576,
+		      7000, n.mymr->lkey, n.mi.addr + WRITE_OFF, n.mi.rkey, 0,
+		      0);
+	EXPECT_WC(n.a.cq, &wc, IBV_WC_SUCCESS);
+	eu_pattern(want, sizeof(want), 1);
+	memset(n.mine + 40960, 0, 4000);
+	eu_post_keyed(&n.a, 2, IBV_WR_RDMA_READ, (uintptr_t)n.mine + 40960,
+		      4000, n.mymr->lkey, n.mi.addr + SEND_OFF + 200, n.mi.rkey,
+		      0, 0);
+	EXPECT_WC(n.a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK(!memcmp(n.mine + 40960, want + 200, 4000));
+	eu_post_keyed(&n.a, 3, IBV_WR_ATOMIC_FETCH_AND_ADD,
+		      (uintptr_t)n.mine + 49152, 8, n.mymr->lkey,
+		      n.mi.addr + ATOM_OFF, n.mi.rkey, 3, 0);
+	EXPECT_WC(n.a.cq, &wc, IBV_WC_SUCCESS);
+	memcpy(&v, n.mine + 49152, 8);
+	CHECK_EQ(v, (uint64_t)ATOM_INIT);
+	xsend(s, "D", 1);
+	xrecv(s, &go, 1); /* the owner checked its memory */
+	net_close(&n);
+	_exit(0);
+}
+
+/* The owner closes its only context while another process holds the
+ * ufile's cmd_fd: its MR lives on, as in the kernel, so its engine keeps
+ * serving it until the ufile dies, then detaches. */
+SV_TEST_T(owner_closed_ufile_lives, 60)
+{
+	struct sv_status_rep base;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	struct minfo mi;
+	uint8_t *buf, want[8192];
+	uint64_t v;
+	pid_t net;
+	int sv[2], st, t0;
+	char ack;
+
+	sv_test_baseline(&base);
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	net = fork();
+	CHECK(net >= 0);
+	if (net == 0) {
+		close(sv[0]);
+		closed_user(sv[1]);
+	}
+	close(sv[1]);
+
+	CHECK(posix_memalign((void **)&buf, 4096, OBUF) == 0);
+	memset(buf, 0, OBUF);
+	eu_pattern(buf + SEND_OFF, 8192, 1);
+	v = ATOM_INIT;
+	memcpy(buf + ATOM_OFF, &v, 8);
+	t0 = threads();
+	ctx = eu_open();
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd);
+	mr = ibv_reg_mr(pd, buf, OBUF, EU_ACCESS);
+	CHECK(mr);
+	CHECK_EQ(threads(), t0 + 1);
+	mi = minfo_of(pd, mr);
+	CHECK_EQ(sv_test_send_fd(sv[0], ctx->cmd_fd, &mi, sizeof(mi)), 0);
+	xrecv(sv[0], &ack, 1);
+	CHECK_EQ(ack, 'I');
+	/* MR and PD left registered: they belong to the ufile now. */
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	CHECK_EQ(threads(), t0 + 1); /* still serving */
+	xsend(sv[0], "C", 1);
+	xrecv(sv[0], &ack, 1);
+	CHECK_EQ(ack, 'D');
+
+	eu_pattern(want, 7000, 4);
+	CHECK(!memcmp(buf + WRITE_OFF, want, 7000));
+	memcpy(&v, buf + ATOM_OFF, 8);
+	CHECK_EQ(v, (uint64_t)ATOM_INIT + 3);
+	xsend(sv[0], "G", 1);
+	st = sv_test_wait_child(net);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* The child's close ended the ufile: nothing keeps our engine. */
+	wait_threads(t0);
+	close(sv[0]);
+	free(buf);
+	sv_test_wait_quiet(&base, 10000);
+}
+
 /* ---------------------------------------------------- owner killed -- */
 
 /* Registers, hands the context over, then waits to be killed. */
@@ -421,11 +536,11 @@ SV_TEST(engine_attached_once)
 	CHECK_EQ(s2.requests - s1.requests - per_status, 40u);
 	CHECK_EQ(threads(), t0 + 1);
 
-	/* A live MR left at close: the engine goes with the context. */
+	/* A live MR left at close: the engine goes with the ufile. */
 	mr = ibv_reg_mr(pd, buf, OBUF, EU_ACCESS);
 	CHECK(mr);
 	CHECK_EQ(ibv_close_device(ctx), 0);
-	CHECK_EQ(threads(), t0);
+	wait_threads(t0);
 	free(buf);
 	sv_test_wait_quiet(&base, 10000);
 }
