@@ -358,15 +358,9 @@ static uint32_t lookup_engine(struct sv_engine *eng, uint32_t qpn,
 {
 	struct sv_qpn_req req = { .qpn = qpn, .flags = flags };
 	struct sv_qpn_rep rep;
-	struct sv_call c = { .op = SV_OP_QPN_LOOKUP,
-			     .instance = eng->instance,
-			     .attach_fd = -1,
-			     .req = &req,
-			     .req_len = sizeof(req),
-			     .rep = &rep,
-			     .rep_cap = sizeof(rep) };
 
-	if (sv_call(&c) || c.rep_len != sizeof(rep))
+	if (sv_call_simple(SV_OP_QPN_LOOKUP, 0, eng->instance, -1, &req,
+			   sizeof(req), &rep, sizeof(rep)))
 		return 0;
 	return rep.engine_id;
 }
@@ -765,14 +759,9 @@ static void async_send(const struct sv_async_ev *ev)
 	struct sv_async_req req = { .ctx = ev->ctx_id,
 				    .event_type = ev->type,
 				    .element = ev->element };
-	struct sv_call c = { .op = SV_OP_ASYNC_EVENT,
-			     .ufile = ev->ufile,
-			     .instance = ev->instance,
-			     .attach_fd = -1,
-			     .req = &req,
-			     .req_len = sizeof(req) };
 
-	if (sv_call(&c))
+	if (sv_call_simple(SV_OP_ASYNC_EVENT, ev->ufile, ev->instance, -1, &req,
+			   sizeof(req), NULL, 0))
 		sv_dbg("async event %u dropped", ev->type);
 }
 

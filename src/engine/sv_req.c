@@ -151,7 +151,9 @@ static enum step local_op(struct sv_qp *qp, struct sv_send_wqe *w,
 	uint32_t op = w->opcode;
 	struct sv_mw_bind_req b;
 	struct sv_key_req k;
-	struct sv_call c = { .instance = eng->instance, .attach_fd = -1 };
+	const void *req;
+	size_t req_len;
+	uint16_t cmd;
 	int err;
 
 	if (op == IBV_WR_BIND_MW) {
@@ -164,19 +166,19 @@ static enum step local_op(struct sv_qp *qp, struct sv_send_wqe *w,
 		b.length = w->bind_info.length;
 		b.pd_id = qp->pd_id;
 		b.qpn = qp->qpx.qp_base.qp_num;
-		c.op = SV_OP_MW_BIND;
-		c.req = &b;
-		c.req_len = sizeof(b);
+		cmd = SV_OP_MW_BIND;
+		req = &b;
+		req_len = sizeof(b);
 	} else {
 		k = (struct sv_key_req){ .key = w->invalidate_rkey,
 					 .pd_id = qp->pd_id,
 					 .qpn = qp->qpx.qp_base.qp_num };
-		c.op = SV_OP_KEY_INVALIDATE;
-		c.req = &k;
-		c.req_len = sizeof(k);
+		cmd = SV_OP_KEY_INVALIDATE;
+		req = &k;
+		req_len = sizeof(k);
 	}
 	pthread_spin_unlock(&qp->sq_lock);
-	err = sv_call(&c);
+	err = sv_call_simple(cmd, 0, eng->instance, -1, req, req_len, NULL, 0);
 	sv_spin_lock(&qp->sq_lock);
 	/* Flushed or reset meanwhile: the WQE is no longer ours. */
 	if (qp->sq.next != idx || qp->state == IBV_QPS_ERR ||

@@ -463,15 +463,11 @@ static int invalidate(struct resp *rs, uint32_t key)
 	struct sv_key_req req = { .key = key,
 				  .pd_id = qp->pd_id,
 				  .qpn = qp->qpx.qp_base.qp_num };
-	struct sv_call c = { .op = SV_OP_KEY_INVALIDATE,
-			     .instance = qp->eng->instance,
-			     .attach_fd = -1,
-			     .req = &req,
-			     .req_len = sizeof(req) };
 	int err;
 
 	pthread_spin_unlock(&qp->rq_lock);
-	err = sv_call(&c);
+	err = sv_call_simple(SV_OP_KEY_INVALIDATE, 0, qp->eng->instance, -1,
+			     &req, sizeof(req), NULL, 0);
 	sv_spin_lock(&qp->rq_lock);
 	return err;
 }

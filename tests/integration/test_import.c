@@ -208,7 +208,7 @@ SV_TEST(destroy_through_one_view_seen_by_all)
 	CHECK_EQ(ibv_dealloc_pd(pd), 0);
 	sync_byte(sv[0], 1);
 	sync_byte(sv[0], 0);
-	CHECK(waitpid(pid, &st, 0) == pid);
+	st = sv_test_wait_child(pid);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	CHECK_EQ(ibv_close_device(ctx), 0);
 	sv_test_wait_quiet(&base, 5000);
@@ -327,7 +327,7 @@ SV_TEST(forked_child_registers_on_parent_pd)
 				     .pid = getpid() };
 		_exit(write(p[1], &s, sizeof(s)) == sizeof(s) ? 0 : 2);
 	}
-	CHECK(waitpid(pid, &st, 0) == pid);
+	st = sv_test_wait_child(pid);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	CHECK_EQ(read(p[0], &s, sizeof(s)), sizeof(s));
 	mr = ibv_import_mr(pd, s.mr_handle);
