@@ -35,7 +35,7 @@
 #define SV_PROTO_MAGIC 0x31505653u /* "SVP1" little-endian */
 #define SV_PROTO_VERSION 1
 #define SV_MSG_MAX 8192 /* largest datagram either side accepts */
-#define SV_MAX_FDS 2	/* most fds one message carries */
+#define SV_MAX_FDS 4	/* most fds one message carries */
 
 /* Status the daemon answers when the channel has not proved membership of
  * the ufile (not an errno; the library answers it with SV_OP_ATTACH). */
@@ -83,13 +83,13 @@ enum sv_op {
 	SV_OP_REG_DM_MR,     /* sv_reg_dm_mr_req -> sv_mr_rep */
 
 	/* Data-path objects (issue 4, verbs side): see "Data-path objects". */
-	SV_OP_CREATE_CQ = 64, /* sv_create_cq_req -> sv_obj_rep */
+	SV_OP_CREATE_CQ = 64, /* sv_create_cq_req + fd {CQ region} -> sv_obj_rep */
 	SV_OP_DESTROY_CQ,     /* sv_handle_req -> empty (-EBUSY while used) */
 	SV_OP_RESIZE_CQ,      /* sv_create_cq_req (handle) -> empty */
-	SV_OP_CREATE_QP,      /* sv_create_qp_req -> sv_qp_rep */
+	SV_OP_CREATE_QP,      /* sv_create_qp_req + fd {QP region} -> sv_qp_rep */
 	SV_OP_MODIFY_QP,      /* sv_modify_qp_req -> empty */
 	SV_OP_DESTROY_QP,     /* sv_handle_req -> empty */
-	SV_OP_CREATE_SRQ,     /* sv_create_srq_req -> sv_obj_rep */
+	SV_OP_CREATE_SRQ,     /* sv_create_srq_req + fd {SRQ region} -> sv_obj_rep */
 	SV_OP_MODIFY_SRQ,     /* sv_create_srq_req (handle) -> empty */
 	SV_OP_DESTROY_SRQ,    /* sv_handle_req -> empty (-EBUSY while used) */
 	SV_OP_CREATE_AH,      /* sv_create_ah_req -> sv_obj_rep */
@@ -107,6 +107,8 @@ enum sv_op {
 	SV_OP_MW_BIND,		  /* sv_mw_bind_req -> empty */
 	SV_OP_KEY_INVALIDATE,	  /* sv_key_req -> empty */
 	SV_OP_ASYNC_EVENT,	  /* sv_async_req -> empty */
+	SV_OP_QP_PEER,		  /* sv_qpn_req -> sv_qp_peer_rep + fds {QP,
+				     receive CQ[, SRQ] regions} */
 
 	SV_OP_MAX
 };
@@ -384,9 +386,12 @@ static_assert(sizeof(struct sv_reg_dm_mr_req) == 32, "reg_dm_mr layout");
 
 /*
  * Data-path objects.  The daemon keeps handles, use counts and QPNs; the
- * queues are in the creating process.  Unknown handle: -ENOENT; another
- * type: -EINVAL; a PD/CQ/SRQ argument that is not one of this ufile:
- * -EINVAL.  Destroying a CQ or SRQ that a QP uses: -EBUSY.
+ * queues are regions of shared memory the creating process makes (a
+ * sealed memfd, sent with the create command: -EINVAL when it is missing,
+ * unsealed or smaller than a page), which the daemon keeps for engines
+ * that execute on the QP directly (SV_OP_QP_PEER).  Unknown handle:
+ * -ENOENT; another type: -EINVAL; a PD/CQ/SRQ argument that is not one of
+ * this ufile: -EINVAL.  Destroying a CQ or SRQ that a QP uses: -EBUSY.
  *
  * | field  | meaning                                               |
  * |--------|-------------------------------------------------------|
@@ -401,6 +406,7 @@ struct sv_create_cq_req {
 /*
  * | field        | meaning                                            |
  * |--------------|----------------------------------------------------|
+ * | cookie       | the QP region's random cookie (never 0)             |
  * | pd_handle    | PD in hdr.ufile                                     |
  * | scq_handle   | send CQ                                             |
  * | rcq_handle   | receive CQ                                          |
@@ -418,8 +424,9 @@ struct sv_create_qp_req {
 	uint32_t max_send_wr;
 	uint32_t max_recv_wr;
 	uint32_t pad;
+	uint64_t cookie; /* the QP region's cookie (SV_OP_QP_PEER gives it) */
 };
-static_assert(sizeof(struct sv_create_qp_req) == 32, "create_qp layout");
+static_assert(sizeof(struct sv_create_qp_req) == 40, "create_qp layout");
 
 /* | handle | the new QP's handle | qpn | its device-wide number (24 bits) | */
 struct sv_qp_rep {
@@ -596,6 +603,24 @@ struct sv_async_req {
 	uint32_t ctx;
 	uint32_t event_type;
 	uint64_t element;
+};
+
+/*
+ * QP_PEER: the regions of QP `qpn` (sv_qpn_req, flags 0), for an engine
+ * that executes on it directly (src/engine/eng_peer.c).  -ENOENT: no such
+ * QP.  Fds: the QP region, its receive CQ's region, and its SRQ's region
+ * when it has one.
+ * | engine_id | engine of the QP's process (0: none attached) |
+ * | pid       | that process                                  |
+ * | qp_type   | enum ibv_qp_type                              |
+ * | qp_cookie | the QP region's cookie                        |
+ */
+struct sv_qp_peer_rep {
+	uint32_t engine_id;
+	uint32_t pid;
+	uint32_t qp_type;
+	uint32_t pad;
+	uint64_t qp_cookie;
 };
 
 /* PD replies (ALLOC_PD, IMPORT_PD): the handle and the PD's device-wide

@@ -237,6 +237,43 @@ int svd_op_qpn_lookup(struct svd_req *r)
 	return 0;
 }
 
+/*
+ * The regions of a QP, for an engine that executes on it directly: the
+ * QP's own, its receive CQ's and its SRQ's, as dups (the reply closes
+ * them; the objects keep theirs).  Any engine of the device may ask: QPNs
+ * are device wide, and the regions say nothing a packet to that QP could
+ * not learn.
+ */
+int svd_op_qp_peer(struct svd_req *r)
+{
+	const struct sv_qpn_req *req = r->body;
+	struct sv_qp_peer_rep *rep = r->rep;
+	struct svd_engine *e;
+	struct svd_qp *qp;
+	int n = 0;
+
+	if (req->qpn > 0xffffff || req->flags)
+		return -EINVAL;
+	qp = svd_qp_by_qpn(req->qpn);
+	if (!qp || !qp->rcq)
+		return -ENOENT;
+	e = engine_by_pid(qp->obj.owner_pid);
+	r->out_fds[n++] = fcntl(qp->shm_fd, F_DUPFD_CLOEXEC, 0);
+	r->out_fds[n++] = fcntl(qp->rcq->shm_fd, F_DUPFD_CLOEXEC, 0);
+	if (qp->srq)
+		r->out_fds[n++] = fcntl(qp->srq->shm_fd, F_DUPFD_CLOEXEC, 0);
+	r->n_out_fds = n;
+	for (int i = 0; i < n; i++)
+		if (r->out_fds[i] < 0)
+			return -EMFILE; /* the reply path closes the others */
+	rep->engine_id = e ? e->id : 0;
+	rep->pid = (uint32_t)qp->obj.owner_pid;
+	rep->qp_type = qp->qp_type;
+	rep->qp_cookie = qp->cookie;
+	r->rep_len = sizeof(*rep);
+	return 0;
+}
+
 int svd_op_link_connect(struct svd_req *r)
 {
 	const struct sv_link_req *req = r->body;

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define QPN_MASK 0xffffffu
 #define QPN_BUCKETS 4096u
@@ -88,6 +89,7 @@ static void qp_destroy(struct svd_obj *obj)
 	put(qp->scq ? &qp->scq->obj : NULL);
 	put(qp->rcq ? &qp->rcq->obj : NULL);
 	put(qp->srq ? &qp->srq->obj : NULL);
+	close(qp->shm_fd);
 	free((struct qpn_node *)qp);
 }
 
@@ -113,9 +115,9 @@ int svd_op_create_qp(struct svd_req *r)
 	struct qpn_node *n;
 	struct svd_qp *qp;
 	struct svd_pd *pd;
-	int err;
+	int err, fd;
 
-	if (req->pad)
+	if (req->pad || !req->cookie)
 		return -EINVAL;
 	if (req->qp_type != IBV_QPT_RC && req->qp_type != IBV_QPT_UC &&
 	    req->qp_type != IBV_QPT_UD)
@@ -132,10 +134,17 @@ int svd_op_create_qp(struct svd_req *r)
 		return -EINVAL;
 	if (req->max_send_wr > SV_MAX_QP_WR || req->max_recv_wr > SV_MAX_QP_WR)
 		return -EINVAL;
+	fd = svd_take_region_fd(r);
+	if (fd < 0)
+		return fd;
 	n = calloc(1, sizeof(*n));
-	if (!n)
+	if (!n) {
+		close(fd);
 		return -ENOMEM;
+	}
 	qp = &n->qp;
+	qp->shm_fd = fd;
+	qp->cookie = req->cookie;
 	qp->obj.type = SVD_OBJ_QP;
 	qp->obj.owner_pid = r->conn->pid;
 	qp->obj.destroy = qp_destroy;
@@ -168,6 +177,7 @@ int svd_op_create_qp(struct svd_req *r)
 err_qpn:
 	qpn_free(qp);
 err_free:
+	close(fd);
 	free(n);
 	return err;
 }

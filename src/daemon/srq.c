@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static void srq_destroy(struct svd_obj *obj)
 {
@@ -16,6 +17,7 @@ static void srq_destroy(struct svd_obj *obj)
 
 	if (srq->pd && srq->pd->obj.usecnt)
 		srq->pd->obj.usecnt--;
+	close(srq->shm_fd);
 	free(srq);
 }
 
@@ -34,7 +36,7 @@ int svd_op_create_srq(struct svd_req *r)
 	struct sv_obj_rep *rep = r->rep;
 	struct svd_pd *pd;
 	struct svd_srq *srq;
-	int err;
+	int err, fd;
 
 	pd = svd_pd_get(r->uf, req->pd_handle);
 	if (!pd)
@@ -42,9 +44,15 @@ int svd_op_create_srq(struct svd_req *r)
 	if (!req->max_wr || req->max_wr > SV_MAX_SRQ_WR || !req->max_sge ||
 	    req->max_sge > SV_MAX_SRQ_SGE)
 		return -EINVAL;
+	fd = svd_take_region_fd(r);
+	if (fd < 0)
+		return fd;
 	srq = calloc(1, sizeof(*srq));
-	if (!srq)
+	if (!srq) {
+		close(fd);
 		return -ENOMEM;
+	}
+	srq->shm_fd = fd;
 	srq->obj.type = SVD_OBJ_SRQ;
 	srq->obj.owner_pid = r->conn->pid;
 	srq->obj.destroy = srq_destroy;
@@ -53,6 +61,7 @@ int svd_op_create_srq(struct svd_req *r)
 	srq->max_sge = req->max_sge;
 	err = svd_handle_alloc(r->uf, &srq->obj);
 	if (err) {
+		close(fd);
 		free(srq);
 		return err;
 	}

@@ -67,13 +67,13 @@ int svd_dm_fd(struct svd_obj *obj);
 	[SV_OP_FREE_DM] = { svd_op_free_dm, sizeof(struct sv_handle_req), NEED_UFILE }, \
 	[SV_OP_IMPORT_DM] = { svd_op_import_dm, sizeof(struct sv_handle_req), NEED_UFILE }, \
 	[SV_OP_REG_DM_MR] = { svd_op_reg_dm_mr, sizeof(struct sv_reg_dm_mr_req), NEED_UFILE }, \
-	[SV_OP_CREATE_CQ] = { svd_op_create_cq, sizeof(struct sv_create_cq_req), NEED_UFILE }, \
+	[SV_OP_CREATE_CQ] = { svd_op_create_cq, sizeof(struct sv_create_cq_req), NEED_UFILE | ONE_FD }, \
 	[SV_OP_DESTROY_CQ] = { svd_op_destroy_cq, sizeof(struct sv_handle_req), NEED_UFILE }, \
 	[SV_OP_RESIZE_CQ] = { svd_op_resize_cq, sizeof(struct sv_create_cq_req), NEED_UFILE }, \
-	[SV_OP_CREATE_QP] = { svd_op_create_qp, sizeof(struct sv_create_qp_req), NEED_UFILE }, \
+	[SV_OP_CREATE_QP] = { svd_op_create_qp, sizeof(struct sv_create_qp_req), NEED_UFILE | ONE_FD }, \
 	[SV_OP_MODIFY_QP] = { svd_op_modify_qp, sizeof(struct sv_modify_qp_req), NEED_UFILE }, \
 	[SV_OP_DESTROY_QP] = { svd_op_destroy_qp, sizeof(struct sv_handle_req), NEED_UFILE }, \
-	[SV_OP_CREATE_SRQ] = { svd_op_create_srq, sizeof(struct sv_create_srq_req), NEED_UFILE }, \
+	[SV_OP_CREATE_SRQ] = { svd_op_create_srq, sizeof(struct sv_create_srq_req), NEED_UFILE | ONE_FD }, \
 	[SV_OP_MODIFY_SRQ] = { svd_op_modify_srq, sizeof(struct sv_create_srq_req), NEED_UFILE }, \
 	[SV_OP_DESTROY_SRQ] = { svd_op_destroy_srq, sizeof(struct sv_handle_req), NEED_UFILE }, \
 	[SV_OP_CREATE_AH] = { svd_op_create_ah, sizeof(struct sv_create_ah_req), NEED_UFILE }, \
@@ -91,6 +91,7 @@ int svd_dm_fd(struct svd_obj *obj);
 	[SV_OP_KEY_FD] = { svd_op_key_fd, sizeof(struct sv_key_req), 0 }, \
 	[SV_OP_MW_BIND] = { svd_op_mw_bind, sizeof(struct sv_mw_bind_req), 0 }, \
 	[SV_OP_KEY_INVALIDATE] = { svd_op_key_invalidate, sizeof(struct sv_key_req), 0 }, \
-	[SV_OP_ASYNC_EVENT] = { svd_op_async_event, sizeof(struct sv_async_req), NEED_UFILE },
+	[SV_OP_ASYNC_EVENT] = { svd_op_async_event, sizeof(struct sv_async_req), NEED_UFILE }, \
+	[SV_OP_QP_PEER] = { svd_op_qp_peer, sizeof(struct sv_qpn_req), 0 },
 
 #endif

@@ -15,12 +15,14 @@
 struct svd_cq {
 	struct svd_obj obj; /* type SVD_OBJ_CQ; usecnt = QPs (and SRQs) on it */
 	uint32_t cqe;
+	int shm_fd;	    /* the CQ's region (engines produce into it) */
 };
 
 struct svd_srq {
 	struct svd_obj obj; /* type SVD_OBJ_SRQ; usecnt = QPs using it */
 	struct svd_pd *pd;  /* holds one use count */
 	uint32_t max_wr, max_sge;
+	int shm_fd;	    /* the SRQ's region */
 };
 
 /*
@@ -38,6 +40,8 @@ struct svd_qp {
 	struct svd_pd *pd; /* each holds one use count */
 	struct svd_cq *scq, *rcq;
 	struct svd_srq *srq; /* or NULL */
+	int shm_fd;	     /* the QP's region (responder block, RQ) */
+	uint64_t cookie;     /* its cookie (SV_OP_QP_PEER) */
 };
 
 struct svd_ah {
@@ -54,6 +58,11 @@ struct svd_mw {
 
 /* The live QP with this number, or NULL. */
 struct svd_qp *svd_qp_by_qpn(uint32_t qpn);
+
+/* The queue region the create command r carries (its one fd): sealed
+ * against resizing and at least a page, or -EINVAL.  On success the fd is
+ * the caller's (taken out of r). */
+int svd_take_region_fd(struct svd_req *r);
 
 /*
  * Key table side of memory windows.  Implemented with the MR keys (the
@@ -81,5 +90,6 @@ int svd_op_create_ah(struct svd_req *r);
 int svd_op_destroy_ah(struct svd_req *r);
 int svd_op_alloc_mw(struct svd_req *r);
 int svd_op_dealloc_mw(struct svd_req *r);
+int svd_op_qp_peer(struct svd_req *r);
 
 #endif

@@ -1,8 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Engine internals (src/engine): links, the key table reader, and the
- * transport's per-QP state.  The contract with src/verbs is sv_engine.h;
+ * Engine internals (src/engine): links, the key table reader, memory
+ * movement, the transport's per-QP state, and how one engine reaches the
+ * queues of another.  The contract with src/verbs is sv_engine.h;
  * engine.c's top comment is the design.
+ *
+ * Files, by job (as rxe splits its pipeline):
+ *   engine.c      attach/detach, MR holds, fork, the QP and object tables,
+ *                 QP lifecycle hooks
+ *   eng_link.c    links between engines (rings), fault injection
+ *   eng_rmem.c    memory of another process through its owner's engine
+ *   eng_progress.c the progress thread, inbound dispatch, timers, owner
+ *                 events, async events, the engine socket
+ *   eng_peer.c    mapped views of other processes' QPs (direct execution)
+ *   sv_queue.c    the shared-memory queues (CQ, RQ, SRQ, QP block)
+ *   keys.c        keys -> memory, and the copy engine (CMA, fault-safe)
+ *   sv_req.c      requester;  sv_direct.c  direct execution by the
+ *                 initiator;  sv_resp.c  responder;  sv_comp.c completer
  */
 #ifndef SV_ENGINE_INT_H
 #define SV_ENGINE_INT_H
@@ -41,7 +55,7 @@ static inline void sv_spin_lock(pthread_spinlock_t *l)
 #define SV_ENG_RING_BYTES (1u << 20)	/* data bytes of one link direction */
 #define SV_ENG_MAX_INRINGS 1024		/* inbound links of one engine */
 #define SV_ENG_MAX_PKT (4096 + 128)	/* MTU 4096 + every header */
-/* Progress thread policy (engine.c "Progress"). */
+/* Progress thread policy (eng_progress.c "Progress"). */
 #define SV_ENG_SPIN_NS 100000		/* spin after work (no app poller) */
 #define SV_ENG_INLINE_NS 5000000	/* app polled a CQ this recently */
 #define SV_ENG_NAP_NS 250000		/* ... then look again this often */
@@ -52,18 +66,39 @@ static inline void sv_spin_lock(pthread_spinlock_t *l)
 #define SV_ENG_BATCH 64			/* packets per ring per pass */
 #define SV_ENG_RESPQ 256		/* queued READ/atomic responses per QP */
 /* Replayable atomic results per QP, by PSN (a power of two): a repeated
- * atomic (a lost response) is answered from here, never re-executed.  The
- * requester does not cap atomics in flight at max_rd_atomic, so this
- * covers a whole window of PSNs. */
+ * atomic (a lost response) is answered from here, never re-executed. */
 #define SV_ENG_ATOMIC_CACHE 1024
 #define SV_ENG_MIN_TIMEOUT_NS 10000000ull /* transport timer floor: 10 ms */
 #define SV_ENG_MAX_MSG 0x80000000ull	/* SV_MAX_MSG_SZ */
 #define SV_RMEM_CHUNK 65536		/* bytes of one remote memory request */
 #define SV_RMEM_TIMEOUT_NS 30000000000ull /* a living owner that never answers */
+/* Flow control of the packet path (sv_req.c "Window"): packets and bytes
+ * a QP may have sent and not seen acknowledged. */
+#define SV_ENG_WINDOW_PKTS 128
+#define SV_ENG_WINDOW_BYTES (256u << 10)
+#define SV_ENG_REQ_BUDGET 64		/* packets one requester run sends */
+#define SV_ENG_ACK_EVERY 16		/* ask for an ACK this often */
+/* Direct execution (sv_direct.c): bytes one requester run moves before it
+ * lets others in, and WQEs gathered into one batch. */
+#define SV_DIRECT_BUDGET (4u << 20)
+#define SV_DIRECT_BATCH 64
+#define SV_MAX_SEGS (SV_MAX_SGE + 2)	/* ranges of one message side */
 
 /* Record types on a ring (sv_ring.h). */
 #define SV_REC_PKT 1u
+#define SV_REC_EVENT 2u	   /* struct sv_ev_rec: nudge the owner */
 #define SV_REC_F_GRH 0x10000u
+
+/* An owner event travelling on a link (SV_REC_EVENT): someone ran the
+ * responder of, or produced into, an object of the ring's consumer. */
+enum { SV_EVK_CQ = 1, SV_EVK_SRQ, SV_EVK_QP };
+struct sv_ev_rec {
+	uint32_t kind;	 /* SV_EVK_* */
+	uint32_t id;	 /* CQ/SRQ: obj_id; QP: qpn */
+	uint64_t cookie; /* the object's region cookie */
+	uint32_t bits;	 /* CQ: SV_CQP_*; SRQ: 1 = limit reached */
+	uint32_t pad;
+};
 
 /* --------------------------------------------------------- opcodes -- */
 enum {
@@ -127,6 +162,8 @@ enum {
 struct sv_pkt {
 	const uint8_t *grh, *bth;
 	uint8_t opcode;
+	uint8_t se;	/* solicited event */
+	uint8_t ackreq;
 	uint32_t flags; /* sv_opcodes[opcode].flags */
 	uint32_t qpn, psn;
 	uint64_t va;
@@ -150,14 +187,13 @@ int sv_pkt_parse(struct sv_pkt *pkt, const uint8_t *buf, uint32_t len,
 /* ------------------------------------------------------------- links -- */
 
 /*
- * Remote memory (keys.c "Memory of another process"): one request box per
- * link, after the ring in the link's memfd.  The link's producer (the
- * engine touching memory it does not own) fills it and sets state to
- * REQ; the consumer (the memory's owner) claims it (SERVING), executes it
- * on its own memory and sets DONE with the result.  No ring record: the
- * owner serves boxes from any thread that drains (and from threads that
- * wait on a box of their own), so two engines waiting on each other
- * always make progress.
+ * Remote memory (eng_rmem.c): one request box per link, after the ring in
+ * the link's memfd.  The link's producer (the engine touching memory it
+ * does not own) fills it and sets state to REQ; the consumer (the
+ * memory's owner) claims it (SERVING), executes it on its own memory and
+ * sets DONE with the result.  No ring record: the owner serves boxes from
+ * any thread that drains (and from threads that wait on a box of their
+ * own), so two engines waiting on each other always make progress.
  */
 enum { SV_RMEM_IDLE = 0, SV_RMEM_REQ, SV_RMEM_SERVING, SV_RMEM_DONE };
 enum { SV_RMEM_READ = 1, SV_RMEM_WRITE, SV_RMEM_CSWAP, SV_RMEM_FADD };
@@ -182,6 +218,7 @@ struct sv_link {
 	uint32_t peer_id;  /* engine id of the peer (== ours: loopback) */
 	pid_t peer_pid;
 	atomic_int dead;   /* the peer engine died: sends fail */
+	int cma;	   /* 0 unknown, 1 CMA to peer_pid works, -1 refused */
 	pthread_spinlock_t tx_lock; /* leaf: tx and the doorbell write */
 	struct sv_ring_prod tx;
 	void *map;
@@ -209,6 +246,38 @@ struct sv_inring {
 	struct sv_rmem_box *box; /* requests of that peer to our memory */
 };
 
+/* -------------------------------------------------------- peer views -- */
+
+/*
+ * Another process's QP as an initiator that executes on it directly sees
+ * it (eng_peer.c): its responder block, its receive CQ and SRQ, mapped
+ * from the fds the daemon keeps (SV_OP_QP_PEER).  Cached per engine by
+ * QPN; dropped when the owner marks the region dead.
+ */
+struct sv_peer {
+	uint32_t qpn;
+	uint32_t engine_id;
+	pid_t pid;
+	struct sv_qp_shm *q;
+	struct sv_cq_shm *rcq;
+	struct sv_srq_shm *srq;
+	struct sv_link *link; /* to the owner's engine: events, doorbell */
+	atomic_int refs;
+	struct sv_peer *next;
+};
+
+/*
+ * The QP a responder runs on: ours (own) or another process's (peer).
+ * q/rcq/srq are the shared regions either way.
+ */
+struct sv_rtgt {
+	struct sv_qp_shm *q;
+	struct sv_cq_shm *rcq;
+	struct sv_srq_shm *srq;
+	struct sv_qp *own;
+	struct sv_peer *peer;
+};
+
 /* ------------------------------------------------------------ engine -- */
 
 struct sv_qpent {
@@ -224,8 +293,15 @@ struct sv_async_ev {
 	struct sv_async_ev *next;
 };
 
+/* CQs and SRQs by obj_id (slot | generation << 20), for owner events. */
+struct sv_objtab {
+	void **obj;
+	uint32_t *gen;
+	uint32_t cap, free_hint;
+};
+
 struct sv_engine {
-	pthread_mutex_t lock; /* attach state, links list */
+	pthread_mutex_t lock; /* attach state, links list, object tables */
 	pthread_rwlock_t attach_lock; /* write: attach/detach; read: users of
 					 rings and links */
 	int attached;
@@ -240,6 +316,7 @@ struct sv_engine {
 	int thread_running;
 	atomic_int stop;
 	atomic_uint thread_tid; /* progress thread's tid (tests) */
+	atomic_int device_gone; /* the daemon died: every QP is in error */
 
 	/* Key table (read-only mapping, kept across detaches). */
 	const struct sv_keytab_hdr *kt;
@@ -253,9 +330,13 @@ struct sv_engine {
 	struct sv_qpent *qtab;
 	uint32_t qcap, nqps;
 
+	/* CQs and SRQs by obj_id (under lock). */
+	struct sv_objtab cqs, srqs;
+
 	/* Links we produce into (list under lock; qp->link is stable while
-	 * attached). */
+	 * attached); loop is the loopback one, once made. */
 	struct sv_link *links;
+	struct sv_link *loop;
 	/* Rings we consume: slots only grow while attached. */
 	struct sv_inring *in[SV_ENG_MAX_INRINGS];
 	atomic_uint nin;
@@ -264,6 +345,12 @@ struct sv_engine {
 	struct {
 		uint32_t qpn, engine_id;
 	} dcache[256];
+
+	/* Views of other processes' QPs (under peer_lock, a leaf taken with
+	 * an sq_lock held; the daemon is called under it on a miss). */
+	pthread_mutex_t peer_lock;
+	struct sv_peer *peers;
+	uint32_t nodirect[256]; /* qpn + 1 of UD destinations without one */
 
 	/* DM / dma-buf mappings by object id (under lock). */
 	struct sv_objmap {
@@ -289,26 +376,70 @@ struct sv_engine {
 uint64_t sv_now_ns(void);
 /* The QP numbered qpn; caller holds eng->qp_lock (read). */
 struct sv_qp *sv_eng_qp(struct sv_engine *eng, uint32_t qpn);
+/* The CQ / SRQ of ours with this obj_id and cookie, or NULL.  Takes
+ * eng->lock. */
+struct sv_cq *sv_eng_cq(struct sv_engine *eng, uint32_t id, uint64_t cookie);
+struct sv_srq *sv_eng_srq(struct sv_engine *eng, uint32_t id, uint64_t cookie);
+/* Whether direct execution is allowed at all (SOFTVERBS_DIRECT, fault
+ * injection off). */
+int sv_direct_enabled(void);
+/* The daemon destroyed ufile `ufile` (engine socket message): the MR
+ * holds our closed contexts left there end. */
+void sv_holds_ufile_gone(struct sv_engine *eng, uint32_t ufile);
+
+/* eng_link.c */
 /* The link to the engine serving qpn (connecting it), or NULL.  No QP
  * lock may be held (may call the daemon). */
 struct sv_link *sv_eng_link_for_qpn(struct sv_engine *eng, uint32_t qpn);
-/* Reserves a packet record on link (takes link->tx_lock until the commit
- * or abort).  NULL with the lock released when the ring is full or the
- * link is dead (*dead set). */
+/* The link to engine `peer`, made if needed.  Must hold eng->lock. */
+struct sv_link *sv_link_get(struct sv_engine *eng, uint32_t peer);
+/* The engine serving qpn (flags 0) or process pid (SV_QPN_BY_PID), 0 if
+ * none; *rep filled when not NULL. */
+uint32_t sv_lookup_engine(struct sv_engine *eng, uint32_t qpn, uint32_t flags,
+			  struct sv_qpn_rep *rep);
+/* A fresh link to engine `peer` (ring bytes of packet ring, size bytes
+ * in all), connected through the daemon.  NULL on failure. */
+struct sv_link *sv_link_new(struct sv_engine *eng, uint32_t peer, size_t ring,
+			    size_t size);
+void sv_link_free(struct sv_link *l, int close_fds);
+/* Adds an inbound ring (map of len bytes, the ring its first ring_len,
+ * then a box when box; map owned when own_map).  Must hold eng->lock. */
+int sv_add_inring(struct sv_engine *eng, void *map, size_t len,
+		  size_t ring_len, int box, uint32_t peer, int own_map);
+/* Reserves a record on link (takes link->tx_lock until the commit or
+ * abort).  NULL with the lock released when the ring is full or the link
+ * is dead (*dead set). */
 uint8_t *sv_link_reserve(struct sv_link *link, uint32_t len, int grh,
 			 int *dead);
+uint8_t *sv_link_reserve_type(struct sv_link *link, uint32_t len,
+			      uint32_t type, int *dead);
 void sv_link_commit(struct sv_link *link);
 void sv_link_abort(struct sv_link *link);
+/* Rings the link's peer doorbell. */
+void sv_link_ring(struct sv_link *link);
+/* Reads SOFTVERBS_FAULT (once); nonzero when faults are injected. */
+int sv_fault_init(void);
+
+/* eng_progress.c */
 /* Asks the progress thread to come back soon (ring full, timers). */
 void sv_eng_want_work(struct sv_engine *eng);
 /* A timer of some QP now expires at `when` (ns): wakes the progress
  * thread if it sleeps past it.  No lock needed. */
 void sv_eng_deadline(struct sv_engine *eng, uint64_t when);
 /* Queues an async event (sent by the progress thread, no lock held). */
-void sv_eng_async(struct sv_engine *eng, struct ibv_context *ctx,
+void sv_eng_async(struct sv_engine *eng, const struct sv_ctx_ref *cref,
 		  enum ibv_event_type type, void *element);
+/* Sends what the async queue holds (no lock held). */
+void sv_eng_async_drain(struct sv_engine *eng);
+/* The progress thread's body and its inline share. */
+void *sv_progress_main(void *arg);
+int sv_eng_drain_all(struct sv_engine *eng, int *contended);
+uint64_t sv_eng_scan_qps(struct sv_engine *eng, uint64_t now, int *busy);
+/* Acts on the SV_QEV_* bits a responder left on our QP qp (flush,
+ * async events).  No lock held. */
+void sv_qp_owner_events(struct sv_qp *qp);
 
-/* keys.c: memory behind keys. */
+/* keys.c: memory behind keys, and moving bytes. */
 enum sv_kerr {
 	SV_KOK = 0,
 	SV_KERR_KEY,	/* no such key (never valid, stale, freed) */
@@ -316,15 +447,26 @@ enum sv_kerr {
 	SV_KERR_ACCESS, /* access flag missing */
 	SV_KERR_BOUNDS, /* outside the registered range */
 	SV_KERR_OWNER,	/* the memory's owner is unreachable or gone */
+	SV_KERR_LEN = -1, /* an SGE list too short (length error) */
 };
 /* A resolved range: either a pointer here or an address in another
- * process (CMA). */
+ * process (CMA, or its owner's engine). */
 struct sv_mem {
 	uint8_t *ptr; /* non-NULL: direct */
 	pid_t pid;    /* else: memory of process pid at raddr */
 	uint64_t raddr;
 	uint32_t key; /* the MR key (the owner checks it) */
 	struct sv_engine *eng;
+};
+/* One side of a transfer: ranges in order. */
+struct sv_seg {
+	struct sv_mem m;
+	uint64_t len;
+};
+struct sv_data {
+	struct sv_seg *seg;
+	int nseg;
+	uint64_t len; /* sum of seg[].len */
 };
 /*
  * Checks key for [va, va + len) and resolves it.  is_rkey: windows are
@@ -339,18 +481,52 @@ int sv_key_resolve(struct sv_engine *eng, uint32_t key, uint32_t pd_id,
  * of our address space (the owner's check of a remote memory request). */
 int sv_key_owned(struct sv_engine *eng, uint32_t key, uint64_t addr,
 		 uint64_t len);
-/* Copies between a resolved range (at offset off) and local memory.
- * Return 0 or -1 (the owner refused / is gone). */
-int sv_mem_write(const struct sv_mem *m, uint64_t off, const void *src,
-		 size_t n);
-int sv_mem_read(const struct sv_mem *m, uint64_t off, void *dst, size_t n);
+/* Resolves [off, off + n) of an SGE list (checking each SGE touched with
+ * access, LOCAL_WRITE when written) into at most maxseg segments of
+ * out.  SV_KOK, an SV_KERR_*, or SV_KERR_LEN when the list is short. */
+int sv_sge_resolve(struct sv_engine *eng, const struct ibv_sge *sge, int nsge,
+		   uint32_t pd_id, uint32_t access, uint64_t off, uint64_t n,
+		   struct sv_data *out, struct sv_seg *segs, int maxseg);
+/* Copies n bytes from src (from byte src_off) to dst (from dst_off):
+ * memcpy here (safe against memory unmapped meanwhile), CMA to or from
+ * another process, or that process's engine.  Returns 0, or the side
+ * that failed: SV_XERR_DST or SV_XERR_SRC (its memory faulted), with
+ * SV_XERR_GONE when the process holding it is gone or unreachable. */
+#define SV_XERR_DST 1
+#define SV_XERR_SRC 2
+#define SV_XERR_GONE 4
+int sv_xfer(const struct sv_data *dst, uint64_t dst_off,
+	    const struct sv_data *src, uint64_t src_off, uint64_t n);
+/* A one-range data description of local bytes. */
+static inline void sv_data_local(struct sv_data *d, struct sv_seg *s,
+				 const void *p, uint64_t len)
+{
+	s->m = (struct sv_mem){ .ptr = (uint8_t *)p };
+	s->len = len;
+	d->seg = s;
+	d->nseg = 1;
+	d->len = len;
+}
+/* memcpy that survives memory unmapped under it: 0 or -EFAULT. */
+int sv_safe_copy(void *dst, const void *src, size_t n);
+/* An 8-byte CPU atomic (SV_RMEM_CSWAP / SV_RMEM_FADD) on our memory, as
+ * safe: 0 or -EFAULT. */
+int sv_safe_atomic(uint64_t *p, uint32_t op, uint64_t comp, uint64_t swap,
+		   uint64_t *orig);
 /* An 8-byte atomic (SV_RMEM_CSWAP / SV_RMEM_FADD) at m + 0, atomic with
  * respect to every other atomic of the device: CPU atomics here, or
  * executed by the owner.  *orig: the value before.  Returns 0 or -1. */
 int sv_mem_atomic(const struct sv_mem *m, uint32_t op, uint64_t comp,
 		  uint64_t swap, uint64_t *orig);
+/* Whether CMA to pid works (probed once per link: the peer's region
+ * header at va must read back as magic). */
+int sv_cma_probe(pid_t pid, uint64_t va, uint32_t magic);
+/* CMA switched off (SOFTVERBS_NO_CMA=1 or refused). */
+int sv_cma_off(void);
+/* Sum of the SGE lengths (saturating at 2^32). */
+uint64_t sv_sge_total(const struct ibv_sge *sge, int nsge);
 
-/* engine.c: remote memory through the owner's engine. */
+/* eng_rmem.c: remote memory through the owner's engine. */
 /* Executes one request (op, key, addr, len bytes of buf; comp/swap for
  * atomics) in process pid.  Returns 0, or a negative errno (-EHOSTDOWN:
  * the owner is gone or has no engine).  May call the daemon the first
@@ -361,20 +537,34 @@ int sv_rmem_call(struct sv_engine *eng, pid_t pid, uint32_t op, uint32_t key,
 /* Serves the remote memory requests waiting in our inbound boxes.  Any
  * thread, no lock needed.  Returns how many it served. */
 int sv_rmem_serve(struct sv_engine *eng);
-/*
- * Scatter/gather over an SGE list: copies n bytes between buf and the
- * list at byte offset off.  Every SGE touched is checked (LOCAL_WRITE when
- * writing).  Returns SV_KOK, an SV_KERR_*, or -1 when the list is too short
- * (length error).
- */
-int sv_sge_copy(struct sv_engine *eng, const struct ibv_sge *sge, int nsge,
-		uint32_t pd_id, uint64_t off, void *buf, size_t n, int to_sge);
-/* Sum of the SGE lengths (saturating at 2^32). */
-uint64_t sv_sge_total(const struct ibv_sge *sge, int nsge);
+/* The process is gone (or a zombie). */
+int sv_pid_dead(pid_t pid);
+
+/* eng_peer.c */
+/* The view of QP qpn of another process, mapped if needed (a reference
+ * the caller drops with sv_peer_put).  NULL when it is not there or
+ * cannot be mapped.  May call the daemon: no spinlock held. */
+struct sv_peer *sv_peer_get(struct sv_engine *eng, uint32_t qpn);
+void sv_peer_put(struct sv_peer *p);
+/* The cached view of qpn (a reference), never calling the daemon: for
+ * UD sends with the SQ lock held.  NULL when not cached. */
+struct sv_peer *sv_peer_find(struct sv_engine *eng, uint32_t qpn);
+/* Maps qpn's view for later sv_peer_find, or remembers it cannot be
+ * (CMA refused...).  No lock held. */
+void sv_peer_learn(struct sv_engine *eng, uint32_t qpn);
+/* Forgets views whose region died or whose engine is gone. */
+void sv_peer_prune(struct sv_engine *eng, uint32_t dead_engine);
+/* Drops every view (detach, fork child). */
+void sv_peer_clear(struct sv_engine *eng);
+/* Tells the owner of t (ours or a peer's) about what happened: a
+ * completion event or overflow of its receive CQ, an SRQ limit, QP
+ * events left in t->q->events. */
+void sv_rtgt_notify(struct sv_engine *eng, struct sv_rtgt *t, int kind,
+		    unsigned bits);
 
 /* ---------------------------------------------------------- transport -- */
 
-/* A queued READ or atomic response (responder). */
+/* A queued READ or atomic response (responder, packet path). */
 struct sv_respq_ent {
 	uint8_t kind; /* 1 read, 2 atomic */
 	uint8_t syn;
@@ -386,40 +576,32 @@ struct sv_respq_ent {
 	uint64_t orig; /* atomic */
 };
 
-/* Per-QP transport state (qp->tr). */
+/* Per-QP transport state (qp->tr), private to the QP's process. */
 struct sv_tr {
 	/* requester + completer: under sq_lock */
 	uint32_t psn;	   /* next PSN to send */
 	uint32_t mtu;	   /* bytes */
 	int req_busy;	   /* a thread runs the requester (ordering) */
 	int req_again;
-	int blocked;	   /* ring full: retry from the progress thread */
+	int blocked;	   /* ring full / window shut: retry later */
 	int stopped;	   /* a WQE failed: start nothing after it */
 	uint64_t timer_at; /* retransmission deadline (ns), 0 = off */
 	uint64_t rnr_at;   /* RNR wait until (ns), 0 = none */
 	uint32_t retry_left, rnr_left;
 	uint32_t last_ack_psn;
+	uint32_t unacked;  /* packets sent and not acknowledged */
+	uint64_t unacked_bytes;
+	uint32_t since_ackreq; /* packets sent since the last AckReq */
 	uint64_t ring_mark; /* producer position when the timer was armed */
-	/* responder: under rq_lock */
-	uint32_t epsn;
-	uint32_t msn;
-	int nak_sent;
-	int in_send;  /* inside a multi-packet SEND */
-	int in_write; /* inside a multi-packet WRITE */
-	int uc_drop;  /* UC: dropping the rest of this message */
-	int have_recv;
-	struct sv_recv_wqe *recv; /* the WQE being filled (own buffer) */
-	uint32_t recv_cap;	  /* SGEs recv holds */
-	int last_wqe_sent;	  /* IBV_EVENT_QP_LAST_WQE_REACHED raised */
-	uint64_t recv_off;
-	int recv_err;	  /* status to complete the receive with */
-	uint64_t wr_va;	  /* WRITE in progress */
-	uint32_t wr_rkey;
-	uint32_t wr_left;
-	uint32_t wr_total;
+	int direct;	   /* RC/UC: 1 execute on the peer directly, -1 by
+			      packets, 0 not decided yet */
+	struct sv_peer *peer; /* RC/UC direct: the peer QP */
+	/* responder, packet path: under shm->lock */
 	int ack_pending;  /* coalesced ACK to send */
 	uint32_t ack_psn;
 	uint8_t ack_syn;
+	uint32_t last_nak_psn; /* a duplicate burst gets one ACK */
+	int dup_acked;
 	struct sv_respq_ent respq[SV_ENG_RESPQ];
 	uint32_t rq_head, rq_tail; /* respq indices */
 	struct {
@@ -427,10 +609,6 @@ struct sv_tr {
 		int valid;
 		uint64_t orig;
 	} atomic_cache[SV_ENG_ATOMIC_CACHE];
-	uint32_t atomic_next;
-	int resp_fatal; /* responder error: QP goes to ERR */
-	int comm_est;	/* IBV_EVENT_COMM_EST raised (RTR) */
-	int need_flush;
 	struct sv_link *link; /* == qp->link */
 };
 
@@ -444,12 +622,38 @@ enum {
 	WQE_NEW = 0,  /* not started */
 	WQE_SENDING,  /* some packets sent */
 	WQE_SENT,     /* all sent, waiting for ACK / response */
-	WQE_DONE,     /* complete (status in retries' place: see wqe_status) */
+	WQE_DONE,     /* complete (status in state >> 8) */
 };
+#define WQE_STATE(w) ((w)->state & 0xff)
+#define WQE_STATUS(w) ((enum ibv_wc_status)((w)->state >> 8))
+static inline void sv_wqe_done(struct sv_send_wqe *w, enum ibv_wc_status st)
+{
+	w->state = WQE_DONE | (uint32_t)st << 8;
+}
+static inline int sv_is_read_or_atomic(uint32_t op)
+{
+	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
 
 /* sv_req.c */
 /* Runs the requester of qp: sends what it can.  No lock held. */
 void sv_req_run(struct sv_qp *qp);
+/* The packet opcode of a WR opcode at a message position. */
+uint8_t sv_req_opcode(uint32_t wr_op, int first, int last);
+
+/* The checks a WQE gets when it starts (opcode for the QP type, length,
+ * local keys); *lenp = its length.  Nonzero when they finished it with an
+ * error status.  Must hold sq_lock. */
+int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
+		 uint64_t *lenp);
+
+/* sv_direct.c: executes w on the peer QP directly (RC/UC through
+ * tr->peer, UD through the destination's view).  Must hold sq_lock.
+ * Returns 0 (dealt with), 1 (dealt with, sq.next placed by the
+ * completer), 2 (not now) or -EAGAIN (use packets). */
+int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w);
+
 /* sv_comp.c: a response packet (ACK, NAK, read response, atomic ACK)
  * for qp.  Takes sq_lock.  Returns nonzero when qp must be flushed. */
 int sv_comp_packet(struct sv_qp *qp, const struct sv_pkt *pkt);
@@ -458,27 +662,93 @@ void sv_comp_retire(struct sv_qp *qp);
 /* Completes the oldest unfinished WQE with status and moves the QP to
  * ERR.  Must hold sq_lock. */
 void sv_comp_fail(struct sv_qp *qp, enum ibv_wc_status status);
+/* A NAK or RNR NAK for the WQE at idx (shared by packets and direct
+ * execution).  Must hold sq_lock. */
+void sv_comp_nak(struct sv_qp *qp, struct sv_tr *tr, uint32_t idx,
+		 uint8_t syn, uint32_t psn);
+/* The WQE at idx succeeded (direct execution): acknowledged up to its
+ * last PSN.  Must hold sq_lock. */
+void sv_comp_acked(struct sv_qp *qp, struct sv_tr *tr, uint32_t idx);
+/* The 8 bytes an atomic returned, into w's first SGE: IBV_WC_SUCCESS or
+ * the local error.  Must hold sq_lock. */
+enum ibv_wc_status sv_comp_atomic_result(struct sv_qp *qp,
+					 struct sv_send_wqe *w, uint64_t v);
+/* Arms the retransmission timer if it is off.  Must hold sq_lock;
+ * returns the new deadline or 0. */
+uint64_t sv_comp_arm_timer(struct sv_qp *qp, struct sv_tr *tr);
 /* Timers of qp (retransmission, RNR).  Returns nonzero when the QP must
  * be flushed; *next set to the next deadline (ns) if earlier. */
 int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next);
-/* sv_resp.c: a request packet for qp (from link `from`).  Takes
- * rq_lock. */
-void sv_resp_packet(struct sv_qp *qp, const struct sv_pkt *pkt);
-/* Sends queued responses and coalesced ACKs.  Takes rq_lock. */
-void sv_resp_flush(struct sv_qp *qp);
 
-/* Moves qp to ERR (state fields only; the caller flushes). */
-void sv_qp_set_err(struct sv_qp *qp);
+/* sv_resp.c */
+/* A request packet for our QP qp (packet path).  Takes shm->lock. */
+void sv_resp_packet(struct sv_qp *qp, const struct sv_pkt *pkt);
+/* Sends queued responses and coalesced ACKs (packet path).  Takes
+ * shm->lock. */
+void sv_resp_flush(struct sv_qp *qp);
+/* What a directly executed request came to. */
+enum sv_rout {
+	SV_ROUT_ACK,  /* executed (orig: an atomic's original value) */
+	SV_ROUT_NAK,  /* syn: the NAK syndrome; the target is in ERR */
+	SV_ROUT_RNR,  /* no receive posted: syn holds the RNR timer */
+	SV_ROUT_DROP, /* not taken (state, Q_Key...): as a lost packet */
+	SV_ROUT_LOCAL, /* the initiator's own memory faulted */
+};
+struct sv_resp_res {
+	enum sv_rout kind;
+	uint8_t syn;
+	uint64_t orig;
+};
+/* Runs t's responder for one whole message pkt (an *_ONLY opcode) whose
+ * payload is data (SEND/WRITE: the source; READ: the destination), on
+ * behalf of initiator QP src_qpn (UD: its number and GID in pkt).  Takes
+ * t->q->lock. */
+void sv_resp_direct(struct sv_engine *eng, struct sv_rtgt *t,
+		    const struct sv_pkt *pkt, const struct sv_data *data,
+		    struct sv_resp_res *res);
+/* Flushes the receive side of t (the receive being filled, then the
+ * queue; an SRQ QP reports LAST_WQE).  Must hold t->q->lock. */
+void sv_resp_flush_rq(struct sv_engine *eng, struct sv_rtgt *t);
+
+/* Moves the QP of region q to ERR (the state only).  Must hold q->lock. */
+static inline void sv_qshm_set_err(struct sv_qp_shm *q)
+{
+	__atomic_store_n(&q->state, IBV_QPS_ERR, __ATOMIC_RELEASE);
+}
 /* Allocates/frees qp->tr. */
 int sv_tr_init(struct sv_qp *qp);
 void sv_tr_free(struct sv_qp *qp);
-/* Resets transport state for RESET -> INIT and the PSNs at RTR/RTS. */
+/* Resets transport state (RESET). */
 void sv_tr_reset(struct sv_qp *qp);
+/* Our QP's responder target. */
+static inline void sv_rtgt_own(struct sv_rtgt *t, struct sv_qp *qp)
+{
+	t->q = qp->shm;
+	t->rcq = qp->rcq->shm;
+	t->srq = qp->srq ? qp->srq->shm : NULL;
+	t->own = qp;
+	t->peer = NULL;
+}
 
 /* Nanoseconds of the IBTA timeout exponent (4.096 us * 2^t), floored. */
 uint64_t sv_timeout_ns(uint8_t t);
 /* RNR NAK timer encoding (9.7.5.2.8) in nanoseconds. */
 uint64_t sv_rnr_ns(uint8_t code);
 uint32_t sv_mtu_bytes(enum ibv_mtu mtu);
+
+/* sv_queue.c internals */
+void *sv_shm_create(uint32_t magic, size_t size, int *fdp);
+void *sv_shm_map(int fd, uint32_t magic, uint64_t cookie);
+void sv_shm_unmap(void *region);
+void sv_rq_shm_init(struct sv_rq_shm *q, uint32_t max_wr, uint32_t max_sge,
+		    uint64_t slots_off);
+/* Consumer: takes the oldest WQE of q (at most out_sge SGEs copied).  Must
+ * hold the queue's lock.  0 or -EAGAIN. */
+int sv_rq_take(void *region, struct sv_rq_shm *q, struct sv_recv_wqe *out,
+	       uint32_t out_sge);
+/* Takes from an SRQ (takes s->lock); *limit_event set when the armed
+ * limit was crossed (the limit is disarmed). */
+int sv_srq_take(struct sv_srq_shm *s, struct sv_recv_wqe *out,
+		uint32_t out_sge, int *limit_event);
 
 #endif

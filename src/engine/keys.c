@@ -1,39 +1,145 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The memory behind lkeys and rkeys, checked when a WQE executes (DESIGN.md
- * "Checks at execution time").  The key table is the daemon's (read-only
- * here, sv_keytab.h), so a rereg or dereg that returned before this access
- * is always seen.
+ * The memory behind lkeys and rkeys, checked when a WQE executes (DESIGN
+ * "Checks at execution time"), and the copy engine that moves bytes
+ * between the ranges they name -- the part a NIC's DMA plays.  The key
+ * table is the daemon's (read-only here, sv_keytab.h), so a rereg or
+ * dereg that returned before this access is always seen.
  *
  * Where the bytes are:
  *   - an MR of this process: a pointer (addr + (va - iova));
  *   - a DM or dma-buf MR: the object's memfd, mapped once per object id;
  *   - an MR of another process ("Memory of another process" below).
  *
- * Memory of another process.  CMA (process_vm_readv/writev) is the fast
- * path where the kernel allows it.  Where it is refused (seccomp in
- * default Docker, Yama ptrace_scope: EPERM/ENOSYS/EACCES), or when
- * SOFTVERBS_NO_CMA=1 is set, the owner's engine executes the access
- * (sv_rmem_call: a request box next to our ring to it).  Atomics always
- * go to the owner, which runs them as CPU atomics on its memory, so they
- * are atomic with respect to each other and to the owner's own engine.
- * The owner gone, or without an engine: the access fails (an error
+ * Memory of another process.  CMA (process_vm_readv/writev) where the
+ * kernel allows it: one system call moves a whole message, every SGE of
+ * both sides in one pair of iovec arrays.  Where it is refused (seccomp in
+ * default Docker before 4.8, Yama ptrace_scope between unrelated
+ * processes: EPERM/ENOSYS/EACCES), or when SOFTVERBS_NO_CMA=1 is set, the
+ * owner's engine executes the access (sv_rmem_call).  Atomics always go to
+ * the owner, which runs them as CPU atomics on its memory, so they are
+ * atomic with respect to each other and to the owner's own engine.  The
+ * owner gone, or without an engine: the access fails (an error
  * completion), never a hang.
+ *
+ * Memory unmapped after registration.  Nothing is pinned, so an
+ * application may unmap registered memory and a peer may still name it.
+ * A NIC then reports an error; so do we: CMA answers EFAULT, and a copy
+ * in our own memory runs under a fault guard (a SIGSEGV/SIGBUS handler
+ * that returns to the copy's caller when the fault hit inside it, and
+ * passes every other fault on to whatever handler was there before).
  */
 #include "engine_int.h"
 #include "sv_client.h"
 
 #include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+/* ------------------------------------------------------ fault guard -- */
+
+static __thread sigjmp_buf *fault_jb;
+static __thread uintptr_t fault_addr;
+static struct sigaction old_segv, old_bus;
+static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
+
+static void pass_on(int sig, siginfo_t *si, void *uc)
+{
+	struct sigaction *old = sig == SIGSEGV ? &old_segv : &old_bus;
+
+	if (old->sa_flags & SA_SIGINFO) {
+		old->sa_sigaction(sig, si, uc);
+		return;
+	}
+	if (old->sa_handler == SIG_IGN)
+		return;
+	if (old->sa_handler != SIG_DFL) {
+		old->sa_handler(sig);
+		return;
+	}
+	/* Default action: put it back and let the fault happen again. */
+	signal(sig, SIG_DFL);
+}
+
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+	sigjmp_buf *jb = fault_jb;
+
+	if (jb) {
+		fault_jb = NULL;
+		fault_addr = (uintptr_t)si->si_addr;
+		siglongjmp(*jb, 1);
+	}
+	pass_on(sig, si, uc);
+}
+
+static void guard_install(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_fault;
+	/* NODEFER: we leave the handler by siglongjmp without restoring the
+	 * mask, so the signal must not stay blocked. */
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGSEGV, &sa, &old_segv);
+	sigaction(SIGBUS, &sa, &old_bus);
+}
+
+int sv_safe_copy(void *dst, const void *src, size_t n)
+{
+	sigjmp_buf jb;
+
+	if (!n)
+		return 0;
+	pthread_once(&guard_once, guard_install);
+	if (sigsetjmp(jb, 0))
+		return -EFAULT;
+	fault_jb = &jb;
+	memcpy(dst, src, n);
+	fault_jb = NULL;
+	return 0;
+}
+
+/* A CPU atomic on our memory under the guard.  0 or -EFAULT. */
+static int safe_atomic(uint64_t *p, uint32_t op, uint64_t comp, uint64_t swap,
+		       uint64_t *orig)
+{
+	sigjmp_buf jb;
+
+	pthread_once(&guard_once, guard_install);
+	if (sigsetjmp(jb, 0))
+		return -EFAULT;
+	fault_jb = &jb;
+	if (op == SV_RMEM_CSWAP) {
+		*orig = comp;
+		__atomic_compare_exchange_n(p, orig, swap, 0, __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST);
+	} else {
+		*orig = __atomic_fetch_add(p, swap, __ATOMIC_SEQ_CST);
+	}
+	fault_jb = NULL;
+	return 0;
+}
+
+int sv_safe_atomic(uint64_t *p, uint32_t op, uint64_t comp, uint64_t swap,
+		   uint64_t *orig)
+{
+	return safe_atomic(p, op, comp, swap, orig);
+}
+
+/* ------------------------------------------------------------- CMA -- */
+
 /* CMA state: 0 unknown/allowed, 1 refused (or SOFTVERBS_NO_CMA). */
 static atomic_int cma_refused = -1;
 
-static int cma_off(void)
+int sv_cma_off(void)
 {
 	int v = atomic_load_explicit(&cma_refused, memory_order_relaxed);
 
@@ -45,6 +151,31 @@ static int cma_off(void)
 	}
 	return v;
 }
+
+static int refused(int err)
+{
+	return err == EPERM || err == ENOSYS || err == EACCES;
+}
+
+int sv_cma_probe(pid_t pid, uint64_t va, uint32_t magic)
+{
+	uint32_t v = 0;
+	struct iovec l = { .iov_base = &v, .iov_len = sizeof(v) };
+	struct iovec r = { .iov_base = (void *)(uintptr_t)va, .iov_len = sizeof(v) };
+	ssize_t n;
+
+	if (sv_cma_off())
+		return 0;
+	n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+	if (n < 0 && refused(errno)) {
+		sv_dbg("CMA to pid %d refused (%s): its memory goes through its "
+		       "engine", (int)pid, strerror(errno));
+		return 0;
+	}
+	return n == (ssize_t)sizeof(v) && v == magic;
+}
+
+/* --------------------------------------------------------------- keys -- */
 
 static int read_entry(struct sv_engine *eng, uint32_t key,
 		      struct sv_key_entry *e)
@@ -212,7 +343,51 @@ int sv_key_owned(struct sv_engine *eng, uint32_t key, uint64_t addr,
 	return addr >= e.addr && len <= e.length && addr - e.addr <= e.length - len;
 }
 
-/* Through the owner's engine, in chunks. */
+uint64_t sv_sge_total(const struct ibv_sge *sge, int nsge)
+{
+	uint64_t t = 0;
+
+	for (int i = 0; i < nsge; i++)
+		t += sge[i].length;
+	return t;
+}
+
+int sv_sge_resolve(struct sv_engine *eng, const struct ibv_sge *sge, int nsge,
+		   uint32_t pd_id, uint32_t access, uint64_t off, uint64_t n,
+		   struct sv_data *out, struct sv_seg *segs, int maxseg)
+{
+	int k = 0;
+
+	out->seg = segs;
+	out->nseg = 0;
+	out->len = 0;
+	for (int i = 0; i < nsge && n; i++) {
+		uint64_t take, sl = sge[i].length;
+		int err;
+
+		if (off >= sl) {
+			off -= sl;
+			continue;
+		}
+		if (k == maxseg)
+			return SV_KERR_LEN;
+		take = sl - off < n ? sl - off : n;
+		err = sv_key_resolve(eng, sge[i].lkey, pd_id, sge[i].addr + off,
+				     take, access, 0, 0, &segs[k].m);
+		if (err)
+			return err;
+		segs[k++].len = take;
+		out->len += take;
+		n -= take;
+		off = 0;
+	}
+	out->nseg = k;
+	return n ? SV_KERR_LEN : SV_KOK;
+}
+
+/* ------------------------------------------------- the copy engine -- */
+
+/* Through the owner's engine, in chunks (CMA refused or switched off). */
 static int rmem(const struct sv_mem *m, uint64_t off, void *buf, size_t n,
 		int write)
 {
@@ -236,111 +411,250 @@ static int rmem(const struct sv_mem *m, uint64_t off, void *buf, size_t n,
 	return 0;
 }
 
-static int cma(const struct sv_mem *m, uint64_t off, void *buf, size_t n,
-	       int write)
-{
-	struct iovec l = { .iov_base = buf, .iov_len = n };
-	struct iovec r = { .iov_base = (void *)(uintptr_t)(m->raddr + off),
-			   .iov_len = n };
-	ssize_t done;
+/*
+ * A batch of copies between our memory and process pid, in one system
+ * call: local[i] and remote[i] pair up in order.
+ */
+#define XB_MAX 64
+struct xbatch {
+	pid_t pid;
+	int write; /* 1: local -> remote */
+	int n;
+	uint64_t bytes;
+	struct iovec local[XB_MAX], remote[XB_MAX];
+	/* Where each remote range came from, for the owner fallback. */
+	const struct sv_mem *rm[XB_MAX];
+	uint64_t roff[XB_MAX];
+};
 
-	if (!n)
-		return 0;
-	if (cma_off())
-		return m->eng ? rmem(m, off, buf, n, write) : -1;
-	done = write ? process_vm_writev(m->pid, &l, 1, &r, 1, 0) :
-		       process_vm_readv(m->pid, &l, 1, &r, 1, 0);
-	if (done == (ssize_t)n)
-		return 0;
-	if (done < 0 && (errno == EPERM || errno == ENOSYS || errno == EACCES)) {
-		/* Refused for good (seccomp, Yama): the owner does it. */
-		sv_dbg("CMA refused (%s): remote memory goes through the "
-		       "owner's engine", strerror(errno));
-		atomic_store(&cma_refused, 1);
-		return m->eng ? rmem(m, off, buf, n, write) : -1;
+/* Which side of a failed CMA batch faulted: the local one when its first
+ * byte not copied is not readable (write) / writable (read) here. */
+static int local_side_bad(const struct xbatch *b, uint64_t done)
+{
+	for (int i = 0; i < b->n; i++) {
+		uint8_t *p = b->local[i].iov_base, tmp;
+
+		if (done >= b->local[i].iov_len) {
+			done -= b->local[i].iov_len;
+			continue;
+		}
+		p += done;
+		if (sv_safe_copy(&tmp, p, 1))
+			return 1;
+		return !b->write && sv_safe_copy(p, &tmp, 1);
 	}
-	sv_dbg("pid %d: %s of %zu bytes failed: %s", (int)m->pid,
-	       write ? "process_vm_writev" : "process_vm_readv", n,
-	       done < 0 ? strerror(errno) : "short");
-	return -1;
+	return 0;
+}
+
+/* Runs b; 0 or the SV_XERR_* of the side that failed. */
+static int xbatch_flush(struct xbatch *b)
+{
+	uint64_t done = 0;
+	int err = 0;
+
+	if (!b->n)
+		return 0;
+	if (!sv_cma_off()) {
+		while (done < b->bytes) {
+			ssize_t r;
+			struct iovec l[XB_MAX], rv[XB_MAX];
+			int nl = 0;
+			uint64_t skip = done;
+
+			/* Resume after a partial copy (a signal, or the
+			 * kernel's own limit per call). */
+			for (int i = 0; i < b->n; i++) {
+				uint64_t len = b->local[i].iov_len;
+
+				if (skip >= len) {
+					skip -= len;
+					continue;
+				}
+				l[nl].iov_base = (char *)b->local[i].iov_base + skip;
+				l[nl].iov_len = len - skip;
+				rv[nl].iov_base = (char *)b->remote[i].iov_base + skip;
+				rv[nl].iov_len = len - skip;
+				nl++;
+				skip = 0;
+			}
+			r = b->write ? process_vm_writev(b->pid, l, nl, rv, nl, 0) :
+				       process_vm_readv(b->pid, l, nl, rv, nl, 0);
+			if (r > 0) {
+				done += (uint64_t)r;
+				continue;
+			}
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0 && errno == ESRCH) {
+				b->n = 0;
+				return SV_XERR_GONE |
+				       (b->write ? SV_XERR_DST : SV_XERR_SRC);
+			}
+			if (r < 0 && refused(errno)) {
+				sv_dbg("CMA refused (%s): remote memory goes "
+				       "through the owner's engine",
+				       strerror(errno));
+				atomic_store(&cma_refused, 1);
+				break;
+			}
+			err = local_side_bad(b, done) ?
+				      (b->write ? SV_XERR_SRC : SV_XERR_DST) :
+				      (b->write ? SV_XERR_DST : SV_XERR_SRC);
+			b->n = 0;
+			return err;
+		}
+		if (done == b->bytes) {
+			b->n = 0;
+			b->bytes = 0;
+			return 0;
+		}
+	}
+	/* The owner's engine does it (what is left). */
+	for (int i = 0; i < b->n && !err; i++) {
+		uint64_t len = b->local[i].iov_len;
+
+		if (done >= len) {
+			done -= len;
+			continue;
+		}
+		if (!b->rm[i]->eng ||
+		    rmem(b->rm[i], b->roff[i] + done,
+			 (char *)b->local[i].iov_base + done, len - done,
+			 b->write))
+			err = SV_XERR_GONE | (b->write ? SV_XERR_DST : SV_XERR_SRC);
+		done = 0;
+	}
+	b->n = 0;
+	b->bytes = 0;
+	return err;
+}
+
+/* Adds a copy between local memory lp and remote range rm + roff. */
+static int xbatch_add(struct xbatch *b, int write, uint8_t *lp,
+		      const struct sv_mem *rm, uint64_t roff, uint64_t n)
+{
+	int err = 0;
+
+	if (b->n && (b->pid != rm->pid || b->write != write || b->n == XB_MAX))
+		err = xbatch_flush(b);
+	if (err)
+		return err;
+	b->pid = rm->pid;
+	b->write = write;
+	b->local[b->n] = (struct iovec){ lp, n };
+	b->remote[b->n] = (struct iovec){ (void *)(uintptr_t)(rm->raddr + roff), n };
+	b->rm[b->n] = rm;
+	b->roff[b->n] = roff;
+	b->n++;
+	b->bytes += n;
+	return 0;
+}
+
+/* Both sides in other processes (an imported MR's memory into a peer's):
+ * through a bounce buffer here. */
+static int xfer_remote_remote(const struct sv_mem *d, uint64_t doff,
+			      const struct sv_mem *s, uint64_t soff, uint64_t n)
+{
+	static __thread uint8_t *bounce;
+	struct xbatch b;
+	int err;
+
+	if (!bounce && !(bounce = malloc(SV_RMEM_CHUNK)))
+		return SV_XERR_DST;
+	while (n) {
+		uint64_t c = n > SV_RMEM_CHUNK ? SV_RMEM_CHUNK : n;
+
+		b.n = 0;
+		b.bytes = 0;
+		err = xbatch_add(&b, 0, bounce, s, soff, c);
+		if (!err)
+			err = xbatch_flush(&b);
+		if (err)
+			return SV_XERR_SRC | (err & SV_XERR_GONE);
+		err = xbatch_add(&b, 1, bounce, d, doff, c);
+		if (!err)
+			err = xbatch_flush(&b);
+		if (err)
+			return SV_XERR_DST | (err & SV_XERR_GONE);
+		doff += c;
+		soff += c;
+		n -= c;
+	}
+	return 0;
+}
+
+int sv_xfer(const struct sv_data *dst, uint64_t dst_off,
+	    const struct sv_data *src, uint64_t src_off, uint64_t n)
+{
+	struct xbatch b;
+	int i = 0, j = 0, err = 0;
+	uint64_t di = dst_off, sj = src_off;
+
+	b.n = 0;
+	b.bytes = 0;
+	while (i < dst->nseg && di >= dst->seg[i].len)
+		di -= dst->seg[i++].len;
+	while (j < src->nseg && sj >= src->seg[j].len)
+		sj -= src->seg[j++].len;
+	while (n && !err) {
+		const struct sv_seg *d, *s;
+		uint64_t c;
+
+		if (i >= dst->nseg)
+			return SV_XERR_DST;
+		if (j >= src->nseg)
+			return SV_XERR_SRC;
+		d = &dst->seg[i];
+		s = &src->seg[j];
+		c = d->len - di;
+		if (s->len - sj < c)
+			c = s->len - sj;
+		if (n < c)
+			c = n;
+		if (d->m.ptr && s->m.ptr) {
+			err = xbatch_flush(&b);
+			if (!err && sv_safe_copy(d->m.ptr + di, s->m.ptr + sj, c)) {
+				uintptr_t a = fault_addr;
+
+				err = a >= (uintptr_t)(s->m.ptr + sj) &&
+						      a < (uintptr_t)(s->m.ptr + sj + c) ?
+					      SV_XERR_SRC :
+					      SV_XERR_DST;
+			}
+		} else if (s->m.ptr) {
+			err = xbatch_add(&b, 1, s->m.ptr + sj, &d->m, di, c);
+		} else if (d->m.ptr) {
+			err = xbatch_add(&b, 0, d->m.ptr + di, &s->m, sj, c);
+		} else {
+			err = xbatch_flush(&b);
+			if (!err)
+				err = xfer_remote_remote(&d->m, di, &s->m, sj, c);
+		}
+		n -= c;
+		di += c;
+		sj += c;
+		if (di == d->len) {
+			i++;
+			di = 0;
+		}
+		if (sj == s->len) {
+			j++;
+			sj = 0;
+		}
+	}
+	if (!err)
+		err = xbatch_flush(&b);
+	return err;
 }
 
 int sv_mem_atomic(const struct sv_mem *m, uint32_t op, uint64_t comp,
 		  uint64_t swap, uint64_t *orig)
 {
-	if (m->ptr) {
-		uint64_t *p = (uint64_t *)(void *)m->ptr;
-
-		if (op == SV_RMEM_CSWAP) {
-			*orig = comp;
-			__atomic_compare_exchange_n(p, orig, swap, 0,
-						    __ATOMIC_SEQ_CST,
-						    __ATOMIC_SEQ_CST);
-		} else {
-			*orig = __atomic_fetch_add(p, swap, __ATOMIC_SEQ_CST);
-		}
-		return 0;
-	}
+	if (m->ptr)
+		return safe_atomic((uint64_t *)(void *)m->ptr, op, comp, swap,
+				   orig) ? -1 : 0;
 	if (!m->eng)
 		return -1;
 	return sv_rmem_call(m->eng, m->pid, op, m->key, m->raddr, NULL, 8, comp,
 			    swap, orig) ? -1 : 0;
-}
-
-int sv_mem_write(const struct sv_mem *m, uint64_t off, const void *src,
-		 size_t n)
-{
-	if (m->ptr) {
-		memcpy(m->ptr + off, src, n);
-		return 0;
-	}
-	return cma(m, off, (void *)src, n, 1);
-}
-
-int sv_mem_read(const struct sv_mem *m, uint64_t off, void *dst, size_t n)
-{
-	if (m->ptr) {
-		memcpy(dst, m->ptr + off, n);
-		return 0;
-	}
-	return cma(m, off, dst, n, 0);
-}
-
-uint64_t sv_sge_total(const struct ibv_sge *sge, int nsge)
-{
-	uint64_t t = 0;
-
-	for (int i = 0; i < nsge; i++)
-		t += sge[i].length;
-	return t;
-}
-
-int sv_sge_copy(struct sv_engine *eng, const struct ibv_sge *sge, int nsge,
-		uint32_t pd_id, uint64_t off, void *buf, size_t n, int to_sge)
-{
-	uint8_t *b = buf;
-
-	for (int i = 0; i < nsge && n; i++) {
-		uint64_t take, sl = sge[i].length;
-		struct sv_mem m;
-		int err;
-
-		if (off >= sl) {
-			off -= sl;
-			continue;
-		}
-		take = sl - off < n ? sl - off : n;
-		err = sv_key_resolve(eng, sge[i].lkey, pd_id, sge[i].addr + off,
-				     take, to_sge ? IBV_ACCESS_LOCAL_WRITE : 0,
-				     0, 0, &m);
-		if (err)
-			return err;
-		if (to_sge ? sv_mem_write(&m, 0, b, take) :
-			     sv_mem_read(&m, 0, b, take))
-			return SV_KERR_OWNER;
-		b += take;
-		n -= take;
-		off = 0;
-	}
-	return n ? -1 : SV_KOK;
 }

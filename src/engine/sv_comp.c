@@ -3,7 +3,9 @@
  * The completer (IBTA 9.7.5 requester side; rxe_comp.c's role): ACKs,
  * NAKs, READ responses and atomic ACKs retire send WQEs in order; the
  * retransmission and RNR timers live here; flushing and the per-QP
- * transport state too.
+ * transport state too.  Directly executed WQEs (sv_direct.c) report
+ * through the same entry points (sv_comp_acked, sv_comp_nak), so a NAK
+ * means the same thing whichever way the request travelled.
  *
  * A WQE is retired (its CQE pushed, sq.head advanced) only when it and
  * every WQE before it are done, so send completions come in post order.
@@ -15,14 +17,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define WQE_STATE(w) ((w)->state & 0xff)
-#define WQE_STATUS(w) ((enum ibv_wc_status)((w)->state >> 8))
-
-static void wqe_done(struct sv_send_wqe *w, enum ibv_wc_status status)
-{
-	w->state = WQE_DONE | (uint32_t)status << 8;
-}
 
 uint64_t sv_timeout_ns(uint8_t t)
 {
@@ -53,11 +47,13 @@ uint32_t sv_mtu_bytes(enum ibv_mtu mtu)
 	return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? 128u << mtu : 1024;
 }
 
-void sv_qp_set_err(struct sv_qp *qp)
+/* Moves our QP to ERR.  Must hold sq_lock. */
+static void set_err(struct sv_qp *qp)
 {
-	qp->state = IBV_QPS_ERR;
-	qp->attr.qp_state = IBV_QPS_ERR;
-	qp->qpx.qp_base.state = IBV_QPS_ERR;
+	sv_shlock_lock(&qp->shm->lock);
+	if (qp->shm->state != IBV_QPS_RESET)
+		sv_qshm_set_err(qp->shm);
+	sv_shlock_unlock(&qp->shm->lock);
 }
 
 static enum ibv_wc_opcode wc_opcode(uint32_t op)
@@ -98,8 +94,6 @@ static void push_send_cqe(struct sv_qp *qp, struct sv_send_wqe *w,
 		wc.byte_len = w->inline_len;
 	else
 		wc.byte_len = (uint32_t)sv_sge_total(w->sge, (int)w->num_sge);
-	if (status != IBV_WC_SUCCESS)
-		wc.vendor_err = 0;
 	sv_cq_push(qp->scq, &wc, status != IBV_WC_SUCCESS);
 }
 
@@ -116,7 +110,7 @@ void sv_comp_retire(struct sv_qp *qp)
 			push_send_cqe(qp, w, st);
 		qp->sq.head++;
 		if (st != IBV_WC_SUCCESS) {
-			sv_qp_set_err(qp);
+			set_err(qp);
 			break; /* the rest is flushed */
 		}
 	}
@@ -165,11 +159,8 @@ static void implicit_ack(struct sv_qp *qp, uint32_t idx)
 	for (uint32_t i = qp->sq.head; i != idx; i++) {
 		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, i);
 
-		if (WQE_STATE(w) == WQE_SENT &&
-		    w->opcode != IBV_WR_RDMA_READ &&
-		    w->opcode != IBV_WR_ATOMIC_CMP_AND_SWP &&
-		    w->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD)
-			wqe_done(w, IBV_WC_SUCCESS);
+		if (WQE_STATE(w) == WQE_SENT && !sv_is_read_or_atomic(w->opcode))
+			sv_wqe_done(w, IBV_WC_SUCCESS);
 	}
 }
 
@@ -182,18 +173,20 @@ static void progress_made(struct sv_qp *qp, struct sv_tr *tr)
 			       0;
 }
 
-static int is_read_or_atomic(uint32_t op)
+uint64_t sv_comp_arm_timer(struct sv_qp *qp, struct sv_tr *tr)
 {
-	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+	if (tr->timer_at)
+		return 0;
+	tr->timer_at = sv_now_ns() + sv_timeout_ns(qp->attr.timeout);
+	return tr->timer_at;
 }
 
 /*
- * Go back N: resend from WQE idx (done local operations stay done), from
- * PSN psn when it falls inside a SEND/WRITE the responder partly has (its
- * NAK's expected PSN, or the last ACK + 1), and a READ from its first
- * byte not yet received: a long message on a lossy link resumes, it does
- * not start over.
+ * Resends from WQE idx (done local operations stay done), from PSN psn
+ * when it falls inside a SEND/WRITE the responder partly has (its NAK's
+ * expected PSN, or the last ACK + 1), and a READ from its first byte not
+ * yet received: a long message on a lossy link resumes where the
+ * responder stands, it does not start over.
  */
 static void rewind_to(struct sv_qp *qp, struct sv_tr *tr, uint32_t idx,
 		      uint32_t psn)
@@ -209,7 +202,7 @@ static void rewind_to(struct sv_qp *qp, struct sv_tr *tr, uint32_t idx,
 		tr->psn = (w->first_psn + (uint32_t)(w->bytes_sent / mtu)) &
 			  PSN_MASK;
 		w->state = WQE_SENDING;
-	} else if (!is_read_or_atomic(w->opcode) && WQE_STATE(w) != WQE_NEW &&
+	} else if (!sv_is_read_or_atomic(w->opcode) && WQE_STATE(w) != WQE_NEW &&
 		   psn_diff(psn, w->first_psn) > 0 &&
 		   (WQE_STATE(w) == WQE_SENDING ||
 		    psn_diff(psn, w->last_psn) <= 0) &&
@@ -231,8 +224,9 @@ static void rewind_to(struct sv_qp *qp, struct sv_tr *tr, uint32_t idx,
 			x->bytes_sent = 0;
 		}
 	}
-	/* The WQE at sq.next may be half sent (blocked on a full ring): it
-	 * starts over too, or it would go on with PSNs from the rewind. */
+	/* The WQE at sq.next may be half sent (blocked on a full ring or
+	 * the window): it starts over too, or it would go on with PSNs from
+	 * the rewind. */
 	if (idx != qp->sq.next && qp->sq.next != qp->sq.tail) {
 		struct sv_send_wqe *x = sv_wq_slot(&qp->sq, qp->sq.next);
 
@@ -251,7 +245,7 @@ static void fail_at(struct sv_qp *qp, struct sv_tr *tr, uint32_t idx,
 	struct sv_send_wqe *w = sv_wq_slot(&qp->sq, idx);
 
 	implicit_ack(qp, idx);
-	wqe_done(w, st);
+	sv_wqe_done(w, st);
 	if (qp->sq.next == idx)
 		qp->sq.next++;
 	tr->stopped = 1;
@@ -280,17 +274,27 @@ static void ack_upto(struct sv_qp *qp, struct sv_tr *tr, uint32_t psn)
 			continue;
 		if (WQE_STATE(w) != WQE_SENT || psn_diff(psn, w->last_psn) < 0)
 			break;
-		if (w->opcode == IBV_WR_RDMA_READ ||
-		    w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-		    w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
+		if (sv_is_read_or_atomic(w->opcode))
 			break; /* done by its response only */
-		wqe_done(w, IBV_WC_SUCCESS);
+		sv_wqe_done(w, IBV_WC_SUCCESS);
 		progressed = 1;
 	}
 	if (progressed || psn_diff(psn, tr->last_ack_psn) > 0) {
-		tr->last_ack_psn = psn;
+		if (psn_diff(psn, tr->last_ack_psn) > 0)
+			tr->last_ack_psn = psn;
 		progress_made(qp, tr);
 	}
+}
+
+void sv_comp_acked(struct sv_qp *qp, struct sv_tr *tr, uint32_t idx)
+{
+	struct sv_send_wqe *w = sv_wq_slot(&qp->sq, idx);
+
+	implicit_ack(qp, idx);
+	sv_wqe_done(w, IBV_WC_SUCCESS);
+	if (psn_diff(w->last_psn, tr->last_ack_psn) > 0)
+		tr->last_ack_psn = w->last_psn;
+	progress_made(qp, tr);
 }
 
 static void read_resp(struct sv_qp *qp, struct sv_tr *tr,
@@ -298,6 +302,8 @@ static void read_resp(struct sv_qp *qp, struct sv_tr *tr,
 {
 	uint32_t idx, mtu = tr->mtu ? tr->mtu : 4096;
 	struct sv_send_wqe *w;
+	struct sv_seg dsegs[SV_MAX_SEGS], sseg;
+	struct sv_data dst, src;
 	uint64_t off;
 	int err;
 
@@ -324,8 +330,14 @@ static void read_resp(struct sv_qp *qp, struct sv_tr *tr,
 		fail_at(qp, tr, idx, IBV_WC_LOC_LEN_ERR);
 		return;
 	}
-	err = sv_sge_copy(qp->eng, w->sge, (int)w->num_sge, qp->pd_id, off,
-			  (void *)pkt->payload, pkt->paylen, 1);
+	err = sv_sge_resolve(qp->eng, w->sge, (int)w->num_sge, qp->pd_id,
+			     IBV_ACCESS_LOCAL_WRITE, off, pkt->paylen, &dst,
+			     dsegs, SV_MAX_SEGS);
+	if (!err) {
+		sv_data_local(&src, &sseg, pkt->payload, pkt->paylen);
+		if (sv_xfer(&dst, 0, &src, 0, pkt->paylen))
+			err = SV_KERR_ACCESS;
+	}
 	if (err) {
 		fail_at(qp, tr, idx,
 			err < 0 ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR);
@@ -333,19 +345,35 @@ static void read_resp(struct sv_qp *qp, struct sv_tr *tr,
 	}
 	w->bytes_sent = off + pkt->paylen;
 	if (pkt->psn == w->last_psn) {
-		wqe_done(w, IBV_WC_SUCCESS);
+		sv_wqe_done(w, IBV_WC_SUCCESS);
 		tr->last_ack_psn = pkt->psn;
 		progress_made(qp, tr);
 	}
 }
 
+enum ibv_wc_status sv_comp_atomic_result(struct sv_qp *qp,
+					 struct sv_send_wqe *w, uint64_t v)
+{
+	struct sv_seg dseg, sseg;
+	struct sv_data dst, src;
+	int err = sv_sge_resolve(qp->eng, w->sge, 1, qp->pd_id,
+				 IBV_ACCESS_LOCAL_WRITE, 0, 8, &dst, &dseg, 1);
+
+	if (!err) {
+		sv_data_local(&src, &sseg, &v, 8);
+		if (sv_xfer(&dst, 0, &src, 0, 8))
+			err = SV_KERR_ACCESS;
+	}
+	return !err ? IBV_WC_SUCCESS :
+	       err < 0 ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR;
+}
+
 static void atomic_resp(struct sv_qp *qp, struct sv_tr *tr,
 			const struct sv_pkt *pkt)
 {
-	uint64_t v = pkt->orig;
 	struct sv_send_wqe *w;
+	enum ibv_wc_status st;
 	uint32_t idx;
-	int err;
 
 	if (!find_wqe(qp, pkt->psn, &idx))
 		return;
@@ -354,20 +382,64 @@ static void atomic_resp(struct sv_qp *qp, struct sv_tr *tr,
 	    w->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD)
 		return;
 	implicit_ack(qp, idx);
-	err = sv_sge_copy(qp->eng, w->sge, 1, qp->pd_id, 0, &v, 8, 1);
-	if (err) {
-		fail_at(qp, tr, idx,
-			err < 0 ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR);
+	st = sv_comp_atomic_result(qp, w, pkt->orig);
+	if (st != IBV_WC_SUCCESS) {
+		fail_at(qp, tr, idx, st);
 		return;
 	}
-	wqe_done(w, IBV_WC_SUCCESS);
+	sv_wqe_done(w, IBV_WC_SUCCESS);
 	tr->last_ack_psn = pkt->psn;
 	progress_made(qp, tr);
 }
 
+void sv_comp_nak(struct sv_qp *qp, struct sv_tr *tr, uint32_t idx,
+		 uint8_t syn, uint32_t psn)
+{
+	if ((syn & SV_AETH_TYPE_MASK) == SV_AETH_RNR_NAK) {
+		implicit_ack(qp, idx);
+		if (qp->attr.rnr_retry != 7) {
+			if (!tr->rnr_left) {
+				fail_at(qp, tr, idx, IBV_WC_RNR_RETRY_EXC_ERR);
+				return;
+			}
+			tr->rnr_left--;
+		}
+		rewind_to(qp, tr, idx, psn);
+		tr->blocked = 0;
+		tr->rnr_at = sv_now_ns() + sv_rnr_ns(syn & 0x1f);
+		tr->timer_at = 0;
+		return;
+	}
+	switch (syn & 0x1f) {
+	case SV_NAK_PSN_SEQ:
+		implicit_ack(qp, idx);
+		/* The responder has everything before psn: progress, which
+		 * renews the retry budget (as an ACK would). */
+		if (psn_diff((psn - 1) & PSN_MASK, tr->last_ack_psn) > 0) {
+			tr->last_ack_psn = (psn - 1) & PSN_MASK;
+			progress_made(qp, tr);
+		} else if (!tr->retry_left) {
+			fail_at(qp, tr, idx, IBV_WC_RETRY_EXC_ERR);
+			return;
+		} else {
+			tr->retry_left--;
+		}
+		rewind_to(qp, tr, idx, psn);
+		return;
+	case SV_NAK_INV_REQ:
+		fail_at(qp, tr, idx, IBV_WC_REM_INV_REQ_ERR);
+		return;
+	case SV_NAK_REM_ACCESS:
+		fail_at(qp, tr, idx, IBV_WC_REM_ACCESS_ERR);
+		return;
+	default:
+		fail_at(qp, tr, idx, IBV_WC_REM_OP_ERR);
+		return;
+	}
+}
+
 static void nak(struct sv_qp *qp, struct sv_tr *tr, const struct sv_pkt *pkt)
 {
-	uint8_t type = pkt->syn & SV_AETH_TYPE_MASK;
 	uint32_t idx;
 
 	if (!find_wqe(qp, pkt->psn, &idx)) {
@@ -386,62 +458,20 @@ static void nak(struct sv_qp *qp, struct sv_tr *tr, const struct sv_pkt *pkt)
 				return;
 		}
 	}
-	if (type == SV_AETH_RNR_NAK) {
-		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, idx);
-
-		implicit_ack(qp, idx);
-		if (qp->attr.rnr_retry != 7) {
-			if (!tr->rnr_left) {
-				fail_at(qp, tr, idx, IBV_WC_RNR_RETRY_EXC_ERR);
-				return;
-			}
-			tr->rnr_left--;
-		}
-		(void)w;
-		rewind_to(qp, tr, idx, pkt->psn);
-		tr->blocked = 0;
-		tr->rnr_at = sv_now_ns() + sv_rnr_ns(pkt->syn & 0x1f);
-		tr->timer_at = 0;
-		return;
-	}
-	switch (pkt->syn & 0x1f) {
-	case SV_NAK_PSN_SEQ:
-		implicit_ack(qp, idx);
-		/* The responder has everything before psn: progress, which
-		 * renews the retry budget (as an ACK would). */
-		if (psn_diff((pkt->psn - 1) & PSN_MASK, tr->last_ack_psn) > 0) {
-			tr->last_ack_psn = (pkt->psn - 1) & PSN_MASK;
-			progress_made(qp, tr);
-		} else if (!tr->retry_left) {
-			fail_at(qp, tr, idx, IBV_WC_RETRY_EXC_ERR);
-			return;
-		} else {
-			tr->retry_left--;
-		}
-		rewind_to(qp, tr, idx, pkt->psn);
-		return;
-	case SV_NAK_INV_REQ:
-		fail_at(qp, tr, idx, IBV_WC_REM_INV_REQ_ERR);
-		return;
-	case SV_NAK_REM_ACCESS:
-		fail_at(qp, tr, idx, IBV_WC_REM_ACCESS_ERR);
-		return;
-	default:
-		fail_at(qp, tr, idx, IBV_WC_REM_OP_ERR);
-		return;
-	}
+	sv_comp_nak(qp, tr, idx, pkt->syn, pkt->psn);
 }
 
 int sv_comp_packet(struct sv_qp *qp, const struct sv_pkt *pkt)
 {
 	struct sv_tr *tr = tr_of(qp);
 	uint64_t rnr, timer;
+	enum ibv_qp_state st;
 	int flush = 0, kick = 0;
 
 	sv_spin_lock(&qp->sq_lock);
+	st = sv_qp_state(qp);
 	if (qp->type != IBV_QPT_RC || !tr ||
-	    (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD &&
-	     qp->state != IBV_QPS_SQE)) {
+	    (st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_SQE)) {
 		pthread_spin_unlock(&qp->sq_lock);
 		return 0;
 	}
@@ -456,7 +486,7 @@ int sv_comp_packet(struct sv_qp *qp, const struct sv_pkt *pkt)
 		ack_upto(qp, tr, pkt->psn);
 	}
 	sv_comp_retire(qp);
-	if (qp->state == IBV_QPS_ERR)
+	if (sv_qp_state(qp) == IBV_QPS_ERR)
 		flush = 1;
 	else if (qp->sq.next != qp->sq.tail || tr->blocked)
 		kick = !tr->rnr_at;
@@ -472,28 +502,51 @@ int sv_comp_packet(struct sv_qp *qp, const struct sv_pkt *pkt)
 	return flush;
 }
 
+/* Records from the link's peer wait unread in our inbound ring: an ACK
+ * may be among them, so a timeout now would be ours, not the peer's. */
+static int inbound_pending(struct sv_engine *eng, uint32_t peer)
+{
+	unsigned nin = atomic_load_explicit(&eng->nin, memory_order_acquire);
+
+	for (unsigned i = 0; i < nin; i++) {
+		struct sv_inring *in = eng->in[i];
+
+		if (in->peer_id == peer && !in->broken && !in->box &&
+		    atomic_load_explicit(&in->rx.h->tail, memory_order_acquire) !=
+			    in->rx.head)
+			return 1;
+	}
+	return 0;
+}
+
 int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 {
 	struct sv_tr *tr = tr_of(qp);
+	enum ibv_qp_state st;
 	int flush = 0;
 
 	sv_spin_lock(&qp->sq_lock);
+	st = sv_qp_state(qp);
 	if (qp->type == IBV_QPT_RC && outstanding(qp) &&
-	    (qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD)) {
+	    (st == IBV_QPS_RTS || st == IBV_QPS_SQD)) {
 		struct sv_link *l = tr->link;
 
 		if (l && atomic_load(&l->dead)) {
 			/* The peer's process is gone: no retry can help. */
 			sv_comp_fail(qp, IBV_WC_RETRY_EXC_ERR);
 		} else if (tr->timer_at && now >= tr->timer_at) {
-			uint64_t head = l ? atomic_load_explicit(
-						    &l->tx.h->head,
-						    memory_order_acquire) :
-					    0;
+			uint64_t head = l && tr->direct != 1 ?
+						atomic_load_explicit(
+							&l->tx.h->head,
+							memory_order_acquire) :
+						0;
 
-			if (l && head < tr->ring_mark) {
-				/* Still in the ring: the peer is alive but
-				 * slow.  Not a lost packet; wait again. */
+			if (l && tr->direct != 1 &&
+			    (head < tr->ring_mark ||
+			     inbound_pending(qp->eng, l->peer_id))) {
+				/* Still in a ring: the peer is alive but
+				 * slow, or its answer waits for us to read
+				 * it.  Not a lost packet; wait again. */
 				tr->timer_at = now + sv_timeout_ns(qp->attr.timeout);
 			} else if (!tr->retry_left) {
 				sv_comp_fail(qp, IBV_WC_RETRY_EXC_ERR);
@@ -509,7 +562,7 @@ int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 		tr->rnr_at = 0;
 		tr->blocked = 1;
 	}
-	if (qp->state == IBV_QPS_ERR && qp->sq.head != qp->sq.tail)
+	if (sv_qp_state(qp) == IBV_QPS_ERR && qp->sq.head != qp->sq.tail)
 		flush = 1;
 	if (tr->timer_at && (!*next || tr->timer_at < *next))
 		*next = tr->timer_at;
@@ -519,27 +572,13 @@ int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 	return flush;
 }
 
-static void push_recv_flush(struct sv_qp *qp, uint64_t wr_id)
-{
-	struct ibv_wc wc;
-
-	memset(&wc, 0, sizeof(wc));
-	wc.wr_id = wr_id;
-	wc.status = IBV_WC_WR_FLUSH_ERR;
-	wc.opcode = IBV_WC_RECV;
-	wc.qp_num = qp->qpx.qp_base.qp_num;
-	sv_cq_push(qp->rcq, &wc, 1);
-}
-
 void sv_engine_flush(struct sv_qp *qp)
 {
 	struct sv_tr *tr = tr_of(qp);
-	int last_wqe = 0;
+	struct sv_rtgt t;
 
 	sv_spin_lock(&qp->sq_lock);
-	sv_spin_lock(&qp->rq_lock);
-	if (qp->state != IBV_QPS_ERR) {
-		pthread_spin_unlock(&qp->rq_lock);
+	if (sv_qp_state(qp) != IBV_QPS_ERR) {
 		pthread_spin_unlock(&qp->sq_lock);
 		return;
 	}
@@ -560,47 +599,27 @@ void sv_engine_flush(struct sv_qp *qp)
 		tr->timer_at = 0;
 		tr->rnr_at = 0;
 		tr->blocked = 0;
-		/* The receive being filled first, then the queue. */
-		if (tr->have_recv) {
-			push_recv_flush(qp, tr->recv->wr_id);
-			tr->have_recv = 0;
-		}
 		tr->rq_head = tr->rq_tail = 0;
 		tr->ack_pending = 0;
 	}
-	if (!qp->srq) {
-		while (qp->rq.head != qp->rq.tail) {
-			struct sv_recv_wqe *r = sv_wq_slot(&qp->rq, qp->rq.head);
-
-			push_recv_flush(qp, r->wr_id);
-			qp->rq.head++;
-		}
-	} else if (tr && !tr->last_wqe_sent) {
-		tr->last_wqe_sent = 1;
-		last_wqe = 1;
-	}
-	pthread_spin_unlock(&qp->rq_lock);
+	/* The receive side: the receive being filled, then the queue. */
+	sv_rtgt_own(&t, qp);
+	sv_shlock_lock(&qp->shm->lock);
+	sv_resp_flush_rq(qp->eng, &t);
+	sv_shlock_unlock(&qp->shm->lock);
 	pthread_spin_unlock(&qp->sq_lock);
-	/* IBTA 11.6.3: a QP of an SRQ in ERR reports its last WQE. */
-	if (last_wqe)
-		sv_eng_async(qp->eng, qp->qpx.qp_base.context,
-			     IBV_EVENT_QP_LAST_WQE_REACHED, &qp->qpx.qp_base);
+	/* LAST_WQE_REACHED of an SRQ QP (IBTA 11.6.3), left in the events:
+	 * the progress scan raises it. */
+	if (atomic_load(&qp->shm->events))
+		sv_eng_want_work(qp->eng);
 }
 
 int sv_tr_init(struct sv_qp *qp)
 {
 	struct sv_tr *tr = calloc(1, sizeof(*tr));
-	uint32_t max_sge = qp->srq ? qp->srq->rq.max_sge : qp->rq.max_sge;
 
 	if (!tr)
 		return -ENOMEM;
-	tr->recv = calloc(1, sizeof(struct sv_recv_wqe) +
-				     (max_sge ? max_sge : 1) * sizeof(struct ibv_sge));
-	if (!tr->recv) {
-		free(tr);
-		return -ENOMEM;
-	}
-	tr->recv_cap = max_sge ? max_sge : 1;
 	qp->tr = tr;
 	sv_tr_reset(qp);
 	return 0;
@@ -608,28 +627,20 @@ int sv_tr_init(struct sv_qp *qp)
 
 void sv_tr_free(struct sv_qp *qp)
 {
-	struct sv_tr *tr = tr_of(qp);
-
-	if (!tr)
-		return;
-	free(tr->recv);
-	free(tr);
+	free(qp->tr);
 	qp->tr = NULL;
 }
 
 void sv_tr_reset(struct sv_qp *qp)
 {
 	struct sv_tr *tr = tr_of(qp);
-	struct sv_recv_wqe *recv = tr->recv;
-	uint32_t cap = tr->recv_cap;
 
+	if (!tr)
+		return;
 	memset(tr, 0, sizeof(*tr));
-	tr->recv = recv;
-	tr->recv_cap = cap;
 	tr->mtu = qp->type == IBV_QPT_UD ? 4096 : sv_mtu_bytes(qp->attr.path_mtu);
 	tr->retry_left = qp->attr.retry_cnt;
 	tr->rnr_left = qp->attr.rnr_retry;
-	tr->epsn = qp->attr.rq_psn & PSN_MASK;
 	tr->psn = qp->attr.sq_psn & PSN_MASK;
 	tr->last_ack_psn = (tr->psn - 1) & PSN_MASK;
 }

@@ -1,23 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The data path: the contract between the verbs objects (src/verbs: cq.c,
- * qp.c, srq.c, ah.c, mw.c) and the engine (src/engine: links, progress,
- * keys, transport).  Both are linked into libibverbs.so.1.
+ * qp.c, srq.c, post.c, ah.c, mw.c) and the engine (src/engine).  Both are
+ * linked into libibverbs.so.1.
  *
  * Who owns what:
- *   - src/verbs owns the objects and their queues: it creates them (with
- *     the daemon for handles and QPNs), validates and enqueues work
- *     requests, runs the QP state machine, and polls CQs.
- *   - src/engine moves bytes: it takes WQEs off send queues (requester),
- *     executes inbound packets (responder), retires WQEs on ACKs
- *     (completer), and pushes completions with sv_cq_push().
+ *   - The engine owns the queues, as a NIC owns the rings it reads and
+ *     writes in host memory: completion queues, receive queues and SRQs
+ *     are regions of shared memory (sv_shm.h) that the engine of another
+ *     process can consume from and produce into; the send queue is
+ *     private to the QP's process (only its requester reads it).
+ *   - src/verbs validates work requests and writes them into the queues
+ *     through the functions below, runs the QP state machine, and reads
+ *     completions.  The engine never calls into src/verbs.
  *
  * Locks (never take them in the other order):
- *   qp->sq_lock  ->  qp->rq_lock (or srq->lock)  ->  cq->lock
- *   link locks are leaves (taken with nothing else needed after them).
- * The engine never calls into the daemon with a QP or CQ lock held.
+ *   qp->sq_lock -> qp->shm->lock (responder) -> srq->shm->lock ->
+ *   cq->shm->lock;  cq->poll_lock is the poller's, taken alone or before
+ *   cq->shm->lock.  Link locks are leaves.  Nobody takes an sq_lock while
+ *   holding a responder lock, and no thread holds two responder locks.
  *
- * DESIGN.md "Data path: the engine" is the architecture this implements.
+ * The architecture this implements: docs/architecture.md "Data path".
  */
 #ifndef SV_ENGINE_H
 #define SV_ENGINE_H
@@ -30,6 +33,7 @@
 
 #include "sv_param.h"
 #include "sv_proto.h"
+#include "sv_shm.h"
 
 struct sv_engine;
 struct sv_link;
@@ -37,46 +41,83 @@ struct sv_cq;
 struct sv_qp;
 struct sv_srq;
 
-/* ---------------------------------------------------------------- CQ -- */
+/* What the engine needs to know of the context an object belongs to
+ * (filled by src/verbs). */
+struct sv_ctx_ref {
+	struct ibv_context *ctx;
+	uint32_t ufile;	   /* daemon's ufile id */
+	uint32_t ctx_id;   /* daemon's id of the view */
+	uint64_t instance; /* daemon instance */
+};
+
+/* -------------------------------------------------- completion queues -- */
+
+/* A completion channel: an eventfd (one count per event) and the CQs with
+ * events not yet read, so destroying a CQ withdraws its events. */
+struct sv_channel {
+	struct ibv_comp_channel ch; /* must be first */
+	pthread_mutex_t lock;	    /* the pending list (a leaf) */
+	struct sv_cq *head, *tail;  /* CQs with chan_pending > 0 */
+};
 
 /*
- * A completion queue: memory of the process that created it.  ex.cq_ex's
- * leading fields are struct ibv_cq's, so ibv_cq_ex_to_cq() and the ops
- * work on both.
+ * A completion queue as its owner sees it.  ex.cq_ex's leading fields are
+ * struct ibv_cq's, so ibv_cq_ex_to_cq() and the ops work on both.  The
+ * ring is shm (sv_cq_shm): any engine may produce into it.
  */
 struct sv_cq {
-	struct ibv_cq_ex ex;	 /* must be first */
-	pthread_spinlock_t lock; /* ring, notify state, overflow */
-	struct ibv_wc *ring;	 /* entries; wc.wr_id etc. as ibv_poll_cq */
-	uint32_t cap;		 /* entries the ring holds (>= cqe) */
-	uint32_t head, count;	 /* oldest entry, entries present */
-	int notify;		 /* 0, or armed: SV_CQ_ARM_ALL / _SOLICITED */
-	int overflowed;		 /* IBV_EVENT_CQ_ERR was raised */
-	uint64_t wc_flags;	 /* ibv_create_cq_ex's wc_flags */
-	struct ibv_wc cur;	 /* entry being read with ibv_next_poll */
-	atomic_uint usecnt;	 /* QPs and SRQs using it: destroy -> EBUSY */
+	struct ibv_cq_ex ex; /* must be first */
+	struct sv_cq_shm *shm;
+	int fd;			    /* the region (given to the daemon) */
+	pthread_spinlock_t poll_lock; /* the consumer side */
+	uint64_t wc_flags;	    /* ibv_create_cq_ex's wc_flags */
+	struct ibv_wc cur;	    /* entry being read with ibv_next_poll */
+	atomic_uint usecnt;	    /* QPs using it: destroy -> EBUSY */
 	struct sv_engine *eng;
-	uint32_t comp_events; /* events delivered to the channel (for ack) */
-	/* verbs side (cq.c): */
-	uint32_t async_events;	   /* CQ_ERR events the application read */
-	uint32_t chan_pending;	   /* channel events not yet read */
-	struct sv_cq *chan_next;   /* in the channel's pending list */
+	struct sv_ctx_ref cref;
+	uint32_t obj_id;	    /* the engine's id (events from peers) */
+	/* channel bookkeeping (under the channel's lock) */
+	uint32_t comp_events;	    /* events delivered to the channel */
+	uint32_t chan_pending;	    /* channel events not yet read */
+	struct sv_cq *chan_next;    /* in the channel's pending list */
+	/* verbs side (cq.c) */
+	uint32_t async_events; /* CQ_ERR events the application read */
 };
-#define SV_CQ_ARM_ALL 1
-#define SV_CQ_ARM_SOLICITED 2
 
 static inline struct sv_cq *to_svcq(struct ibv_cq *cq)
 {
 	return (struct sv_cq *)cq;
 }
 
-/*
- * Adds one completion.  Takes cq->lock.  When the CQ is armed (all, or
- * solicited and `solicited`), disarms it and notifies the completion
- * channel.  A full CQ loses the entry and raises IBV_EVENT_CQ_ERR once
- * (real hardware behaviour); returns -ENOSPC then, else 0.
- */
-int sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, int solicited);
+/* Bits sv_cq_produce returns: what the producer must have the owner do. */
+#define SV_CQP_EVENT 1u	   /* the CQ was armed: a completion event */
+#define SV_CQP_OVERFLOW 2u /* first lost completion: IBV_EVENT_CQ_ERR */
+
+/* sv_queue.c: the CQ region for cqe entries (room for SV_MAX_CQE, sparse);
+ * sets cq->shm and cq->fd.  0 or a negative errno. */
+int sv_cq_shm_create(struct sv_cq *cq, uint32_t cqe);
+/* Adds one completion (takes c->lock); returns SV_CQP_* bits.  A full CQ
+ * loses the entry (real hardware behaviour). */
+unsigned sv_cq_produce(struct sv_cq_shm *c, const struct ibv_wc *wc,
+		       int solicited);
+/* Owner: pops up to n entries.  Must hold cq->poll_lock. */
+int sv_cq_consume(struct sv_cq *cq, int n, struct ibv_wc *wc);
+/* Owner: arms the CQ (ibv_req_notify_cq). */
+void sv_cq_arm(struct sv_cq *cq, int solicited_only);
+/* Owner: removes the completions of QP qpn (the QP went to RESET).  Takes
+ * both CQ locks. */
+void sv_cq_clean(struct sv_cq *cq, uint32_t qpn);
+/* Owner: cqe entries from now on; -EINVAL when it holds more. */
+int sv_cq_resize(struct sv_cq *cq, uint32_t cqe);
+/* Owner side of the engine: publishes / withdraws cq (its obj_id). */
+int sv_engine_cq_add(struct sv_engine *eng, struct sv_cq *cq);
+void sv_engine_cq_del(struct sv_cq *cq);
+/* Pushes a completion of one of our QPs into our CQ cq and raises what
+ * it must (completion event, CQ_ERR). */
+void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, int solicited);
+/* Owner: a completion event for cq on its channel (from a producer's
+ * SV_CQP_EVENT).  Takes the channel's lock. */
+void sv_cq_comp_event(struct sv_cq *cq);
 
 /* ------------------------------------------------------- work queues -- */
 
@@ -115,17 +156,10 @@ struct sv_send_wqe {
 	/* inline_data follows the sge array when inline_len > 0 */
 };
 
-struct sv_recv_wqe {
-	uint64_t wr_id;
-	uint32_t num_sge;
-	uint32_t pad;
-	struct ibv_sge sge[]; /* max_recv_sge entries */
-};
-
 /*
- * A ring of fixed-size WQEs.  Producer: the posting thread (under the
- * queue's lock).  Consumer: the engine.  head = next to consume,
- * tail = next to fill; both only grow (index & (cap - 1)).
+ * The send queue: a ring of fixed-size WQEs in the QP's process.
+ * Producer: the posting thread (under sq_lock).  Consumer: the requester.
+ * head = oldest not retired, tail = next to fill; both only grow.
  */
 struct sv_wq {
 	char *buf;
@@ -134,8 +168,8 @@ struct sv_wq {
 	uint32_t max_wr;   /* what the user asked / was granted */
 	uint32_t max_sge;
 	uint32_t head, tail;
-	/* Send queue only: WQEs in [head, next) have been sent and wait for
-	 * their ACK (RC) or completion; [next, tail) are not started. */
+	/* WQEs in [head, next) have been started and wait for their ACK (RC)
+	 * or completion; [next, tail) are not started. */
 	uint32_t next;
 };
 
@@ -150,17 +184,27 @@ static inline uint8_t *sv_send_wqe_inline(struct sv_wq *wq,
 	return (uint8_t *)&w->sge[wq->max_sge];
 }
 
+/* Bytes of a receive WQE slot with max_sge SGEs. */
+size_t sv_recv_wqe_size(uint32_t max_sge);
+/* Owner: posts one receive into queue q of region (a QP's or an SRQ's).
+ * Must hold the owner's post lock.  0, EINVAL (too many SGEs) or ENOMEM
+ * (full). */
+int sv_rq_post(void *region, struct sv_rq_shm *q, const struct ibv_recv_wr *wr);
+/* WQEs posted and not taken. */
+uint32_t sv_rq_count(struct sv_rq_shm *q);
+
 /* ---------------------------------------------------------------- SRQ -- */
 
 struct sv_srq {
 	/* (was struct verbs_srq: that is rdma-core's private driver.h, not in
 	 * the installed verbs.h) */
 	struct ibv_srq srq; /* must be first */
-	pthread_spinlock_t lock;
-	struct sv_wq rq;
-	uint32_t srq_limit; /* 0: not armed */
+	pthread_spinlock_t post_lock; /* the owner's post side */
+	struct sv_srq_shm *shm;
 	uint32_t pd_id;
+	uint32_t obj_id;
 	struct sv_engine *eng;
+	struct sv_ctx_ref cref;
 	atomic_uint usecnt; /* QPs using it */
 	/* verbs side (srq.c): async events read by the application, for
 	 * ibv_destroy_srq's wait on their acks */
@@ -172,46 +216,52 @@ static inline struct sv_srq *to_svsrq(struct ibv_srq *srq)
 	return (struct sv_srq *)srq;
 }
 
-/*
- * Takes the oldest receive WQE of srq into *out (copying at most
- * max_sge entries).  Raises IBV_EVENT_SRQ_LIMIT_REACHED when the count of
- * posted WQEs falls below an armed limit (and disarms it).  Returns 0 or
- * -EAGAIN when empty.  Takes srq->lock.
- */
-int sv_srq_take(struct sv_srq *srq, struct sv_recv_wqe *out);
+/* sv_queue.c: the SRQ region (room for SV_MAX_SRQ_WR, sparse).  Uses
+ * srq->pd_id; sets srq->shm and *fdp.  0 or a negative errno. */
+int sv_srq_shm_create(struct sv_srq *srq, uint32_t max_wr, uint32_t max_sge,
+		      int *fdp);
+/* Owner: max_wr WQEs from now on; -EINVAL below what it holds. */
+int sv_srq_resize(struct sv_srq *srq, uint32_t max_wr);
+int sv_engine_srq_add(struct sv_engine *eng, struct sv_srq *srq);
+void sv_engine_srq_del(struct sv_srq *srq);
 
 /* ----------------------------------------------------------------- QP -- */
 
 /*
  * A queue pair.  qpx.qp_base is the struct ibv_qp the user sees (its
- * qp_num, state, handle...).  Attributes are what ibv_modify_qp accepted.
+ * qp_num, handle...).  attr holds what ibv_modify_qp accepted; the state
+ * in force is shm->state (a responder run by another process may move
+ * the QP to ERR): read it with sv_qp_state().
  */
 struct sv_qp {
 	struct ibv_qp_ex qpx; /* must be first */
 	struct sv_engine *eng;
-	pthread_spinlock_t sq_lock; /* sq, requester state */
-	pthread_spinlock_t rq_lock; /* rq, responder state */
+	struct sv_ctx_ref cref;
+	pthread_spinlock_t sq_lock; /* sq, requester and completer state */
+	pthread_spinlock_t rq_post_lock; /* the owner's post side of shm->rq */
+	struct sv_qp_shm *shm;	    /* responder block and receive queue */
 	enum ibv_qp_type type;
-	enum ibv_qp_state state; /* also mirrored in qpx.qp_base.state */
 	struct ibv_qp_attr attr;  /* current attributes (query_qp) */
 	struct ibv_qp_cap cap;	  /* granted capabilities */
 	int sq_sig_all;
 	uint32_t pd_id;		/* daemon's device-wide PD id */
 	struct sv_cq *scq, *rcq;
 	struct sv_srq *srq; /* NULL: own rq */
-	struct sv_wq sq, rq;
+	struct sv_wq sq;
 	uint64_t send_ops_flags; /* ibv_qp_ex ops the user asked for */
 	/* Connection (RC/UC, from RTR): where packets go. */
 	uint32_t dest_qpn;
 	union ibv_gid dgid;
 	struct sv_link *link; /* to the engine owning dest_qpn */
-	/* Transport state, owned by the engine (src/engine/transport). */
+	/* Transport state, owned by the engine. */
 	void *tr;
 	/* ibv_qp_ex building state (wr_start .. wr_complete). */
 	int wr_err;
 	uint32_t wr_start_tail;
 	/* Async events: destroy waits for acks of delivered events. */
 	uint32_t events_delivered;
+	/* Another QP of ours executing on this one right now (direct). */
+	atomic_int busy;
 };
 
 static inline struct sv_qp *to_svqp(struct ibv_qp *qp)
@@ -219,49 +269,74 @@ static inline struct sv_qp *to_svqp(struct ibv_qp *qp)
 	return (struct sv_qp *)qp;
 }
 
+/* The state in force (shm->state; written under shm->lock). */
+static inline enum ibv_qp_state sv_qp_state(const struct sv_qp *qp)
+{
+	return (enum ibv_qp_state)__atomic_load_n(&qp->shm->state,
+						  __ATOMIC_ACQUIRE);
+}
+
+/* sv_queue.c: the QP's region (responder block; its own receive queue
+ * unless has_srq); sets qp->shm and *fdp.  0 or a negative errno. */
+int sv_qp_shm_create(struct sv_qp *qp, uint32_t max_recv_wr,
+		     uint32_t max_recv_sge, int has_srq, int *fdp);
+/* Unmaps a region made by sv_*_shm_create, marking it dead for peers. */
+void sv_shm_release(void *region);
+
 /* -------------------------------------------------------- engine API -- */
 
 /*
  * The process's engine, started on first use (one per process; a fork()ed
  * child starts its own).  Attaches to the daemon (progress thread, doorbell,
- * key table).  Returns NULL with errno on failure.
+ * key table) when the first QP or MR needs it.  Returns NULL with errno on
+ * failure.
  */
-struct sv_engine *sv_engine_get(struct ibv_context *ctx);
+struct sv_engine *sv_engine_get(const struct sv_ctx_ref *cref);
 
 /*
- * QP lifecycle hooks, called by qp.c with no lock held:
+ * QP lifecycle hooks, called by qp.c:
  *  - sv_engine_qp_add after the daemon gave the QP its number (inbound
- *    packets for qp_num reach it from then on);
- *  - sv_engine_qp_modify after a successful ibv_modify_qp, with the old
- *    state (RTR: connect the link; ERR: flush; RESET: forget everything);
+ *    packets for qp_num reach it from then on);  no lock held;
+ *  - ibv_modify_qp, in three steps: sv_engine_qp_route (RC/UC to RTR, no
+ *    lock held: may call the daemon) finds where the peer dest_qpn is;
+ *    sv_engine_qp_commit, with qp->sq_lock and qp->rq_post_lock held,
+ *    puts what the state machine accepted in force (na becomes qp->attr,
+ *    na->qp_state the state; RESET empties the queues) -- or answers
+ *    -EINVAL, changing nothing, when the state is no longer cur (a peer's
+ *    responder moved the QP to ERR since it was checked);
+ *    sv_engine_qp_modified, no lock held, does what follows (RESET cleans
+ *    the CQs of the QP's completions, ERR flushes, RTS starts sending);
  *  - sv_engine_qp_del before the QP is freed (no packet for it after).
- * Return 0 or a negative errno (modify: the QP stays as modified).
  */
+struct sv_peer;
 int sv_engine_qp_add(struct sv_engine *eng, struct sv_qp *qp);
-int sv_engine_qp_modify(struct sv_qp *qp, enum ibv_qp_state old_state,
-			int attr_mask);
+void sv_engine_qp_route(struct sv_qp *qp, uint32_t dest_qpn,
+			struct sv_link **link, struct sv_peer **peer);
+int sv_engine_qp_commit(struct sv_qp *qp, enum ibv_qp_state cur,
+			const struct ibv_qp_attr *na, int attr_mask,
+			struct sv_link *link, struct sv_peer *peer);
+void sv_engine_qp_modified(struct sv_qp *qp, enum ibv_qp_state old,
+			   enum ibv_qp_state now);
 void sv_engine_qp_del(struct sv_qp *qp);
 
 /*
- * Work was posted: the requester sends what it can now, in the caller's
+ * Work was posted: the requester runs what it can now, in the caller's
  * thread (poll first, block later), and leaves the rest to the progress
  * thread.  Called with no lock held.
  */
 void sv_engine_kick_sq(struct sv_qp *qp);
-/* A receive was posted (RNR-waiting peers may be retried). */
-void sv_engine_kick_rq(struct sv_qp *qp);
 
 /*
  * Drives progress inline from ibv_poll_cq when the CQ is empty: processes
- * pending inbound packets if no other thread is doing so.  Cheap when
- * there is nothing to do.
+ * pending inbound packets and deferred work if no other thread is doing
+ * so.  Cheap when there is nothing to do.
  */
 void sv_engine_progress(struct sv_engine *eng);
 
 /*
- * Moves every outstanding WQE of qp to its CQs with IBV_WC_WR_FLUSH_ERR
- * (send queue and receive queue).  Used when the QP enters ERR.  Takes
- * the QP's locks.
+ * The QP is in ERR: every outstanding WQE goes to its CQ with
+ * IBV_WC_WR_FLUSH_ERR (send queue and receive queue).  Takes the QP's
+ * locks.
  */
 void sv_engine_flush(struct sv_qp *qp);
 
@@ -290,12 +365,12 @@ void sv_engine_ctx_close(struct ibv_context *ctx);
  * (SV_ENGINE_UFILE_GONE: another process may still use the MRs); the
  * engine then detaches if nothing else wants it.  No lock held.
  */
-int sv_engine_mr_hold(struct ibv_context *ctx);
-void sv_engine_mr_release(struct ibv_context *ctx);
+int sv_engine_mr_hold(const struct sv_ctx_ref *cref);
+void sv_engine_mr_release(const struct sv_ctx_ref *cref);
 
 /* Raises an async event on the context that created the object (element:
  * the user's object pointer, as the kernel's user_handle). */
-void sv_engine_async_event(struct ibv_context *ctx, enum ibv_event_type type,
-			   void *element);
+void sv_engine_async_event(const struct sv_ctx_ref *cref,
+			   enum ibv_event_type type, void *element);
 
 #endif

@@ -90,6 +90,8 @@ int sv_pkt_parse(struct sv_pkt *pkt, const uint8_t *buf, uint32_t len,
 		return -1;
 	pkt->qpn = __bth_qpn(p);
 	pkt->psn = __bth_psn(p);
+	pkt->se = (uint8_t)__bth_se(p);
+	pkt->ackreq = (uint8_t)__bth_ackreq(p);
 	p += SV_BTH_BYTES;
 	if (oi->flags & OP_DETH) {
 		pkt->qkey = __deth_qkey(p);

@@ -1,13 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The requester (IBTA 9.7.x requester side; rxe_req.c's role): takes send
- * WQEs in order and turns them into packets on the QP's link, segmented by
- * the path MTU.  Local operations (LOCAL_INV, BIND_MW) ask the daemon,
- * which owns the key table, with the SQ lock dropped; `req_busy` keeps a
- * second thread from overtaking meanwhile, so the SQ stays in order.
+ * WQEs in order and executes them -- directly on the target QP where it
+ * can (sv_direct.c), else as packets on the QP's link, segmented by the
+ * path MTU.  Local operations (LOCAL_INV, BIND_MW) ask the daemon, which
+ * owns the key table, with the SQ lock dropped; `req_busy` keeps a second
+ * thread from overtaking meanwhile, so the SQ stays in order.
  *
  * Keys are checked here when a WQE starts (not when it was posted), so a
  * dereg or rereg between post and execution is honoured.
+ *
+ * Window.  On the packet path an RC QP has at most SV_ENG_WINDOW_PKTS
+ * packets sent and not acknowledged; it asks for an ACK every
+ * SV_ENG_ACK_EVERY packets and on the last of each message, so the window
+ * reopens while a long message is still going out.  One run sends at most
+ * SV_ENG_REQ_BUDGET packets and leaves the rest to the progress thread:
+ * a thread that handles an ACK never runs a whole queue inside it, and a
+ * loss resends at most a window.
  */
 #include "engine_int.h"
 #include "sv_client.h"
@@ -15,16 +24,7 @@
 #include <errno.h>
 #include <string.h>
 
-#define WQE_STATE(w) ((w)->state & 0xff)
-#define WQE_STATUS(w) ((w)->state >> 8)
-
-/* Marks w finished with status (retired in order by the completer). */
-static void wqe_done(struct sv_send_wqe *w, enum ibv_wc_status status)
-{
-	w->state = WQE_DONE | (uint32_t)status << 8;
-}
-
-static uint8_t base_opcode(uint32_t wr_op, int first, int last)
+uint8_t sv_req_opcode(uint32_t wr_op, int first, int last)
 {
 	switch (wr_op) {
 	case IBV_WR_SEND:
@@ -65,7 +65,7 @@ static uint8_t base_opcode(uint32_t wr_op, int first, int last)
 /* Writes the headers of a packet at p; returns the header length. */
 static unsigned build_hdrs(struct sv_qp *qp, struct sv_engine *eng,
 			   struct sv_send_wqe *w, uint8_t *p, uint8_t opcode,
-			   uint32_t psn, int last, uint32_t paylen,
+			   uint32_t psn, int last, int ackreq, uint32_t paylen,
 			   uint64_t len, uint64_t raddr)
 {
 	uint32_t flags = sv_opcodes[opcode].flags;
@@ -88,8 +88,7 @@ static unsigned build_hdrs(struct sv_qp *qp, struct sv_engine *eng,
 	bth_init(h, opcode,
 		 last && (w->send_flags & IBV_SEND_SOLICITED) &&
 			 (flags & (OP_SEND | OP_IMM)),
-		 0xffff, dqpn,
-		 qp->type == IBV_QPT_RC && last, psn);
+		 0xffff, dqpn, qp->type == IBV_QPT_RC && ackreq, psn);
 	h += SV_BTH_BYTES;
 	if (flags & OP_DETH) {
 		deth_set(h, w->remote_qkey, qp->qpx.qp_base.qp_num);
@@ -118,11 +117,6 @@ static unsigned build_hdrs(struct sv_qp *qp, struct sv_engine *eng,
 	return (unsigned)(h - p);
 }
 
-static enum ibv_wc_status kerr_status(int e)
-{
-	return e < 0 ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR;
-}
-
 /* Checks every local SGE of w now (execution time). */
 static int check_sges(struct sv_qp *qp, struct sv_send_wqe *w, uint32_t access)
 {
@@ -139,7 +133,7 @@ static int check_sges(struct sv_qp *qp, struct sv_send_wqe *w, uint32_t access)
 	return 0;
 }
 
-enum step { STEP_NEXT, STEP_BLOCKED, STEP_UNLOCKED };
+enum step { STEP_NEXT, STEP_BLOCKED, STEP_UNLOCKED, STEP_STAY };
 
 /* A local operation: the daemon changes the key table.  Called with
  * sq_lock held; drops and retakes it. */
@@ -181,8 +175,8 @@ static enum step local_op(struct sv_qp *qp, struct sv_send_wqe *w,
 	err = sv_call_simple(cmd, 0, eng->instance, -1, req, req_len, NULL, 0);
 	sv_spin_lock(&qp->sq_lock);
 	/* Flushed or reset meanwhile: the WQE is no longer ours. */
-	if (qp->sq.next != idx || qp->state == IBV_QPS_ERR ||
-	    qp->state == IBV_QPS_RESET)
+	if (qp->sq.next != idx || sv_qp_state(qp) == IBV_QPS_ERR ||
+	    sv_qp_state(qp) == IBV_QPS_RESET)
 		return STEP_UNLOCKED;
 	if (err) {
 		status = op == IBV_WR_BIND_MW ? IBV_WC_MW_BIND_ERR :
@@ -191,14 +185,66 @@ static enum step local_op(struct sv_qp *qp, struct sv_send_wqe *w,
 		 * goes to ERR when it retires. */
 		tr_of(qp)->stopped = 1;
 	}
-	wqe_done(w, status);
+	sv_wqe_done(w, status);
 	qp->sq.next++;
 	return STEP_UNLOCKED;
 }
 
-/* Sends (the rest of) w.  Must hold sq_lock. */
+/* The window of unacknowledged packets is full (RC, packet path). */
+static int window_full(struct sv_qp *qp, struct sv_tr *tr)
+{
+	uint32_t out = (uint32_t)psn_diff(tr->psn, tr->last_ack_psn) - 1;
+
+	return qp->type == IBV_QPT_RC && out < (1u << 23) &&
+	       out >= SV_ENG_WINDOW_PKTS;
+}
+
+/* The WQE's first checks (once, when it starts).  Returns nonzero when
+ * it finished (with an error status) right there. */
+int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
+		 uint64_t *lenp)
+{
+	int inl = !!(w->send_flags & IBV_SEND_INLINE);
+	int ud = qp->type == IBV_QPT_UD, rc = qp->type == IBV_QPT_RC;
+	uint32_t op = w->opcode, mtu = tr->mtu ? tr->mtu : 4096, acc = 0;
+	uint64_t len;
+
+	if (sv_is_read_or_atomic(op))
+		len = op == IBV_WR_RDMA_READ ? sv_sge_total(w->sge, (int)w->num_sge) : 8;
+	else
+		len = inl ? w->inline_len : sv_sge_total(w->sge, (int)w->num_sge);
+	*lenp = len;
+	if (WQE_STATE(w) != WQE_NEW)
+		return 0;
+	if (sv_req_opcode(op, 1, 1) == 0xff || (!rc && sv_is_read_or_atomic(op)) ||
+	    (ud && op != IBV_WR_SEND && op != IBV_WR_SEND_WITH_IMM)) {
+		sv_wqe_done(w, IBV_WC_LOC_QP_OP_ERR);
+		return 1;
+	}
+	if (len > SV_ENG_MAX_MSG || (ud && len > mtu)) {
+		sv_wqe_done(w, IBV_WC_LOC_LEN_ERR);
+		return 1;
+	}
+	if ((op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) &&
+	    (w->num_sge < 1 || w->sge[0].length < 8)) {
+		sv_wqe_done(w, IBV_WC_LOC_LEN_ERR);
+		return 1;
+	}
+	if (sv_is_read_or_atomic(op))
+		acc = IBV_ACCESS_LOCAL_WRITE;
+	if (!inl && check_sges(qp, w, acc)) {
+		sv_wqe_done(w, IBV_WC_LOC_PROT_ERR);
+		return 1;
+	}
+	w->bytes_sent = 0;
+	w->first_psn = tr->psn;
+	w->retries = 0;
+	return 0;
+}
+
+/* Sends (the rest of) w, at most *budget packets.  Must hold sq_lock. */
 static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
-			  struct sv_send_wqe *w)
+			  struct sv_send_wqe *w, int *budget)
 {
 	struct sv_engine *eng = qp->eng;
 	int inl = !!(w->send_flags & IBV_SEND_INLINE);
@@ -207,44 +253,8 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 	uint64_t len;
 	struct sv_link *link = ud ? NULL : qp->link;
 
-	if (op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	    op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-		len = op == IBV_WR_RDMA_READ ? sv_sge_total(w->sge, (int)w->num_sge) : 8;
-	} else {
-		len = inl ? w->inline_len : sv_sge_total(w->sge, (int)w->num_sge);
-	}
-
-	if (WQE_STATE(w) == WQE_NEW) {
-		uint32_t acc = 0;
-
-		if (base_opcode(op, 1, 1) == 0xff ||
-		    (!rc && (op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-			     op == IBV_WR_ATOMIC_FETCH_AND_ADD)) ||
-		    (ud && op != IBV_WR_SEND && op != IBV_WR_SEND_WITH_IMM)) {
-			wqe_done(w, IBV_WC_LOC_QP_OP_ERR);
-			return STEP_NEXT;
-		}
-		if (len > SV_ENG_MAX_MSG || (ud && len > mtu)) {
-			wqe_done(w, IBV_WC_LOC_LEN_ERR);
-			return STEP_NEXT;
-		}
-		if ((op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-		     op == IBV_WR_ATOMIC_FETCH_AND_ADD) &&
-		    (w->num_sge < 1 || w->sge[0].length < 8)) {
-			wqe_done(w, IBV_WC_LOC_LEN_ERR);
-			return STEP_NEXT;
-		}
-		if (op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-		    op == IBV_WR_ATOMIC_FETCH_AND_ADD)
-			acc = IBV_ACCESS_LOCAL_WRITE;
-		if (!inl && check_sges(qp, w, acc)) {
-			wqe_done(w, IBV_WC_LOC_PROT_ERR);
-			return STEP_NEXT;
-		}
-		w->bytes_sent = 0;
-		w->first_psn = tr->psn;
-		w->retries = 0;
-	}
+	if (sv_req_start(qp, tr, w, &len))
+		return STEP_NEXT;
 	if (ud || !link) {
 		uint32_t dqpn = ud ? w->remote_qpn : qp->dest_qpn;
 
@@ -252,6 +262,8 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 		 * SQ lock held. */
 		pthread_spin_unlock(&qp->sq_lock);
 		link = sv_eng_link_for_qpn(eng, dqpn);
+		if (ud && link)
+			sv_peer_learn(eng, dqpn); /* next time: directly */
 		sv_spin_lock(&qp->sq_lock);
 		if (!ud && link) {
 			qp->link = link;
@@ -261,11 +273,10 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 			return STEP_UNLOCKED;
 	}
 
-	if (op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	    op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+	if (sv_is_read_or_atomic(op)) {
 		uint32_t npk = op == IBV_WR_RDMA_READ && len ?
 				       (uint32_t)((len + mtu - 1) / mtu) : 1;
-		uint8_t opc = base_opcode(op, 1, 1);
+		uint8_t opc = sv_req_opcode(op, 1, 1);
 		unsigned hl = sv_op_hdr_len(sv_opcodes[opc].flags);
 		int dead = 0, resume = op == IBV_WR_RDMA_READ &&
 				       WQE_STATE(w) == WQE_SENDING;
@@ -275,14 +286,17 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 		uint32_t psn = resume ? (w->first_psn + (uint32_t)(done / mtu)) &
 						PSN_MASK :
 					tr->psn;
-		uint8_t *p = link ? sv_link_reserve(link, hl, 0, &dead) : NULL;
+		uint8_t *p;
 
+		if (window_full(qp, tr))
+			return STEP_BLOCKED;
+		p = link ? sv_link_reserve(link, hl, 0, &dead) : NULL;
 		if (link && !p && !dead) {
 			tr->blocked = 1;
 			return STEP_BLOCKED;
 		}
 		if (p) {
-			build_hdrs(qp, eng, w, p, opc, psn, 1, 0, len - done,
+			build_hdrs(qp, eng, w, p, opc, psn, 1, 1, 0, len - done,
 				   w->remote_addr + done);
 			sv_link_commit(link);
 		}
@@ -291,7 +305,9 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 			w->last_psn = (tr->psn + npk - 1) & PSN_MASK;
 		}
 		tr->psn = (w->last_psn + 1) & PSN_MASK;
+		tr->since_ackreq = 0;
 		w->state = WQE_SENT;
+		(*budget)--;
 		return STEP_NEXT;
 	}
 
@@ -300,28 +316,45 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 		uint64_t off = w->bytes_sent;
 		uint32_t chunk = len - off > mtu ? mtu : (uint32_t)(len - off);
 		int first = off == 0, last = off + chunk == len, dead = 0;
-		uint8_t opc = base_opcode(op, first, last) |
+		uint8_t opc = sv_req_opcode(op, first, last) |
 			      (ud ? OPC_UD : qp->type == IBV_QPT_UC ? OPC_UC : 0);
 		unsigned hl = sv_op_hdr_len(sv_opcodes[opc].flags) +
 			      (ud ? SV_GRH_BYTES : 0);
-		uint8_t *p = link ? sv_link_reserve(link, hl + chunk, ud, &dead) :
-				    NULL;
+		int ackreq = last || tr->since_ackreq + 1 >= SV_ENG_ACK_EVERY;
+		uint8_t *p;
 		int err = 0;
 
+		if (*budget <= 0 || window_full(qp, tr)) {
+			w->state = WQE_SENDING;
+			if (*budget <= 0)
+				tr->blocked = 1;
+			return STEP_BLOCKED;
+		}
+		p = link ? sv_link_reserve(link, hl + chunk, ud, &dead) : NULL;
 		if (link && !p && !dead) {
 			w->state = WQE_SENDING;
 			tr->blocked = 1;
 			return STEP_BLOCKED;
 		}
 		if (p) {
-			build_hdrs(qp, eng, w, p, opc, tr->psn, last, chunk, len,
-				   w->remote_addr);
-			if (inl)
+			build_hdrs(qp, eng, w, p, opc, tr->psn, last, ackreq,
+				   chunk, len, w->remote_addr);
+			if (inl) {
 				memcpy(p + hl, sv_send_wqe_inline(&qp->sq, w) + off,
 				       chunk);
-			else if (chunk)
-				err = sv_sge_copy(eng, w->sge, (int)w->num_sge,
-						  qp->pd_id, off, p + hl, chunk, 0);
+			} else if (chunk) {
+				struct sv_seg ssegs[SV_MAX_SEGS], dseg;
+				struct sv_data src, dst;
+
+				err = sv_sge_resolve(eng, w->sge, (int)w->num_sge,
+						     qp->pd_id, 0, off, chunk, &src,
+						     ssegs, SV_MAX_SEGS);
+				if (!err) {
+					sv_data_local(&dst, &dseg, p + hl, chunk);
+					if (sv_xfer(&dst, 0, &src, 0, chunk))
+						err = SV_KERR_ACCESS;
+				}
+			}
 			if (err) {
 				sv_link_abort(link);
 				if (rc && !first) {
@@ -329,42 +362,69 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 					 * sees it cut by the error. */
 					w->last_psn = (tr->psn - 1) & PSN_MASK;
 				}
-				wqe_done(w, kerr_status(err));
+				sv_wqe_done(w, err < 0 ? IBV_WC_LOC_LEN_ERR :
+							 IBV_WC_LOC_PROT_ERR);
 				return STEP_NEXT;
 			}
 			sv_link_commit(link);
+			if (rc && link && !tr->timer_at)
+				sv_comp_arm_timer(qp, tr);
+			tr->ring_mark = link ? link->tx.tail : 0;
 		}
+		tr->since_ackreq = ackreq ? 0 : tr->since_ackreq + 1;
 		w->bytes_sent = off + chunk;
 		tr->psn = (tr->psn + 1) & PSN_MASK;
+		(*budget)--;
 	} while (w->bytes_sent < len);
 	w->last_psn = (tr->psn - 1) & PSN_MASK;
 	if (rc)
 		w->state = WQE_SENT;
 	else
-		wqe_done(w, IBV_WC_SUCCESS); /* UC, UD: sent is done */
+		sv_wqe_done(w, IBV_WC_SUCCESS); /* UC, UD: sent is done */
 	return STEP_NEXT;
 }
 
-/* An outstanding READ or atomic before `idx` (the fence waits for them). */
-static int reads_outstanding(struct sv_qp *qp, uint32_t idx)
+/* An outstanding READ or atomic before `idx` (the fence waits for them);
+ * *n counts them (max_rd_atomic). */
+static int reads_outstanding(struct sv_qp *qp, uint32_t idx, uint32_t *n)
 {
+	*n = 0;
 	for (uint32_t i = qp->sq.head; i != idx; i++) {
 		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, i);
 
-		if (WQE_STATE(w) != WQE_DONE &&
-		    (w->opcode == IBV_WR_RDMA_READ ||
-		     w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-		     w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD))
-			return 1;
+		if (WQE_STATE(w) != WQE_DONE && WQE_STATE(w) != WQE_NEW &&
+		    sv_is_read_or_atomic(w->opcode))
+			(*n)++;
 	}
-	return 0;
+	return *n != 0;
+}
+
+/* RC/UC whose peer was not known at RTR: find it now (the daemon is
+ * asked with the SQ lock dropped).  Must hold sq_lock; may drop it. */
+static void route_late(struct sv_qp *qp, struct sv_tr *tr)
+{
+	struct sv_link *link;
+	struct sv_peer *peer;
+
+	pthread_spin_unlock(&qp->sq_lock);
+	sv_engine_qp_route(qp, qp->dest_qpn, &link, &peer);
+	sv_spin_lock(&qp->sq_lock);
+	if (tr->direct || !link) {
+		sv_peer_put(peer);
+		return;
+	}
+	qp->link = link;
+	tr->link = link;
+	tr->peer = peer;
+	tr->direct = peer || link->peer_id == qp->eng->id ? 1 : -1;
 }
 
 void sv_req_run(struct sv_qp *qp)
 {
 	struct sv_tr *tr = tr_of(qp);
-	uint64_t new_deadline = 0;
-	int flush = 0;
+	uint64_t new_deadline = 0, timer0;
+	int flush = 0, budget = SV_ENG_REQ_BUDGET;
+	enum ibv_qp_state st;
 
 	if (!tr)
 		return;
@@ -375,14 +435,20 @@ void sv_req_run(struct sv_qp *qp)
 		return;
 	}
 	tr->req_busy = 1;
+	timer0 = tr->timer_at;
+	if (qp->type != IBV_QPT_UD && !tr->direct && qp->sq.next != qp->sq.tail &&
+	    sv_direct_enabled())
+		route_late(qp, tr);
 	do {
 		tr->req_again = 0;
 		tr->blocked = 0;
-		while ((qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD) &&
+		while (((st = sv_qp_state(qp)) == IBV_QPS_RTS ||
+			st == IBV_QPS_SQD) &&
 		       !tr->rnr_at && !tr->stopped && qp->sq.next != qp->sq.tail) {
-			uint32_t idx = qp->sq.next;
+			uint32_t idx = qp->sq.next, nrd;
 			struct sv_send_wqe *w = sv_wq_slot(&qp->sq, idx);
 			enum step s;
+			int r;
 
 			if (WQE_STATE(w) == WQE_DONE) {
 				/* A local op kept by a rewind, or a READ whose
@@ -396,24 +462,41 @@ void sv_req_run(struct sv_qp *qp)
 				continue;
 			}
 			/* SQD: finish what started, start nothing new. */
-			if (qp->state == IBV_QPS_SQD && WQE_STATE(w) == WQE_NEW)
+			if (st == IBV_QPS_SQD && WQE_STATE(w) == WQE_NEW)
 				break;
-			if ((w->send_flags & IBV_SEND_FENCE) &&
-			    WQE_STATE(w) == WQE_NEW && reads_outstanding(qp, idx))
+			if (WQE_STATE(w) == WQE_NEW &&
+			    reads_outstanding(qp, idx, &nrd) &&
+			    ((w->send_flags & IBV_SEND_FENCE) ||
+			     (sv_is_read_or_atomic(w->opcode) &&
+			      nrd >= (qp->attr.max_rd_atomic ?
+					      qp->attr.max_rd_atomic : 1))))
 				break; /* the completer runs us again */
 			if (w->opcode == IBV_WR_BIND_MW ||
 			    w->opcode == IBV_WR_LOCAL_INV) {
-				if (qp->type == IBV_QPT_UD ||
-				    (w->opcode == IBV_WR_LOCAL_INV &&
-				     qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC)) {
-					wqe_done(w, IBV_WC_LOC_QP_OP_ERR);
+				if (qp->type == IBV_QPT_UD) {
+					sv_wqe_done(w, IBV_WC_LOC_QP_OP_ERR);
 					qp->sq.next++;
 					continue;
 				}
 				local_op(qp, w, idx);
 				continue;
 			}
-			s = send_wqe(qp, tr, w);
+			if (budget <= 0) {
+				tr->blocked = 1;
+				break;
+			}
+			r = tr->direct >= 0 && WQE_STATE(w) == WQE_NEW ?
+				    sv_direct_wqe(qp, tr, w) : -EAGAIN;
+			if (r == 1)
+				continue; /* the completer placed sq.next */
+			if (r == 2)
+				break;
+			if (r == 0) {
+				budget -= 1;
+				s = STEP_NEXT;
+			} else {
+				s = send_wqe(qp, tr, w, &budget);
+			}
 			if (s == STEP_BLOCKED)
 				break;
 			if (s == STEP_UNLOCKED)
@@ -422,28 +505,32 @@ void sv_req_run(struct sv_qp *qp)
 			    qp->type == IBV_QPT_RC) {
 				/* Local error: the QP stops here; it retires
 				 * (and errors the QP) after what is before it. */
-				qp->sq.next++;
+				if (qp->sq.next == idx)
+					qp->sq.next++;
 				tr->stopped = 1;
 				break;
 			}
-			qp->sq.next++;
-			if (qp->type == IBV_QPT_RC) {
-				if (!tr->timer_at) {
-					tr->timer_at = sv_now_ns() +
-						sv_timeout_ns(qp->attr.timeout);
-					new_deadline = tr->timer_at;
-				}
-				tr->ring_mark = tr->link ? tr->link->tx.tail : 0;
+			if (qp->sq.next == idx)
+				qp->sq.next++;
+			if (qp->type == IBV_QPT_RC && WQE_STATE(w) != WQE_DONE) {
+				sv_comp_arm_timer(qp, tr);
+				if (tr->link && tr->direct != 1)
+					tr->ring_mark = tr->link->tx.tail;
 			}
 		}
 		sv_comp_retire(qp);
-		if (qp->state == IBV_QPS_ERR && qp->sq.head != qp->sq.tail)
+		if (sv_qp_state(qp) == IBV_QPS_ERR && qp->sq.head != qp->sq.tail)
 			flush = 1;
 	} while (tr->req_again);
+	/* A timer armed now: the progress thread may sleep past it. */
+	if (tr->timer_at && tr->timer_at != timer0)
+		new_deadline = tr->timer_at;
 	tr->req_busy = 0;
 	pthread_spin_unlock(&qp->sq_lock);
 	if (tr->blocked)
 		sv_eng_want_work(qp->eng);
+	if (tr->rnr_at)
+		sv_eng_deadline(qp->eng, tr->rnr_at);
 	if (new_deadline)
 		sv_eng_deadline(qp->eng, new_deadline);
 	if (flush)

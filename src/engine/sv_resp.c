@@ -1,16 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The responder (IBTA 9.7.4 responder side; rxe_resp.c's role), an
- * explicit state machine per inbound request packet:
+ * explicit state machine per inbound request:
  *
  *   CHECK_STATE -> CHECK_PSN -> CHECK_OP_SEQ -> CHECK_RESOURCE ->
  *   CHECK_RKEY -> EXECUTE -> COMPLETE -> ACKNOWLEDGE -> DONE
  *
  * with side exits DUPLICATE, NAK_SEQ, RNR, ERR_* (NAK + the QP to ERR,
- * C9-xx classes) and DROP.  READ and atomic answers are queued (respq) and
- * sent by sv_resp_flush after the batch, in PSN order, followed by one
- * coalesced ACK: a ring that is full leaves them queued for the progress
- * thread, so a responder never blocks on its peer.
+ * C9-xx classes) and DROP.
+ *
+ * It runs on a QP's shared responder block (sv_shm.h) under its lock, so
+ * two kinds of caller share it:
+ *   - the packet path (sv_resp_packet): the QP's own engine, one packet
+ *     at a time; READ and atomic answers are queued (respq) and sent by
+ *     sv_resp_flush after the batch, in PSN order, followed by one
+ *     coalesced ACK -- a full ring leaves them queued, so a responder
+ *     never blocks on its peer;
+ *   - direct execution (sv_resp_direct): the initiator's engine, one
+ *     whole message, its payload moved straight between the two
+ *     processes' memory (sv_xfer), the outcome returned to the caller
+ *     instead of sent.
+ * Either way the receive queue, the SRQ and the receive CQ are the
+ * shared ones, and what only the owner can do (flush its send queue,
+ * raise async events) is left to it as SV_QEV_* bits (sv_rtgt_notify).
  */
 #include "engine_int.h"
 #include "sv_client.h"
@@ -35,22 +47,41 @@ enum resp_state {
 	RESPST_ERR_OP,	     /* NAK remote operational error */
 	RESPST_ERR_LENGTH,   /* receive too small: LOC_LEN_ERR + NAK inv req */
 	RESPST_ERR_LKEY,     /* receive SGE bad: LOC_PROT_ERR + NAK rem op */
+	RESPST_LOCAL,	     /* direct: the initiator's memory faulted */
 	RESPST_DROP,
 	RESPST_DONE,
 };
 
 struct resp {
-	struct sv_qp *qp;
-	struct sv_tr *tr;
+	struct sv_engine *eng;
+	struct sv_rtgt *t;
+	struct sv_qp_shm *q;
+	struct sv_tr *tr;	    /* packet path: the owner's replies */
 	const struct sv_pkt *pkt;
+	const struct sv_data *data; /* payload, or a direct READ's target */
 	uint32_t flags;
-	uint32_t rx_pd; /* PD of the receive buffers (SRQ's or QP's) */
 	enum ibv_wc_status recv_status;
+	unsigned cq_bits;	/* SV_CQP_* from the receive CQ */
+	int srq_limit;		/* the SRQ's limit was crossed */
+	struct sv_resp_res *res; /* direct: the outcome */
 };
 
-static int transport_ok(const struct sv_qp *qp, uint8_t opcode)
+static uint32_t qflag(struct resp *rs, uint32_t f)
 {
-	switch (qp->type) {
+	return rs->q->rflags & f;
+}
+
+static void qset(struct resp *rs, uint32_t f, int on)
+{
+	if (on)
+		rs->q->rflags |= f;
+	else
+		rs->q->rflags &= ~f;
+}
+
+static int transport_ok(uint32_t type, uint8_t opcode)
+{
+	switch (type) {
 	case IBV_QPT_RC:
 		return opcode < 0x20;
 	case IBV_QPT_UC:
@@ -62,29 +93,29 @@ static int transport_ok(const struct sv_qp *qp, uint8_t opcode)
 	}
 }
 
-/* Takes a receive WQE into tr->recv.  Must hold rq_lock. */
-static int take_recv(struct sv_qp *qp, struct sv_tr *tr)
+/* SGEs the slot for the receive being filled holds. */
+static uint32_t cur_cap(struct resp *rs)
 {
-	struct sv_recv_wqe *r;
+	return rs->t->srq ? SV_MAX_SRQ_SGE : rs->q->rq.max_sge;
+}
 
-	if (tr->have_recv)
+/* Takes a receive WQE into the responder's cur slot.  Must hold q->lock. */
+static int take_recv(struct resp *rs)
+{
+	struct sv_qp_shm *q = rs->q;
+	int limit = 0, err;
+
+	if (qflag(rs, SV_RF_HAVE_RECV))
 		return 0;
-	if (qp->srq) {
-		if (sv_srq_take(qp->srq, tr->recv))
-			return -1;
-	} else {
-		if (qp->rq.head == qp->rq.tail)
-			return -1;
-		r = sv_wq_slot(&qp->rq, qp->rq.head);
-		tr->recv->wr_id = r->wr_id;
-		tr->recv->num_sge = r->num_sge > tr->recv_cap ? tr->recv_cap :
-								  r->num_sge;
-		memcpy(tr->recv->sge, r->sge,
-		       tr->recv->num_sge * sizeof(struct ibv_sge));
-		qp->rq.head++;
-	}
-	tr->have_recv = 1;
-	tr->recv_off = 0;
+	if (rs->t->srq)
+		err = sv_srq_take(rs->t->srq, sv_qp_cur(q), cur_cap(rs), &limit);
+	else
+		err = sv_rq_take(q, &q->rq, sv_qp_cur(q), cur_cap(rs));
+	if (err)
+		return -1;
+	rs->srq_limit |= limit;
+	qset(rs, SV_RF_HAVE_RECV, 1);
+	q->recv_off = 0;
 	return 0;
 }
 
@@ -92,16 +123,16 @@ static void push_recv(struct resp *rs, enum ibv_wc_status st,
 		      enum ibv_wc_opcode opc, uint32_t byte_len, int with_imm,
 		      int with_inv, int solicited)
 {
-	struct sv_qp *qp = rs->qp;
+	struct sv_qp_shm *q = rs->q;
 	const struct sv_pkt *pkt = rs->pkt;
 	struct ibv_wc wc;
 
 	memset(&wc, 0, sizeof(wc));
-	wc.wr_id = rs->tr->recv->wr_id;
+	wc.wr_id = sv_qp_cur(q)->wr_id;
 	wc.status = st;
 	wc.opcode = opc;
 	wc.byte_len = byte_len;
-	wc.qp_num = qp->qpx.qp_base.qp_num;
+	wc.qp_num = q->qpn;
 	if (st == IBV_WC_SUCCESS) {
 		if (with_imm) {
 			wc.imm_data = pkt->imm;
@@ -111,15 +142,17 @@ static void push_recv(struct resp *rs, enum ibv_wc_status st,
 			wc.invalidated_rkey = pkt->inv_rkey;
 			wc.wc_flags |= IBV_WC_WITH_INV;
 		}
-		if (qp->type == IBV_QPT_UD) {
+		if (q->type == IBV_QPT_UD) {
 			wc.src_qp = pkt->src_qpn;
 			wc.wc_flags |= IBV_WC_GRH;
 		} else {
-			wc.src_qp = qp->dest_qpn;
+			wc.src_qp = q->dest_qpn;
 		}
 	}
-	rs->tr->have_recv = 0;
-	sv_cq_push(qp->rcq, &wc, solicited || st != IBV_WC_SUCCESS);
+	qset(rs, SV_RF_HAVE_RECV, 0);
+	q->recv_off = 0;
+	rs->cq_bits |= sv_cq_produce(rs->t->rcq, &wc,
+				     solicited || st != IBV_WC_SUCCESS);
 }
 
 static int is_v4mapped(const uint8_t *g)
@@ -148,9 +181,13 @@ static uint16_t ip_csum(const uint8_t *h)
  */
 static void make_grh(const struct sv_pkt *pkt, uint8_t out[40])
 {
-	const uint8_t *sgid = pkt->grh + 8, *dgid = pkt->grh + 24;
+	const uint8_t *sgid, *dgid;
 
 	memset(out, 0, 40);
+	if (!pkt->grh)
+		return;
+	sgid = pkt->grh + 8;
+	dgid = pkt->grh + 24;
 	if (is_v4mapped(sgid) && is_v4mapped(dgid)) {
 		uint8_t *ip = out + 20;
 		uint32_t tot = 20 + 8 + SV_BTH_BYTES + SV_DETH_BYTES +
@@ -174,6 +211,8 @@ static void make_grh(const struct sv_pkt *pkt, uint8_t out[40])
 	}
 	memcpy(out, pkt->grh, 40);
 }
+
+/* ------------------------------------------------ replies (packets) -- */
 
 static void set_nak(struct sv_tr *tr, uint8_t syn, uint32_t psn)
 {
@@ -214,30 +253,28 @@ static void push_read(struct sv_tr *tr, const struct sv_pkt *pkt)
 	respq_push(tr, &q);
 }
 
+/* ------------------------------------------------------ the checks -- */
+
 static enum resp_state check_psn(struct resp *rs)
 {
-	struct sv_tr *tr = rs->tr;
+	struct sv_qp_shm *q = rs->q;
 	const struct sv_pkt *pkt = rs->pkt;
-	int32_t d = psn_diff(pkt->psn, tr->epsn);
+	int32_t d = psn_diff(pkt->psn, q->epsn);
 
-	if (rs->qp->type == IBV_QPT_UD)
+	if (q->type == IBV_QPT_UD)
 		return RESPST_CHECK_RESOURCE;
-	if (rs->qp->type == IBV_QPT_UC) {
+	if (q->type == IBV_QPT_UC) {
 		if (d != 0) {
 			/* A gap: the message in progress is lost (9.8.3). */
-			tr->in_send = tr->in_write = 0;
-			tr->recv_off = 0;
-			tr->epsn = pkt->psn;
-			tr->uc_drop = !(rs->flags & OP_FIRST);
-			if (tr->uc_drop) {
-				tr->epsn = (pkt->psn + 1) & PSN_MASK;
-				return RESPST_DROP;
-			}
+			qset(rs, SV_RF_IN_SEND | SV_RF_IN_WRITE, 0);
+			q->recv_off = 0;
+			q->epsn = pkt->psn;
+			qset(rs, SV_RF_UC_DROP, !(rs->flags & OP_FIRST));
 		}
-		if (tr->uc_drop && (rs->flags & OP_FIRST))
-			tr->uc_drop = 0;
-		if (tr->uc_drop) {
-			tr->epsn = (pkt->psn + 1) & PSN_MASK;
+		if (qflag(rs, SV_RF_UC_DROP) && (rs->flags & OP_FIRST))
+			qset(rs, SV_RF_UC_DROP, 0);
+		if (qflag(rs, SV_RF_UC_DROP)) {
+			q->epsn = (pkt->psn + 1) & PSN_MASK;
 			return RESPST_DROP;
 		}
 		return RESPST_CHECK_OP_SEQ;
@@ -246,39 +283,43 @@ static enum resp_state check_psn(struct resp *rs)
 		return RESPST_NAK_SEQ;
 	if (d < 0)
 		return RESPST_DUPLICATE;
-	tr->nak_sent = 0;
+	qset(rs, SV_RF_NAK_SENT, 0);
+	if (rs->tr)
+		rs->tr->dup_acked = 0;
 	return RESPST_CHECK_OP_SEQ;
 }
 
 static enum resp_state check_op_seq(struct resp *rs)
 {
-	struct sv_tr *tr = rs->tr;
-	uint32_t f = rs->flags, mtu = tr->mtu ? tr->mtu : 4096;
+	uint32_t f = rs->flags, mtu = rs->q->mtu ? rs->q->mtu : 4096;
 	int bad;
 
-	if (tr->in_send)
+	if (qflag(rs, SV_RF_IN_SEND))
 		bad = !(f & OP_SEND) || !(f & (OP_MIDDLE | OP_LAST)) ||
 		      (f & OP_FIRST);
-	else if (tr->in_write)
+	else if (qflag(rs, SV_RF_IN_WRITE))
 		bad = !(f & OP_WRITE) || !(f & (OP_MIDDLE | OP_LAST)) ||
 		      (f & OP_FIRST);
 	else
 		bad = !(f & OP_FIRST);
-	/* Sizes (9.7.4.1.4): FIRST and MIDDLE carry exactly one MTU. */
-	if (!bad && rs->pkt->paylen > mtu)
-		bad = 1;
-	if (!bad && (f & (OP_FIRST | OP_MIDDLE)) && !(f & OP_LAST) &&
-	    (f & (OP_SEND | OP_WRITE)) && rs->pkt->paylen != mtu)
-		bad = 1;
+	/* Sizes (9.7.4.1.4): FIRST and MIDDLE carry exactly one MTU.  A
+	 * directly executed message is one whole message of any size. */
+	if (!rs->res) {
+		if (!bad && rs->pkt->paylen > mtu)
+			bad = 1;
+		if (!bad && (f & (OP_FIRST | OP_MIDDLE)) && !(f & OP_LAST) &&
+		    (f & (OP_SEND | OP_WRITE)) && rs->pkt->paylen != mtu)
+			bad = 1;
+	}
 	if (!bad)
 		return RESPST_CHECK_RESOURCE;
-	if (rs->qp->type == IBV_QPT_UC) {
+	if (rs->q->type == IBV_QPT_UC) {
 		if (f & OP_FIRST) {
-			tr->in_send = tr->in_write = 0;
-			tr->recv_off = 0;
+			qset(rs, SV_RF_IN_SEND | SV_RF_IN_WRITE, 0);
+			rs->q->recv_off = 0;
 			return RESPST_CHECK_RESOURCE;
 		}
-		tr->uc_drop = 1;
+		qset(rs, SV_RF_UC_DROP, 1);
 		return RESPST_DROP;
 	}
 	return RESPST_ERR_INV_REQ;
@@ -286,16 +327,14 @@ static enum resp_state check_op_seq(struct resp *rs)
 
 static enum resp_state check_resource(struct resp *rs)
 {
-	struct sv_qp *qp = rs->qp;
-	struct sv_tr *tr = rs->tr;
 	uint32_t f = rs->flags;
 	int need = ((f & OP_SEND) && (f & OP_FIRST)) ||
 		   ((f & OP_WRITE) && (f & OP_IMM));
 
-	if (need && !tr->have_recv && take_recv(qp, tr))
-		return qp->type == IBV_QPT_RC ? RESPST_RNR : RESPST_DROP;
-	if ((f & (OP_READ | OP_ATOMIC)) &&
-	    tr->rq_tail - tr->rq_head >= SV_ENG_RESPQ)
+	if (need && take_recv(rs))
+		return rs->q->type == IBV_QPT_RC ? RESPST_RNR : RESPST_DROP;
+	if (rs->tr && (f & (OP_READ | OP_ATOMIC)) &&
+	    rs->tr->rq_tail - rs->tr->rq_head >= SV_ENG_RESPQ)
 		return RESPST_DROP; /* the requester's retry comes back */
 	return RESPST_CHECK_RKEY;
 }
@@ -305,179 +344,281 @@ static enum resp_state kerr_state(int e)
 	return e == SV_KERR_OWNER ? RESPST_ERR_OP : RESPST_ERR_ACCESS;
 }
 
+/* An access error a UC QP takes silently (9.8.3). */
+static enum resp_state access_err(struct resp *rs, enum resp_state st)
+{
+	return rs->q->type == IBV_QPT_UC ? RESPST_DROP : st;
+}
+
 static enum resp_state check_rkey(struct resp *rs)
 {
 	const struct sv_pkt *pkt = rs->pkt;
-	struct sv_qp *qp = rs->qp;
-	uint32_t qpn = qp->qpx.qp_base.qp_num;
+	struct sv_qp_shm *q = rs->q;
 	struct sv_mem m;
 	int e;
 
+	/* The QP's own access flags gate remote operations before any key
+	 * is looked at (qp_access_flags, IBTA 10.2.4; mlx5 answers a remote
+	 * access error). */
+	if (((rs->flags & OP_WRITE) && (rs->flags & OP_FIRST) &&
+	     !(q->access & IBV_ACCESS_REMOTE_WRITE)) ||
+	    ((rs->flags & OP_READ) && !(q->access & IBV_ACCESS_REMOTE_READ)) ||
+	    ((rs->flags & OP_ATOMIC) && !(q->access & IBV_ACCESS_REMOTE_ATOMIC)))
+		return access_err(rs, RESPST_ERR_ACCESS);
 	if ((rs->flags & OP_WRITE) && (rs->flags & OP_FIRST)) {
-		if (pkt->paylen > pkt->dma_len)
-			return RESPST_ERR_INV_REQ;
+		uint64_t have = rs->res ? rs->data->len : pkt->paylen;
+
+		if (have > pkt->dma_len || (rs->res && have != pkt->dma_len))
+			return access_err(rs, RESPST_ERR_INV_REQ);
 		if (pkt->dma_len) {
-			e = sv_key_resolve(qp->eng, pkt->rkey, qp->pd_id, pkt->va,
+			e = sv_key_resolve(rs->eng, pkt->rkey, q->pd_id, pkt->va,
 					   pkt->dma_len, IBV_ACCESS_REMOTE_WRITE,
-					   1, qpn, &m);
+					   1, q->qpn, &m);
 			if (e)
-				return qp->type == IBV_QPT_UC ? RESPST_DROP :
-								 kerr_state(e);
+				return access_err(rs, kerr_state(e));
 		}
-		rs->tr->wr_va = pkt->va;
-		rs->tr->wr_rkey = pkt->rkey;
-		rs->tr->wr_total = pkt->dma_len;
-		rs->tr->wr_left = pkt->dma_len;
+		q->wr_va = pkt->va;
+		q->wr_rkey = pkt->rkey;
+		q->wr_total = pkt->dma_len;
+		q->wr_left = pkt->dma_len;
 	} else if (rs->flags & OP_READ) {
 		if (pkt->dma_len) {
-			e = sv_key_resolve(qp->eng, pkt->rkey, qp->pd_id, pkt->va,
+			e = sv_key_resolve(rs->eng, pkt->rkey, q->pd_id, pkt->va,
 					   pkt->dma_len, IBV_ACCESS_REMOTE_READ,
-					   1, qpn, &m);
+					   1, q->qpn, &m);
 			if (e)
 				return kerr_state(e);
 		}
 	} else if (rs->flags & OP_ATOMIC) {
 		if (pkt->va & 7)
 			return RESPST_ERR_INV_REQ;
-		e = sv_key_resolve(qp->eng, pkt->rkey, qp->pd_id, pkt->va, 8,
-				   IBV_ACCESS_REMOTE_ATOMIC, 1, qpn, &m);
+		e = sv_key_resolve(rs->eng, pkt->rkey, q->pd_id, pkt->va, 8,
+				   IBV_ACCESS_REMOTE_ATOMIC, 1, q->qpn, &m);
 		if (e)
 			return kerr_state(e);
 	}
 	return RESPST_EXECUTE;
 }
 
-static uint64_t do_atomic(struct resp *rs, int *err)
+/* ----------------------------------------------------------- execute -- */
+
+/*
+ * What a failed move of the payload means.  `mine` is the initiator's side
+ * (direct execution only: its fault is the initiator's local error); the
+ * other side is the target's memory: a fault there is `fault` (a remote
+ * access error, or the receive buffer's protection error), its owner gone
+ * is a remote operational error -- unless the owner is the target QP's own
+ * process, which is then simply not there to answer (as a lost packet).
+ */
+static enum resp_state xerr_state(struct resp *rs, int e, int mine,
+				  enum resp_state fault)
+{
+	if (rs->res && (e & mine))
+		return RESPST_LOCAL;
+	if (!(e & SV_XERR_GONE))
+		return fault;
+	if (rs->t->peer && sv_pid_dead(rs->t->peer->pid))
+		return RESPST_DROP;
+	return RESPST_ERR_OP;
+}
+
+/* The payload of this request as a data description. */
+static const struct sv_data *payload(struct resp *rs, struct sv_data *d,
+				     struct sv_seg *s)
+{
+	if (rs->res)
+		return rs->data;
+	sv_data_local(d, s, rs->pkt->payload, rs->pkt->paylen);
+	return d;
+}
+
+static enum resp_state exec_send(struct resp *rs)
+{
+	struct sv_qp_shm *q = rs->q;
+	struct sv_recv_wqe *r = sv_qp_cur(q);
+	struct sv_seg dsegs[SV_MAX_SEGS], gseg, pseg;
+	struct sv_data dst, gd, pd;
+	const struct sv_data *src = payload(rs, &pd, &pseg);
+	uint64_t off = q->recv_off;
+	uint32_t nsge = r->num_sge > cur_cap(rs) ? cur_cap(rs) : r->num_sge;
+	uint8_t grh[40];
+	int e;
+
+	if (q->type == IBV_QPT_UD) {
+		/* The GRH first (40 bytes), then the payload. */
+		make_grh(rs->pkt, grh);
+		e = sv_sge_resolve(rs->eng, r->sge, (int)nsge, q->rx_pd_id,
+				   IBV_ACCESS_LOCAL_WRITE, 0, 40, &dst, dsegs,
+				   SV_MAX_SEGS);
+		if (e)
+			return e < 0 ? RESPST_ERR_LENGTH : RESPST_ERR_LKEY;
+		sv_data_local(&gd, &gseg, grh, 40);
+		if (sv_xfer(&dst, 0, &gd, 0, 40))
+			return RESPST_ERR_LKEY;
+		off = 40;
+	}
+	if (src->len) {
+		e = sv_sge_resolve(rs->eng, r->sge, (int)nsge, q->rx_pd_id,
+				   IBV_ACCESS_LOCAL_WRITE, off, src->len, &dst,
+				   dsegs, SV_MAX_SEGS);
+		if (e)
+			return e < 0 ? RESPST_ERR_LENGTH : RESPST_ERR_LKEY;
+		e = sv_xfer(&dst, 0, src, 0, src->len);
+		if (e)
+			return xerr_state(rs, e, SV_XERR_SRC, RESPST_ERR_LKEY);
+	}
+	q->recv_off = off + src->len;
+	qset(rs, SV_RF_IN_SEND, !(rs->flags & OP_LAST));
+	return RESPST_COMPLETE;
+}
+
+static enum resp_state exec_write(struct resp *rs)
+{
+	struct sv_qp_shm *q = rs->q;
+	struct sv_seg pseg, dseg;
+	struct sv_data pd, dst;
+	const struct sv_data *src = payload(rs, &pd, &pseg);
+	int e;
+
+	if (src->len > q->wr_left)
+		return access_err(rs, RESPST_ERR_INV_REQ);
+	if (src->len) {
+		uint64_t va = q->wr_va + (q->wr_total - q->wr_left);
+
+		/* Checked again per packet: a rereg or dereg while a long
+		 * write is in flight stops it. */
+		e = sv_key_resolve(rs->eng, q->wr_rkey, q->pd_id, va, src->len,
+				   IBV_ACCESS_REMOTE_WRITE, 1, q->qpn, &dseg.m);
+		if (e)
+			return access_err(rs, kerr_state(e));
+		dseg.len = src->len;
+		dst = (struct sv_data){ .seg = &dseg, .nseg = 1, .len = src->len };
+		e = sv_xfer(&dst, 0, src, 0, src->len);
+		if (e) {
+			enum resp_state st = xerr_state(rs, e, SV_XERR_SRC,
+							RESPST_ERR_ACCESS);
+
+			return st == RESPST_LOCAL ? st : access_err(rs, st);
+		}
+	}
+	q->wr_left -= (uint32_t)src->len;
+	qset(rs, SV_RF_IN_WRITE, !(rs->flags & OP_LAST));
+	if ((rs->flags & OP_LAST) && q->wr_left)
+		return access_err(rs, RESPST_ERR_INV_REQ);
+	return RESPST_COMPLETE;
+}
+
+/* A READ executed in place (direct): the target's memory into the
+ * initiator's buffers. */
+static enum resp_state exec_read_direct(struct resp *rs)
 {
 	const struct sv_pkt *pkt = rs->pkt;
-	struct sv_qp *qp = rs->qp;
-	struct sv_mem m;
-	uint64_t orig = 0;
+	struct sv_qp_shm *q = rs->q;
+	struct sv_seg sseg;
+	struct sv_data src;
+	int e;
 
-	*err = sv_key_resolve(qp->eng, pkt->rkey, qp->pd_id, pkt->va, 8,
-			      IBV_ACCESS_REMOTE_ATOMIC, 1,
-			      qp->qpx.qp_base.qp_num, &m);
-	if (*err)
-		return 0;
+	if (pkt->dma_len) {
+		e = sv_key_resolve(rs->eng, pkt->rkey, q->pd_id, pkt->va,
+				   pkt->dma_len, IBV_ACCESS_REMOTE_READ, 1,
+				   q->qpn, &sseg.m);
+		if (e)
+			return kerr_state(e);
+		sseg.len = pkt->dma_len;
+		src = (struct sv_data){ .seg = &sseg, .nseg = 1,
+					.len = pkt->dma_len };
+		e = sv_xfer(rs->data, 0, &src, 0, pkt->dma_len);
+		if (e)
+			return xerr_state(rs, e, SV_XERR_DST, RESPST_ERR_ACCESS);
+	}
+	return RESPST_DONE;
+}
+
+static enum resp_state exec_atomic(struct resp *rs, uint64_t *orig)
+{
+	const struct sv_pkt *pkt = rs->pkt;
+	struct sv_qp_shm *q = rs->q;
+	struct sv_mem m;
+	int e;
+
+	e = sv_key_resolve(rs->eng, pkt->rkey, q->pd_id, pkt->va, 8,
+			   IBV_ACCESS_REMOTE_ATOMIC, 1, q->qpn, &m);
+	if (e)
+		return kerr_state(e);
 	/* Atomic with respect to every other atomic of the device: CPU
 	 * atomics on the memory, here or in its owner (never CMA). */
 	if (sv_mem_atomic(&m, (pkt->opcode & 0x1f) == OPC_CMP_SWAP ?
 				      SV_RMEM_CSWAP : SV_RMEM_FADD,
-			  pkt->comp, pkt->swap, &orig))
-		*err = SV_KERR_OWNER;
-	return orig;
+			  pkt->comp, pkt->swap, orig))
+		return m.ptr ? RESPST_ERR_ACCESS : RESPST_ERR_OP;
+	return RESPST_DONE;
 }
 
 static enum resp_state execute(struct resp *rs)
 {
 	const struct sv_pkt *pkt = rs->pkt;
-	struct sv_qp *qp = rs->qp;
-	struct sv_tr *tr = rs->tr;
+	struct sv_qp_shm *q = rs->q;
 	uint32_t f = rs->flags;
-	int e;
 
-	if (f & OP_SEND) {
-		struct sv_recv_wqe *r = tr->recv;
-
-		if (qp->type == IBV_QPT_UD) {
-			uint8_t grh[40];
-
-			make_grh(pkt, grh);
-			if (!pkt->grh)
-				memset(grh, 0, sizeof(grh));
-			e = sv_sge_copy(qp->eng, r->sge, (int)r->num_sge,
-					rs->rx_pd, 0, grh, 40, 1);
-			if (!e)
-				tr->recv_off = 40;
-		} else {
-			e = 0;
-		}
-		if (!e && pkt->paylen)
-			e = sv_sge_copy(qp->eng, r->sge, (int)r->num_sge,
-					rs->rx_pd, tr->recv_off,
-					(void *)pkt->payload, pkt->paylen, 1);
-		if (e)
-			return e < 0 ? RESPST_ERR_LENGTH : RESPST_ERR_LKEY;
-		tr->recv_off += pkt->paylen;
-		tr->in_send = !(f & OP_LAST);
-		return RESPST_COMPLETE;
-	}
-	if (f & OP_WRITE) {
-		if (pkt->paylen > tr->wr_left)
-			return qp->type == IBV_QPT_UC ? RESPST_DROP :
-							 RESPST_ERR_INV_REQ;
-		if (pkt->paylen) {
-			struct sv_mem m;
-			uint64_t va = tr->wr_va + (tr->wr_total - tr->wr_left);
-
-			/* Checked again per packet: a rereg or dereg while a
-			 * long write is in flight stops it. */
-			e = sv_key_resolve(qp->eng, tr->wr_rkey, qp->pd_id, va,
-					   pkt->paylen, IBV_ACCESS_REMOTE_WRITE,
-					   1, qp->qpx.qp_base.qp_num, &m);
-			if (!e && sv_mem_write(&m, 0, pkt->payload, pkt->paylen))
-				e = SV_KERR_OWNER;
-			if (e)
-				return qp->type == IBV_QPT_UC ? RESPST_DROP :
-								 kerr_state(e);
-		}
-		tr->wr_left -= pkt->paylen;
-		tr->in_write = !(f & OP_LAST);
-		if ((f & OP_LAST) && tr->wr_left)
-			return qp->type == IBV_QPT_UC ? RESPST_DROP :
-							 RESPST_ERR_INV_REQ;
-		return RESPST_COMPLETE;
-	}
+	if (f & OP_SEND)
+		return exec_send(rs);
+	if (f & OP_WRITE)
+		return exec_write(rs);
 	if (f & OP_READ) {
-		uint32_t mtu = tr->mtu ? tr->mtu : 4096;
+		uint32_t mtu = q->mtu ? q->mtu : 4096;
 		uint32_t npk = pkt->dma_len ? (pkt->dma_len + mtu - 1) / mtu : 1;
+		enum resp_state st = RESPST_DONE;
 
-		push_read(tr, pkt);
-		tr->epsn = (pkt->psn + npk) & PSN_MASK;
-		tr->msn++;
+		if (rs->res)
+			st = exec_read_direct(rs);
+		else
+			push_read(rs->tr, pkt);
+		if (st != RESPST_DONE)
+			return st;
+		q->epsn = (pkt->psn + npk) & PSN_MASK;
+		q->msn++;
 		return RESPST_DONE;
 	}
 	if (f & OP_ATOMIC) {
-		struct sv_respq_ent q = { .kind = 2, .psn = pkt->psn };
-		uint32_t slot = pkt->psn & (SV_ENG_ATOMIC_CACHE - 1);
+		struct sv_respq_ent e = { .kind = 2, .psn = pkt->psn };
+		enum resp_state st = exec_atomic(rs, &e.orig);
 
-		q.orig = do_atomic(rs, &e);
-		if (e)
-			return kerr_state(e);
-		tr->atomic_cache[slot].psn = pkt->psn;
-		tr->atomic_cache[slot].orig = q.orig;
-		tr->atomic_cache[slot].valid = 1;
-		respq_push(tr, &q);
-		tr->epsn = (pkt->psn + 1) & PSN_MASK;
-		tr->msn++;
+		if (st != RESPST_DONE)
+			return st;
+		if (rs->res) {
+			rs->res->orig = e.orig;
+		} else {
+			uint32_t slot = pkt->psn & (SV_ENG_ATOMIC_CACHE - 1);
+
+			rs->tr->atomic_cache[slot].psn = pkt->psn;
+			rs->tr->atomic_cache[slot].orig = e.orig;
+			rs->tr->atomic_cache[slot].valid = 1;
+			respq_push(rs->tr, &e);
+		}
+		q->epsn = (pkt->psn + 1) & PSN_MASK;
+		q->msn++;
 		return RESPST_DONE;
 	}
 	return RESPST_ERR_INV_REQ;
 }
 
-/* Invalidates key for SEND_WITH_INV: the daemon owns the key table, and
- * must not be called with rq_lock held. */
+/* Invalidates key for SEND_WITH_INV: the daemon owns the key table.  The
+ * responder lock stays held: the daemon takes none of ours. */
 static int invalidate(struct resp *rs, uint32_t key)
 {
-	struct sv_qp *qp = rs->qp;
 	struct sv_key_req req = { .key = key,
-				  .pd_id = qp->pd_id,
-				  .qpn = qp->qpx.qp_base.qp_num };
-	int err;
+				  .pd_id = rs->q->pd_id,
+				  .qpn = rs->q->qpn };
 
-	pthread_spin_unlock(&qp->rq_lock);
-	err = sv_call_simple(SV_OP_KEY_INVALIDATE, 0, qp->eng->instance, -1,
-			     &req, sizeof(req), NULL, 0);
-	sv_spin_lock(&qp->rq_lock);
-	return err;
+	return sv_call_simple(SV_OP_KEY_INVALIDATE, 0, rs->eng->instance, -1,
+			      &req, sizeof(req), NULL, 0);
 }
 
 static enum resp_state complete(struct resp *rs)
 {
 	const struct sv_pkt *pkt = rs->pkt;
-	struct sv_tr *tr = rs->tr;
+	struct sv_qp_shm *q = rs->q;
 	uint32_t f = rs->flags;
-	int se = __bth_se(pkt->bth);
 
 	if (!(f & OP_LAST))
 		return RESPST_ACKNOWLEDGE;
@@ -488,17 +629,14 @@ static enum resp_state complete(struct resp *rs)
 			rs->recv_status = IBV_WC_REM_INV_REQ_ERR;
 			return RESPST_ERR_INV_REQ;
 		}
-		if (rs->qp->state == IBV_QPS_ERR || !tr->have_recv)
-			return RESPST_DONE; /* flushed while unlocked */
-		push_recv(rs, IBV_WC_SUCCESS, IBV_WC_RECV,
-			  (uint32_t)tr->recv_off, !!(f & OP_IMM), inv, se);
-		tr->recv_off = 0;
-		tr->msn++;
+		push_recv(rs, IBV_WC_SUCCESS, IBV_WC_RECV, (uint32_t)q->recv_off,
+			  !!(f & OP_IMM), inv, pkt->se);
+		q->msn++;
 	} else if (f & OP_WRITE) {
 		if (f & OP_IMM)
 			push_recv(rs, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM,
-				  tr->wr_total, 1, 0, se);
-		tr->msn++;
+				  q->wr_total, 1, 0, pkt->se);
+		q->msn++;
 	}
 	return RESPST_ACKNOWLEDGE;
 }
@@ -529,226 +667,394 @@ static enum resp_state duplicate(struct resp *rs)
 		}
 		return RESPST_DROP;
 	}
-	set_ack(tr, (tr->epsn - 1) & PSN_MASK);
+	/* One ACK per burst of duplicates (a resend of packets the
+	 * responder already has), and again where the requester asks for
+	 * one: it needs to hear where we stand, not once per packet. */
+	if (!tr->dup_acked || pkt->ackreq) {
+		tr->dup_acked = 1;
+		set_ack(tr, (rs->q->epsn - 1) & PSN_MASK);
+	}
 	return RESPST_DONE;
 }
 
-/* Fatal responder errors (C9-xx class B/C/J): NAK, then the QP to ERR. */
+/* Fatal responder errors (C9-xx class B/C/J): NAK, the failed receive,
+ * then the QP to ERR with its receive side flushed and the owner told. */
 static void fatal(struct resp *rs, uint8_t nak, enum ibv_wc_status recv_st)
 {
-	struct sv_qp *qp = rs->qp;
-	struct sv_tr *tr = rs->tr;
+	struct sv_qp_shm *q = rs->q;
+	unsigned ev;
 
-	if (qp->type == IBV_QPT_RC)
-		set_nak(tr, SV_AETH_NAK | nak, rs->pkt->psn);
-	if (tr->have_recv && recv_st != IBV_WC_SUCCESS)
+	if (q->type == IBV_QPT_RC) {
+		if (rs->res) {
+			rs->res->kind = SV_ROUT_NAK;
+			rs->res->syn = SV_AETH_NAK | nak;
+		} else {
+			set_nak(rs->tr, SV_AETH_NAK | nak, rs->pkt->psn);
+		}
+	}
+	if (qflag(rs, SV_RF_HAVE_RECV) && recv_st != IBV_WC_SUCCESS)
 		push_recv(rs, recv_st, (rs->flags & OP_WRITE) ?
 					       IBV_WC_RECV_RDMA_WITH_IMM :
 					       IBV_WC_RECV,
 			  0, 0, 0, 1);
-	tr->in_send = tr->in_write = 0;
-	sv_qp_set_err(qp);
-	tr->need_flush = 1;
+	qset(rs, SV_RF_IN_SEND | SV_RF_IN_WRITE, 0);
+	sv_qshm_set_err(q);
+	sv_resp_flush_rq(rs->eng, rs->t);
 	/* What a NIC raises on the responder's QP (mlx5: WQ access error,
 	 * invalid request, catastrophic): the application learns why its
 	 * QP died even without a posted receive. */
-	sv_eng_async(qp->eng, qp->qpx.qp_base.context,
-		     nak == SV_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR :
-		     nak == SV_NAK_INV_REQ    ? IBV_EVENT_QP_REQ_ERR :
-						IBV_EVENT_QP_FATAL,
-		     &qp->qpx.qp_base);
+	ev = nak == SV_NAK_REM_ACCESS ? SV_QEV_ACCESS_ERR :
+	     nak == SV_NAK_INV_REQ    ? SV_QEV_REQ_ERR :
+					SV_QEV_FATAL;
+	atomic_fetch_or(&q->events, SV_QEV_FLUSH | ev);
+}
+
+void sv_resp_flush_rq(struct sv_engine *eng, struct sv_rtgt *t)
+{
+	struct sv_qp_shm *q = t->q;
+	struct ibv_wc wc;
+	unsigned bits = 0;
+
+	memset(&wc, 0, sizeof(wc));
+	wc.status = IBV_WC_WR_FLUSH_ERR;
+	wc.opcode = IBV_WC_RECV;
+	wc.qp_num = q->qpn;
+	/* The receive being filled first, then the queue. */
+	if (q->rflags & SV_RF_HAVE_RECV) {
+		wc.wr_id = sv_qp_cur(q)->wr_id;
+		bits |= sv_cq_produce(t->rcq, &wc, 1);
+		q->rflags &= ~(uint32_t)SV_RF_HAVE_RECV;
+	}
+	q->recv_off = 0;
+	if (!t->srq) {
+		struct sv_recv_wqe *r = sv_qp_cur(q);
+
+		while (!sv_rq_take(q, &q->rq, r, 0)) {
+			wc.wr_id = r->wr_id;
+			bits |= sv_cq_produce(t->rcq, &wc, 1);
+		}
+	} else if (!(q->rflags & SV_RF_LAST_WQE)) {
+		/* IBTA 11.6.3: a QP of an SRQ in ERR reports its last WQE. */
+		q->rflags |= SV_RF_LAST_WQE;
+		atomic_fetch_or(&q->events, SV_QEV_LAST_WQE);
+	}
+	if (bits)
+		sv_rtgt_notify(eng, t, SV_EVK_CQ, bits);
+}
+
+/* The state machine.  Must hold q->lock. */
+static void run(struct resp *rs)
+{
+	struct sv_qp_shm *q = rs->q;
+	const struct sv_pkt *pkt = rs->pkt;
+	enum resp_state st = RESPST_CHECK_STATE;
+	uint32_t state;
+
+	while (st != RESPST_DONE) {
+		switch (st) {
+		case RESPST_CHECK_STATE:
+			state = q->state;
+			if (atomic_load_explicit(&q->h.dead, memory_order_relaxed))
+				st = RESPST_DROP; /* destroyed under us */
+			else if (state != IBV_QPS_RTR && state != IBV_QPS_RTS &&
+			    state != IBV_QPS_SQD && state != IBV_QPS_SQE)
+				st = RESPST_DROP;
+			else if (!transport_ok(q->type, pkt->opcode))
+				st = RESPST_DROP;
+			else if (q->type == IBV_QPT_UD && pkt->qkey != q->qkey)
+				st = RESPST_DROP; /* Q_Key violation: silent */
+			else
+				st = RESPST_CHECK_PSN;
+			if (st == RESPST_CHECK_PSN && state == IBV_QPS_RTR &&
+			    q->type != IBV_QPT_UD && !qflag(rs, SV_RF_COMM_EST)) {
+				/* First packet while in RTR (IBTA 11.6.3). */
+				qset(rs, SV_RF_COMM_EST, 1);
+				atomic_fetch_or(&q->events, SV_QEV_COMM_EST);
+			}
+			break;
+		case RESPST_CHECK_PSN:
+			st = check_psn(rs);
+			break;
+		case RESPST_CHECK_OP_SEQ:
+			st = check_op_seq(rs);
+			break;
+		case RESPST_CHECK_RESOURCE:
+			st = check_resource(rs);
+			break;
+		case RESPST_CHECK_RKEY:
+			st = check_rkey(rs);
+			break;
+		case RESPST_EXECUTE:
+			st = execute(rs);
+			if (st == RESPST_DONE && rs->res)
+				rs->res->kind = SV_ROUT_ACK;
+			break;
+		case RESPST_COMPLETE:
+			st = complete(rs);
+			break;
+		case RESPST_ACKNOWLEDGE: {
+			uint32_t mtu = q->mtu ? q->mtu : 4096;
+
+			if (q->type != IBV_QPT_UD)
+				q->epsn = (pkt->psn + 1) & PSN_MASK;
+			if (rs->res) {
+				/* A whole message stands for its packets. */
+				if (q->type != IBV_QPT_UD && rs->data->len > mtu)
+					q->epsn = (pkt->psn +
+						   (uint32_t)((rs->data->len +
+							       mtu - 1) / mtu)) &
+						  PSN_MASK;
+				rs->res->kind = SV_ROUT_ACK;
+			} else if (q->type == IBV_QPT_RC && pkt->ackreq) {
+				set_ack(rs->tr, pkt->psn);
+			}
+			st = RESPST_DONE;
+			break;
+		}
+		case RESPST_DUPLICATE:
+			st = rs->tr ? duplicate(rs) : RESPST_DROP;
+			break;
+		case RESPST_NAK_SEQ:
+			if (rs->res) {
+				rs->res->kind = SV_ROUT_NAK;
+				rs->res->syn = SV_AETH_NAK | SV_NAK_PSN_SEQ;
+			} else if (!qflag(rs, SV_RF_NAK_SENT)) {
+				qset(rs, SV_RF_NAK_SENT, 1);
+				set_nak(rs->tr, SV_AETH_NAK | SV_NAK_PSN_SEQ,
+					q->epsn);
+			}
+			st = RESPST_DONE;
+			break;
+		case RESPST_RNR:
+			if (rs->res) {
+				rs->res->kind = SV_ROUT_RNR;
+				rs->res->syn = SV_AETH_RNR_NAK |
+					       (q->min_rnr & 0x1f);
+			} else {
+				/* Drop what follows until the retry comes
+				 * back to epsn (NAK_SENT), so it is not NAKed
+				 * as a gap. */
+				set_nak(rs->tr, SV_AETH_RNR_NAK |
+						(q->min_rnr & 0x1f), pkt->psn);
+				qset(rs, SV_RF_NAK_SENT, 1);
+			}
+			st = RESPST_DONE;
+			break;
+		case RESPST_ERR_INV_REQ:
+			fatal(rs, SV_NAK_INV_REQ,
+			      rs->recv_status ? rs->recv_status :
+						IBV_WC_REM_INV_REQ_ERR);
+			st = RESPST_DONE;
+			break;
+		case RESPST_ERR_ACCESS:
+			fatal(rs, SV_NAK_REM_ACCESS, IBV_WC_REM_ACCESS_ERR);
+			st = RESPST_DONE;
+			break;
+		case RESPST_ERR_OP:
+			fatal(rs, SV_NAK_REM_OP, IBV_WC_REM_OP_ERR);
+			st = RESPST_DONE;
+			break;
+		case RESPST_ERR_LENGTH:
+			if (q->type == IBV_QPT_UD &&
+			    qflag(rs, SV_RF_HAVE_RECV)) {
+				/* UD: the receive fails, the QP too (11.6.2). */
+				push_recv(rs, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV,
+					  0, 0, 0, 1);
+				sv_qshm_set_err(q);
+				sv_resp_flush_rq(rs->eng, rs->t);
+				atomic_fetch_or(&q->events, SV_QEV_FLUSH);
+				if (rs->res)
+					rs->res->kind = SV_ROUT_DROP;
+			} else {
+				fatal(rs, SV_NAK_INV_REQ, IBV_WC_LOC_LEN_ERR);
+			}
+			st = RESPST_DONE;
+			break;
+		case RESPST_ERR_LKEY:
+			fatal(rs, SV_NAK_REM_OP, IBV_WC_LOC_PROT_ERR);
+			st = RESPST_DONE;
+			break;
+		case RESPST_LOCAL:
+			/* The initiator's own buffer faulted mid-message: as
+			 * if it never sent it.  The receive stays posted for
+			 * the next message. */
+			q->recv_off = 0;
+			qset(rs, SV_RF_IN_SEND | SV_RF_IN_WRITE, 0);
+			rs->res->kind = SV_ROUT_LOCAL;
+			st = RESPST_DONE;
+			break;
+		case RESPST_DROP:
+			if (rs->res)
+				rs->res->kind = SV_ROUT_DROP;
+			st = RESPST_DONE;
+			break;
+		case RESPST_DONE:
+			break;
+		}
+	}
+}
+
+/* Lock q, repairing what a dead holder left half done: a message in
+ * progress is abandoned (its packets are resent or lost as on a wire). */
+static void resp_lock(struct sv_qp_shm *q)
+{
+	if (sv_shlock_lock(&q->lock))
+		q->rflags &= ~(uint32_t)(SV_RF_IN_SEND | SV_RF_IN_WRITE);
+}
+
+/* After the lock is dropped: the owner hears what it must. */
+static void resp_notify(struct resp *rs)
+{
+	if (rs->cq_bits)
+		sv_rtgt_notify(rs->eng, rs->t, SV_EVK_CQ, rs->cq_bits);
+	if (rs->srq_limit)
+		sv_rtgt_notify(rs->eng, rs->t, SV_EVK_SRQ, 1);
+	if (atomic_load_explicit(&rs->q->events, memory_order_relaxed))
+		sv_rtgt_notify(rs->eng, rs->t, SV_EVK_QP, 0);
 }
 
 void sv_resp_packet(struct sv_qp *qp, const struct sv_pkt *pkt)
 {
 	struct sv_tr *tr = tr_of(qp);
-	struct resp rs = { .qp = qp, .tr = tr, .pkt = pkt, .flags = pkt->flags };
-	enum resp_state st = RESPST_CHECK_STATE;
+	struct sv_rtgt t;
+	struct resp rs = { .eng = qp->eng, .t = &t, .q = qp->shm, .tr = tr,
+			   .pkt = pkt, .flags = pkt->flags };
 
 	if (!tr)
 		return;
-	rs.rx_pd = qp->srq ? qp->srq->pd_id : qp->pd_id;
-	sv_spin_lock(&qp->rq_lock);
-	while (st != RESPST_DONE) {
-		switch (st) {
-		case RESPST_CHECK_STATE:
-			if (qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS &&
-			    qp->state != IBV_QPS_SQD && qp->state != IBV_QPS_SQE)
-				st = RESPST_DROP;
-			else if (!transport_ok(qp, pkt->opcode))
-				st = RESPST_DROP;
-			else if (qp->type == IBV_QPT_UD &&
-				 pkt->qkey != qp->attr.qkey)
-				st = RESPST_DROP; /* Q_Key violation: silent */
-			else
-				st = RESPST_CHECK_PSN;
-			if (st == RESPST_CHECK_PSN && qp->state == IBV_QPS_RTR &&
-			    qp->type != IBV_QPT_UD && !tr->comm_est) {
-				/* First packet while in RTR (IBTA 11.6.3). */
-				tr->comm_est = 1;
-				sv_eng_async(qp->eng, qp->qpx.qp_base.context,
-					     IBV_EVENT_COMM_EST, &qp->qpx.qp_base);
-			}
-			break;
-		case RESPST_CHECK_PSN:
-			st = check_psn(&rs);
-			break;
-		case RESPST_CHECK_OP_SEQ:
-			st = check_op_seq(&rs);
-			break;
-		case RESPST_CHECK_RESOURCE:
-			st = check_resource(&rs);
-			break;
-		case RESPST_CHECK_RKEY:
-			st = check_rkey(&rs);
-			break;
-		case RESPST_EXECUTE:
-			st = execute(&rs);
-			break;
-		case RESPST_COMPLETE:
-			st = complete(&rs);
-			break;
-		case RESPST_ACKNOWLEDGE:
-			if (qp->type != IBV_QPT_UD)
-				tr->epsn = (pkt->psn + 1) & PSN_MASK;
-			if (qp->type == IBV_QPT_RC && __bth_ackreq(pkt->bth))
-				set_ack(tr, pkt->psn);
-			st = RESPST_DONE;
-			break;
-		case RESPST_DUPLICATE:
-			st = duplicate(&rs);
-			break;
-		case RESPST_NAK_SEQ:
-			if (!tr->nak_sent) {
-				tr->nak_sent = 1;
-				set_nak(tr, SV_AETH_NAK | SV_NAK_PSN_SEQ, tr->epsn);
-			}
-			st = RESPST_DROP;
-			break;
-		case RESPST_RNR:
-			/* Drop what follows until the retry comes back to
-			 * epsn (nak_sent), so it is not NAKed as a gap. */
-			set_nak(tr, SV_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f),
-				pkt->psn);
-			tr->nak_sent = 1;
-			st = RESPST_DROP;
-			break;
-		case RESPST_ERR_INV_REQ:
-			fatal(&rs, SV_NAK_INV_REQ,
-			      rs.recv_status ? rs.recv_status : IBV_WC_REM_INV_REQ_ERR);
-			st = RESPST_DONE;
-			break;
-		case RESPST_ERR_ACCESS:
-			fatal(&rs, SV_NAK_REM_ACCESS, IBV_WC_REM_ACCESS_ERR);
-			st = RESPST_DONE;
-			break;
-		case RESPST_ERR_OP:
-			fatal(&rs, SV_NAK_REM_OP, IBV_WC_REM_OP_ERR);
-			st = RESPST_DONE;
-			break;
-		case RESPST_ERR_LENGTH:
-			if (qp->type == IBV_QPT_UD && tr->have_recv) {
-				/* UD: the receive fails, the QP too (11.6.2). */
-				push_recv(&rs, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV,
-					  0, 0, 0, 1);
-				sv_qp_set_err(qp);
-				tr->need_flush = 1;
-			} else {
-				fatal(&rs, SV_NAK_INV_REQ, IBV_WC_LOC_LEN_ERR);
-			}
-			st = RESPST_DONE;
-			break;
-		case RESPST_ERR_LKEY:
-			fatal(&rs, SV_NAK_REM_OP, IBV_WC_LOC_PROT_ERR);
-			st = RESPST_DONE;
-			break;
-		case RESPST_DROP:
-		case RESPST_DONE:
-			st = RESPST_DONE;
-			break;
-		}
-	}
-	pthread_spin_unlock(&qp->rq_lock);
+	sv_rtgt_own(&t, qp);
+	resp_lock(qp->shm);
+	run(&rs);
+	sv_shlock_unlock(&qp->shm->lock);
+	resp_notify(&rs);
 }
 
-/* Sends queued answers, then the coalesced ACK.  Must hold rq_lock.
+void sv_resp_direct(struct sv_engine *eng, struct sv_rtgt *t,
+		    const struct sv_pkt *pkt, const struct sv_data *data,
+		    struct sv_resp_res *res)
+{
+	struct sv_pkt p = *pkt;
+	struct resp rs = { .eng = eng, .t = t, .q = t->q, .pkt = &p,
+			   .data = data, .flags = pkt->flags, .res = res };
+
+	res->kind = SV_ROUT_DROP;
+	res->orig = 0;
+	resp_lock(t->q);
+	/* A whole message arrives in order by construction: it takes the
+	 * PSN the responder expects. */
+	p.psn = t->q->epsn;
+	p.paylen = (uint32_t)(data->len > UINT32_MAX ? UINT32_MAX : data->len);
+	run(&rs);
+	sv_shlock_unlock(&t->q->lock);
+	resp_notify(&rs);
+}
+
+/* ----------------------------------------------- replies on the link -- */
+
+/* Sends queued answers, then the coalesced ACK.  Must hold shm->lock.
  * Returns 0, or -1 when the ring filled (the rest stays queued). */
 static int send_queued(struct sv_qp *qp, struct sv_tr *tr)
 {
+	struct sv_qp_shm *q = qp->shm;
 	struct sv_link *link = tr->link;
-	uint32_t mtu = tr->mtu ? tr->mtu : 4096;
+	uint32_t mtu = q->mtu ? q->mtu : 4096;
 	int dead = 0;
 
 	while (tr->rq_head != tr->rq_tail) {
-		struct sv_respq_ent *q = &tr->respq[tr->rq_head % SV_ENG_RESPQ];
+		struct sv_respq_ent *e = &tr->respq[tr->rq_head % SV_ENG_RESPQ];
 
 		if (!link) {
 			tr->rq_head++; /* nowhere to send: the requester times out */
 			continue;
 		}
-		if (q->kind == 2) {
+		if (e->kind == 2) {
 			uint8_t *p = sv_link_reserve(link, SV_BTH_BYTES + SV_AETH_BYTES +
 							   SV_ATMACK_BYTES, 0, &dead);
 
 			if (!p)
 				return dead ? (tr->rq_head = tr->rq_tail, 0) : -1;
-			bth_init(p, OPC_ATOMIC_ACK, 0, 0xffff, qp->dest_qpn, 0, q->psn);
+			bth_init(p, OPC_ATOMIC_ACK, 0, 0xffff, q->dest_qpn, 0, e->psn);
 			aeth_set(p + SV_BTH_BYTES, SV_AETH_ACK | SV_AETH_ACK_UNLIMITED,
-				 tr->msn);
-			atmack_set(p + SV_BTH_BYTES + SV_AETH_BYTES, q->orig);
+				 q->msn);
+			atmack_set(p + SV_BTH_BYTES + SV_AETH_BYTES, e->orig);
 			sv_link_commit(link);
 			tr->rq_head++;
 			continue;
 		}
 		do {
-			uint32_t sent = q->total - q->left;
-			uint32_t chunk = q->left > mtu ? mtu : q->left;
-			int first = sent == 0, last = chunk == q->left;
+			uint32_t sent = e->total - e->left;
+			uint32_t chunk = e->left > mtu ? mtu : e->left;
+			int first = sent == 0, last = chunk == e->left;
 			uint8_t opc = first && last ? OPC_READ_RESP_ONLY :
 				      first	    ? OPC_READ_RESP_FIRST :
 				      last	    ? OPC_READ_RESP_LAST :
 						      OPC_READ_RESP_MIDDLE;
 			unsigned hl = sv_op_hdr_len(sv_opcodes[opc].flags);
-			struct sv_mem m;
+			struct sv_seg sseg, dseg;
+			struct sv_data src, dst;
 			uint8_t *p;
-			int e = 0;
+			int e2 = 0;
 
 			if (chunk)
-				e = sv_key_resolve(qp->eng, q->rkey, qp->pd_id,
-						   q->va + sent, chunk,
-						   IBV_ACCESS_REMOTE_READ, 1,
-						   qp->qpx.qp_base.qp_num, &m);
-			if (e) {
+				e2 = sv_key_resolve(qp->eng, e->rkey, q->pd_id,
+						    e->va + sent, chunk,
+						    IBV_ACCESS_REMOTE_READ, 1,
+						    q->qpn, &sseg.m);
+			if (e2) {
 				/* Revoked mid-read: the rest is a NAK. */
 				p = sv_link_reserve(link, SV_BTH_BYTES + SV_AETH_BYTES,
 						    0, &dead);
 				if (!p)
 					return dead ? 0 : -1;
-				bth_init(p, OPC_ACK, 0, 0xffff, qp->dest_qpn, 0, q->psn);
+				bth_init(p, OPC_ACK, 0, 0xffff, q->dest_qpn, 0, e->psn);
 				aeth_set(p + SV_BTH_BYTES,
-					 SV_AETH_NAK | (e == SV_KERR_OWNER ?
+					 SV_AETH_NAK | (e2 == SV_KERR_OWNER ?
 							SV_NAK_REM_OP : SV_NAK_REM_ACCESS),
-					 tr->msn);
+					 q->msn);
 				sv_link_commit(link);
-				q->left = 0;
+				e->left = 0;
 				break;
 			}
 			p = sv_link_reserve(link, hl + chunk, 0, &dead);
 			if (!p)
 				return dead ? (tr->rq_head = tr->rq_tail, 0) : -1;
-			bth_init(p, opc, 0, 0xffff, qp->dest_qpn, 0, q->psn);
+			bth_init(p, opc, 0, 0xffff, q->dest_qpn, 0, e->psn);
 			if (sv_opcodes[opc].flags & OP_AETH)
 				aeth_set(p + SV_BTH_BYTES,
-					 SV_AETH_ACK | SV_AETH_ACK_UNLIMITED, tr->msn);
-			if (chunk && sv_mem_read(&m, 0, p + hl, chunk)) {
-				sv_link_abort(link);
-				q->left = 0;
-				break;
+					 SV_AETH_ACK | SV_AETH_ACK_UNLIMITED, q->msn);
+			if (chunk) {
+				sseg.len = chunk;
+				src = (struct sv_data){ .seg = &sseg, .nseg = 1,
+							.len = chunk };
+				sv_data_local(&dst, &dseg, p + hl, chunk);
+				e2 = sv_xfer(&dst, 0, &src, 0, chunk);
+				if (e2) {
+					/* The memory is gone under the key:
+					 * a remote access error (its owner
+					 * gone: operational). */
+					sv_link_abort(link);
+					p = sv_link_reserve(link, SV_BTH_BYTES +
+								  SV_AETH_BYTES,
+							    0, &dead);
+					if (!p)
+						return dead ? 0 : -1;
+					bth_init(p, OPC_ACK, 0, 0xffff,
+						 q->dest_qpn, 0, e->psn);
+					aeth_set(p + SV_BTH_BYTES,
+						 SV_AETH_NAK |
+							 ((e2 & SV_XERR_GONE) ?
+								  SV_NAK_REM_OP :
+								  SV_NAK_REM_ACCESS),
+						 q->msn);
+					sv_link_commit(link);
+					e->left = 0;
+					break;
+				}
 			}
 			sv_link_commit(link);
-			q->left -= chunk;
-			q->psn = (q->psn + 1) & PSN_MASK;
-		} while (q->left);
+			e->left -= chunk;
+			e->psn = (e->psn + 1) & PSN_MASK;
+		} while (e->left);
 		tr->rq_head++;
 	}
 	if (tr->ack_pending && link) {
@@ -757,8 +1063,8 @@ static int send_queued(struct sv_qp *qp, struct sv_tr *tr)
 
 		if (!p)
 			return dead ? (tr->ack_pending = 0, 0) : -1;
-		bth_init(p, OPC_ACK, 0, 0xffff, qp->dest_qpn, 0, tr->ack_psn);
-		aeth_set(p + SV_BTH_BYTES, tr->ack_syn, tr->msn);
+		bth_init(p, OPC_ACK, 0, 0xffff, q->dest_qpn, 0, tr->ack_psn);
+		aeth_set(p + SV_BTH_BYTES, tr->ack_syn, q->msn);
 		sv_link_commit(link);
 	}
 	tr->ack_pending = 0;
@@ -772,16 +1078,14 @@ void sv_resp_flush(struct sv_qp *qp)
 
 	if (!tr)
 		return;
-	sv_spin_lock(&qp->rq_lock);
 	if (qp->type != IBV_QPT_RC ||
-	    (!tr->ack_pending && tr->rq_head == tr->rq_tail)) {
-		pthread_spin_unlock(&qp->rq_lock);
+	    (!tr->ack_pending && tr->rq_head == tr->rq_tail))
 		return;
-	}
+	resp_lock(qp->shm);
 	if (!tr->link)
 		tr->link = qp->link;
 	full = send_queued(qp, tr);
-	pthread_spin_unlock(&qp->rq_lock);
+	sv_shlock_unlock(&qp->shm->lock);
 	if (full)
 		sv_eng_want_work(qp->eng);
 }

@@ -2,16 +2,18 @@
 /*
  * Completion queues and completion channels.
  *
- * A CQ is a ring of struct ibv_wc in this process (the engine pushes with
- * sv_cq_push, the application pops with ibv_poll_cq or the ibv_cq_ex
- * start/next/end_poll calls) and a handle in the daemon that counts the
- * QPs using it.  The ring holds exactly cqe entries: one more completion
- * overflows it, which loses the entry and raises IBV_EVENT_CQ_ERR once.
+ * A CQ is the engine's (src/engine/sv_queue.c): a ring of struct ibv_wc in
+ * shared memory that any engine delivering to one of our QPs produces
+ * into; the application pops with ibv_poll_cq or the ibv_cq_ex
+ * start/next/end_poll calls, and the daemon keeps a handle that counts
+ * the QPs using it.  The ring holds exactly cqe entries: one more
+ * completion overflows it, which loses the entry and raises
+ * IBV_EVENT_CQ_ERR once.
  *
  * A completion channel is an eventfd (EFD_SEMAPHORE: one count per event,
  * pollable, blocking unless the application sets O_NONBLOCK) plus a list
- * of the CQs with unread events, so destroying a CQ withdraws its pending
- * events as the kernel does.
+ * of the CQs with unread events (the engine appends, sv_cq_comp_event),
+ * so destroying a CQ withdraws its pending events as the kernel does.
  */
 #include "dp_int.h"
 
@@ -19,12 +21,6 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
-
-struct sv_channel {
-	struct ibv_comp_channel ch; /* must be first */
-	pthread_mutex_t lock;	    /* the pending list */
-	struct sv_cq *head, *tail;  /* CQs with chan_pending > 0 */
-};
 
 static struct sv_channel *to_svchan(struct ibv_comp_channel *ch)
 {
@@ -71,28 +67,6 @@ SV_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 	return 0;
-}
-
-/* Queues one event for cq.  Called with cq->lock held (lock order: the
- * channel lock is a leaf). */
-static void channel_notify(struct sv_cq *cq)
-{
-	struct sv_channel *c = to_svchan(cq->ex.channel);
-	uint64_t one = 1;
-	ssize_t n;
-
-	pthread_mutex_lock(&c->lock);
-	if (cq->chan_pending++ == 0) {
-		cq->chan_next = NULL;
-		if (c->tail)
-			c->tail->chan_next = cq;
-		else
-			c->head = cq;
-		c->tail = cq;
-	}
-	pthread_mutex_unlock(&c->lock);
-	n = write(c->ch.fd, &one, sizeof(one));
-	(void)n; /* an eventfd counter does not overflow in practice */
 }
 
 /* Withdraws cq's unread events (the eventfd count may then be ahead of
@@ -159,48 +133,15 @@ SV_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 
 /* ---------------------------------------------------------- the ring -- */
 
-int sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, int solicited)
-{
-	int overflow = 0, first_overflow = 0;
-
-	pthread_spin_lock(&cq->lock);
-	if (cq->count >= cq->cap) {
-		overflow = 1;
-		first_overflow = !cq->overflowed;
-		cq->overflowed = 1;
-	} else {
-		cq->ring[(cq->head + cq->count) % cq->cap] = *wc;
-		cq->count++;
-		if (cq->notify == SV_CQ_ARM_ALL ||
-		    (cq->notify == SV_CQ_ARM_SOLICITED && solicited)) {
-			cq->notify = 0;
-			if (cq->ex.channel)
-				channel_notify(cq);
-		}
-	}
-	pthread_spin_unlock(&cq->lock);
-	if (first_overflow) {
-		sv_warn("cq %p: overflow (%u entries), completion lost", (void *)cq,
-			cq->cap);
-		sv_engine_async_event(cq->ex.context, IBV_EVENT_CQ_ERR,
-				      ibv_cq_ex_to_cq(&cq->ex));
-	}
-	return overflow ? -ENOSPC : 0;
-}
-
-/* Pops up to n entries.  Takes cq->lock. */
+/* Pops up to n entries. */
 static int take(struct sv_cq *cq, int n, struct ibv_wc *wc)
 {
-	int i = 0;
+	int got;
 
-	pthread_spin_lock(&cq->lock);
-	for (; i < n && cq->count; i++) {
-		wc[i] = cq->ring[cq->head];
-		cq->head = (cq->head + 1) % cq->cap;
-		cq->count--;
-	}
-	pthread_spin_unlock(&cq->lock);
-	return i;
+	pthread_spin_lock(&cq->poll_lock);
+	got = sv_cq_consume(cq, n, wc);
+	pthread_spin_unlock(&cq->poll_lock);
+	return got;
 }
 
 static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
@@ -221,15 +162,7 @@ static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 
 static int req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
-	struct sv_cq *cq = to_svcq(ibcq);
-
-	pthread_spin_lock(&cq->lock);
-	/* "all" is stronger than "solicited": it stays. */
-	if (!solicited_only)
-		cq->notify = SV_CQ_ARM_ALL;
-	else if (cq->notify != SV_CQ_ARM_ALL)
-		cq->notify = SV_CQ_ARM_SOLICITED;
-	pthread_spin_unlock(&cq->lock);
+	sv_cq_arm(to_svcq(ibcq), solicited_only);
 	return 0;
 }
 
@@ -297,9 +230,16 @@ static struct sv_cq *cq_new(struct ibv_context *ctx,
 			    const struct ibv_cq_init_attr_ex *a)
 {
 	struct sv_create_cq_req req = { .cqe = a->cqe };
+	struct sv_ctx_ref cref = sv_cref(ctx);
 	struct sv_obj_rep rep;
 	struct sv_cq *cq;
 	struct sv_engine *eng;
+	struct sv_call c = { .op = SV_OP_CREATE_CQ,
+			     .req = &req,
+			     .req_len = sizeof(req),
+			     .rep = &rep,
+			     .rep_cap = sizeof(rep),
+			     .nfds = 1 };
 	int err;
 
 	if (!a->cqe || a->cqe > SV_MAX_CQE ||
@@ -307,25 +247,28 @@ static struct sv_cq *cq_new(struct ibv_context *ctx,
 		return sv_null_errno(-EINVAL);
 	if (a->channel && a->channel->context != ctx)
 		return sv_null_errno(-EINVAL);
-	eng = sv_engine_get(ctx);
+	eng = sv_engine_get(&cref);
 	if (!eng)
 		return NULL;
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return sv_null_errno(-ENOMEM);
-	cq->ring = calloc(a->cqe, sizeof(*cq->ring));
-	if (!cq->ring) {
-		err = -ENOMEM;
+	err = sv_cq_shm_create(cq, a->cqe);
+	if (err)
 		goto err_free;
-	}
-	cq->cap = a->cqe;
 	cq->wc_flags = a->wc_flags;
 	cq->eng = eng;
-	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
-	err = sv_ctx_call_simple(ctx, SV_OP_CREATE_CQ, &req, sizeof(req), &rep,
-				 sizeof(rep));
+	cq->cref = cref;
+	pthread_spin_init(&cq->poll_lock, PTHREAD_PROCESS_PRIVATE);
+	err = sv_engine_cq_add(eng, cq);
 	if (err)
-		goto err_ring;
+		goto err_shm;
+	c.fds = &cq->fd;
+	err = sv_ctx_call(ctx, &c);
+	close(cq->fd);
+	cq->fd = -1;
+	if (err)
+		goto err_tab;
 
 	/* What rdma-core's verbs_init_cq sets, then the provider's part. */
 	cq->ex.context = ctx;
@@ -366,9 +309,13 @@ static struct sv_cq *cq_new(struct ibv_context *ctx,
 	sv_dp_obj_add(cq);
 	return cq;
 
-err_ring:
-	pthread_spin_destroy(&cq->lock);
-	free(cq->ring);
+err_tab:
+	sv_engine_cq_del(cq);
+err_shm:
+	pthread_spin_destroy(&cq->poll_lock);
+	sv_shm_release(cq->shm);
+	if (cq->fd >= 0)
+		close(cq->fd);
 err_free:
 	free(cq);
 	return sv_null_errno(err);
@@ -421,34 +368,18 @@ SV_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 	struct sv_cq *cq = to_svcq(ibcq);
 	struct sv_create_cq_req req = { .handle = ibcq->handle,
 					.cqe = (uint32_t)cqe };
-	struct ibv_wc *ring, *old;
 	int err;
 
 	if (cqe <= 0 || cqe > SV_MAX_CQE) {
 		errno = EINVAL;
 		return EINVAL;
 	}
-	ring = calloc((size_t)cqe, sizeof(*ring));
-	if (!ring) {
-		errno = ENOMEM;
-		return ENOMEM;
+	err = sv_cq_resize(cq, (uint32_t)cqe);
+	if (err) {
+		errno = -err;
+		return -err;
 	}
-	pthread_spin_lock(&cq->lock);
-	if ((uint32_t)cqe < cq->count) {
-		pthread_spin_unlock(&cq->lock);
-		free(ring);
-		errno = EINVAL;
-		return EINVAL;
-	}
-	for (uint32_t i = 0; i < cq->count; i++)
-		ring[i] = cq->ring[(cq->head + i) % cq->cap];
-	old = cq->ring;
-	cq->ring = ring;
-	cq->head = 0;
-	cq->cap = (uint32_t)cqe;
 	ibcq->cqe = cqe;
-	pthread_spin_unlock(&cq->lock);
-	free(old);
 	/* Only res show's size depends on it: a failure changes nothing the
 	 * application sees. */
 	err = sv_ctx_call_simple(ibcq->context, SV_OP_RESIZE_CQ, &req,
@@ -480,6 +411,7 @@ SV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 		return -err;
 	}
 	sv_dp_obj_del(cq);
+	sv_engine_cq_del(cq);
 	if (ch)
 		channel_forget(cq);
 	sv_dp_wait_acks(&ibcq->mutex, &ibcq->cond,
@@ -493,10 +425,10 @@ SV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 		ch->refcnt--;
 		pthread_mutex_unlock(&ibcq->context->mutex);
 	}
-	pthread_spin_destroy(&cq->lock);
+	pthread_spin_destroy(&cq->poll_lock);
 	pthread_mutex_destroy(&ibcq->mutex);
 	pthread_cond_destroy(&ibcq->cond);
-	free(cq->ring);
+	sv_shm_release(cq->shm);
 	free(cq);
 	return 0;
 }

@@ -38,14 +38,8 @@ void sv_mw_set_ops(struct verbs_context *vctx);
 /* post.c: ibv_post_send's body for one work request, shared with
  * ibv_bind_mw.  Must hold qp->sq_lock.  Returns 0 or a positive errno. */
 int sv_post_one_send(struct sv_qp *qp, const struct ibv_send_wr *wr);
-/* post.c: one receive WR into rq (a QP's RQ or an SRQ), at most max_sge
- * SGEs.  Must hold the queue's lock.  Returns 0, EINVAL (too many SGEs) or
- * ENOMEM (full). */
-int sv_post_one_recv(struct sv_wq *rq, uint32_t max_sge,
-		     const struct ibv_recv_wr *wr);
 /* Size of a send WQE slot for max_sge SGEs and max_inline bytes. */
 size_t sv_send_wqe_size(uint32_t max_sge, uint32_t max_inline);
-size_t sv_recv_wqe_size(uint32_t max_sge);
 /* Allocates a ring of at least max_wr slots of wqe_size bytes. */
 int sv_wq_init(struct sv_wq *wq, uint32_t max_wr, uint32_t max_sge,
 	       size_t wqe_size);

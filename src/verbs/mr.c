@@ -86,8 +86,11 @@ int sv_mr_dereg(struct ibv_mr *mr)
 		errno = -err;
 		return -err;
 	}
-	if (m->kind == SV_MR_REGULAR)
-		sv_engine_mr_release(mr->context);
+	if (m->kind == SV_MR_REGULAR) {
+		struct sv_ctx_ref cr = sv_cref(mr->context);
+
+		sv_engine_mr_release(&cr);
+	}
 	/* Only the ranges reg/rereg protected (v44: MR type, not ODP). */
 	if (m->kind == SV_MR_REGULAR && m->dontfork)
 		ibv_dofork_range(mr->addr, mr->length);
@@ -99,6 +102,7 @@ static struct ibv_mr *reg_common(struct ibv_pd *pd, void *addr, size_t length,
 				 uint64_t iova, unsigned int access)
 {
 	struct sv_reg_mr_req req;
+	struct sv_ctx_ref cref;
 	struct sv_mr_rep rep;
 	struct ibv_mr *mr;
 	int dontfork, err;
@@ -128,7 +132,8 @@ static struct ibv_mr *reg_common(struct ibv_pd *pd, void *addr, size_t length,
 	}
 	/* Another process may import the MR and use it as soon as we
 	 * return: our engine must be there to serve it. */
-	err = sv_engine_mr_hold(pd->context);
+	cref = sv_cref(pd->context);
+	err = sv_engine_mr_hold(&cref);
 	if (err)
 		goto err_free;
 	to_svmr(mr)->dontfork = dontfork;

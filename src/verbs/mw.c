@@ -67,7 +67,7 @@ static int bind_mw(struct ibv_qp *ibqp, struct ibv_mw *mw,
 	wr.bind_mw.bind_info = mw_bind->bind_info;
 	pthread_spin_lock(&qp->sq_lock);
 	err = sv_post_one_send(qp, &wr);
-	flush = qp->state == IBV_QPS_ERR;
+	flush = sv_qp_state(qp) == IBV_QPS_ERR;
 	pthread_spin_unlock(&qp->sq_lock);
 	if (err)
 		return err;

@@ -24,14 +24,6 @@ size_t sv_send_wqe_size(uint32_t max_sge, uint32_t max_inline)
 	return (sz + WQE_ALIGN - 1) & ~(size_t)(WQE_ALIGN - 1);
 }
 
-size_t sv_recv_wqe_size(uint32_t max_sge)
-{
-	size_t sz = sizeof(struct sv_recv_wqe) +
-		    (size_t)max_sge * sizeof(struct ibv_sge);
-
-	return (sz + 15) & ~(size_t)15;
-}
-
 int sv_wq_init(struct sv_wq *wq, uint32_t max_wr, uint32_t max_sge,
 	       size_t wqe_size)
 {
@@ -89,7 +81,7 @@ int sv_post_one_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 	int is_inline;
 
 	/* Sends need RTS (or SQD/SQE/ERR, where they wait or flush). */
-	if (qp->state < IBV_QPS_RTS)
+	if (sv_qp_state(qp) < IBV_QPS_RTS)
 		return EINVAL;
 	if (op >= 32 || !(sv_qp_send_opcodes(qp->type) & (1u << op)))
 		return EINVAL;
@@ -188,7 +180,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			break;
 		}
 	}
-	flush = qp->state == IBV_QPS_ERR;
+	flush = sv_qp_state(qp) == IBV_QPS_ERR;
 	pthread_spin_unlock(&qp->sq_lock);
 	if (flush)
 		sv_engine_flush(qp);
@@ -197,52 +189,31 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	return err;
 }
 
-int sv_post_one_recv(struct sv_wq *rq, uint32_t max_sge,
-		     const struct ibv_recv_wr *wr)
-{
-	struct sv_recv_wqe *w;
-
-	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge)
-		return EINVAL;
-	if (rq->tail - rq->head >= rq->max_wr)
-		return ENOMEM;
-	w = sv_wq_slot(rq, rq->tail);
-	w->wr_id = wr->wr_id;
-	w->num_sge = (uint32_t)wr->num_sge;
-	if (wr->num_sge)
-		memcpy(w->sge, wr->sg_list,
-		       (size_t)wr->num_sge * sizeof(struct ibv_sge));
-	rq->tail++;
-	return 0;
-}
-
 static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		     struct ibv_recv_wr **bad_wr)
 {
 	struct sv_qp *qp = to_svqp(ibqp);
-	int err = 0, flush;
+	int err = 0;
 
 	if (qp->srq) {
 		/* Its receives come from the SRQ. */
 		*bad_wr = wr;
 		return EINVAL;
 	}
-	pthread_spin_lock(&qp->rq_lock);
+	pthread_spin_lock(&qp->rq_post_lock);
 	for (; wr; wr = wr->next) {
-		err = qp->state == IBV_QPS_RESET ?
+		err = sv_qp_state(qp) == IBV_QPS_RESET ?
 			      EINVAL :
-			      sv_post_one_recv(&qp->rq, qp->cap.max_recv_sge, wr);
+			      sv_rq_post(qp->shm, &qp->shm->rq, wr);
 		if (err) {
 			*bad_wr = wr;
 			break;
 		}
 	}
-	flush = qp->state == IBV_QPS_ERR;
-	pthread_spin_unlock(&qp->rq_lock);
-	if (flush)
+	pthread_spin_unlock(&qp->rq_post_lock);
+	/* Posted to a QP in error: flushed at once, as hardware does. */
+	if (sv_qp_state(qp) == IBV_QPS_ERR)
 		sv_engine_flush(qp);
-	else
-		sv_engine_kick_rq(qp);
 	return err;
 }
 

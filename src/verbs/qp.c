@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ----------------------------------------------------- state machine -- */
 
@@ -196,12 +197,10 @@ static int check_values(struct sv_qp *qp, const struct ibv_qp_attr *a,
 	return 0;
 }
 
-/* Copies the accepted attributes into qp->attr.  Must hold both queue
- * locks. */
-static void apply(struct sv_qp *qp, const struct ibv_qp_attr *a, uint32_t m)
+/* Copies the accepted attributes into q (what becomes qp->attr). */
+static void apply(struct ibv_qp_attr *q, const struct ibv_qp_attr *a,
+		  uint32_t m)
 {
-	struct ibv_qp_attr *q = &qp->attr;
-
 	if (m & IBV_QP_STATE)
 		q->qp_state = a->qp_state;
 	if (m & IBV_QP_EN_SQD_ASYNC_NOTIFY)
@@ -217,7 +216,6 @@ static void apply(struct sv_qp *qp, const struct ibv_qp_attr *a, uint32_t m)
 	if (m & IBV_QP_AV) {
 		q->ah_attr = a->ah_attr;
 		q->ah_attr.port_num = 1;
-		qp->dgid = a->ah_attr.grh.dgid;
 	}
 	if (m & IBV_QP_PATH_MTU)
 		q->path_mtu = a->path_mtu;
@@ -245,21 +243,19 @@ static void apply(struct sv_qp *qp, const struct ibv_qp_attr *a, uint32_t m)
 		q->max_dest_rd_atomic = a->max_dest_rd_atomic;
 	if (m & IBV_QP_PATH_MIG_STATE)
 		q->path_mig_state = a->path_mig_state;
-	if (m & IBV_QP_DEST_QPN) {
+	if (m & IBV_QP_DEST_QPN)
 		q->dest_qp_num = a->dest_qp_num;
-		qp->dest_qpn = a->dest_qp_num;
-	}
 }
 
 static void lock_both(struct sv_qp *qp)
 {
 	pthread_spin_lock(&qp->sq_lock);
-	pthread_spin_lock(&qp->rq_lock);
+	pthread_spin_lock(&qp->rq_post_lock);
 }
 
 static void unlock_both(struct sv_qp *qp)
 {
-	pthread_spin_unlock(&qp->rq_lock);
+	pthread_spin_unlock(&qp->rq_post_lock);
 	pthread_spin_unlock(&qp->sq_lock);
 }
 
@@ -278,12 +274,15 @@ static int modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	uint32_t mask = (uint32_t)attr_mask;
 	enum ibv_qp_state cur, next, old;
 	struct sv_modify_qp_req req;
+	struct sv_link *link = NULL;
+	struct sv_peer *peer = NULL;
+	struct ibv_qp_attr na;
 	int err;
 
 	if (!attr || (mask & ~KNOWN_MASK) || (mask & IBV_QP_CAP))
 		return EINVAL;
 	pthread_mutex_lock(&ibqp->mutex); /* one modify at a time */
-	old = qp->state;
+	old = sv_qp_state(qp);
 	cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state : old;
 	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
 	err = EINVAL;
@@ -295,30 +294,36 @@ static int modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	if (err)
 		goto out;
 
+	pthread_spin_lock(&qp->sq_lock);
+	na = qp->attr;
+	pthread_spin_unlock(&qp->sq_lock);
+	apply(&na, attr, mask);
+	na.qp_state = next;
+	na.cur_qp_state = next;
+	if (next == IBV_QPS_RTR && old != IBV_QPS_RTR && qp->type != IBV_QPT_UD)
+		sv_engine_qp_route(qp, na.dest_qp_num, &link, &peer);
+
 	lock_both(qp);
-	apply(qp, attr, mask);
-	qp->state = next;
-	qp->attr.qp_state = next;
-	ibqp->state = next;
-	if (next == IBV_QPS_RESET) {
-		/* RESET empties both queues without completions. */
-		qp->sq.head = qp->sq.tail = qp->sq.next = 0;
-		qp->rq.head = qp->rq.tail = 0;
-		qp->attr.sq_draining = 0;
+	err = -sv_engine_qp_commit(qp, old, &na, attr_mask, link, peer);
+	if (!err) {
+		if (mask & IBV_QP_AV)
+			qp->dgid = na.ah_attr.grh.dgid;
+		qp->dest_qpn = na.dest_qp_num;
+		ibqp->state = next;
 	}
 	unlock_both(qp);
+	if (err)
+		goto out;
 
 	req = (struct sv_modify_qp_req){ .handle = ibqp->handle,
 					 .state = next,
-					 .dest_qpn = qp->attr.dest_qp_num,
-					 .qkey = qp->attr.qkey };
+					 .dest_qpn = na.dest_qp_num,
+					 .qkey = na.qkey };
 	/* The daemon only records it (res show, wire demux). */
 	if (sv_ctx_call_simple(ibqp->context, SV_OP_MODIFY_QP, &req,
 			       sizeof(req), NULL, 0))
 		sv_dbg("qp %#x: modify not recorded", ibqp->qp_num);
-	err = -sv_engine_qp_modify(qp, old, attr_mask);
-	if (next == IBV_QPS_ERR)
-		sv_engine_flush(qp);
+	sv_engine_qp_modified(qp, old, next);
 out:
 	pthread_mutex_unlock(&ibqp->mutex);
 	return err;
@@ -349,8 +354,8 @@ SV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	pthread_mutex_lock(&ibqp->mutex);
 	lock_both(qp);
 	*attr = qp->attr;
-	attr->qp_state = qp->state;
-	attr->cur_qp_state = qp->state;
+	attr->qp_state = sv_qp_state(qp);
+	attr->cur_qp_state = attr->qp_state;
 	attr->cap = qp->cap;
 	attr->sq_draining = 0;
 	unlock_both(qp);
@@ -438,16 +443,23 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 			     struct ibv_qp_init_attr_ex *a)
 {
 	struct sv_create_qp_req req;
+	struct sv_ctx_ref cref = sv_cref(ctx);
 	struct sv_qp_rep rep;
 	struct ibv_qp_cap cap;
 	struct sv_engine *eng;
 	struct sv_qp *qp;
 	struct ibv_qp *ib;
-	int err = check_init(ctx, a);
+	struct sv_call c = { .op = SV_OP_CREATE_QP,
+			     .req = &req,
+			     .req_len = sizeof(req),
+			     .rep = &rep,
+			     .rep_cap = sizeof(rep),
+			     .nfds = 1 };
+	int err = check_init(ctx, a), fd = -1;
 
 	if (err)
 		return sv_null_errno(-err);
-	eng = sv_engine_get(ctx);
+	eng = sv_engine_get(&cref);
 	if (!eng)
 		return NULL;
 	/* Granted: what was asked (at least one WR and SGE on each queue, so
@@ -467,15 +479,11 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 	if (err)
 		goto err_free;
 	qp->sq.max_wr = cap.max_send_wr;
-	if (!a->srq) {
-		err = sv_wq_init(&qp->rq, cap.max_recv_wr ? cap.max_recv_wr : 1,
-				 cap.max_recv_sge ? cap.max_recv_sge : 1,
-				 sv_recv_wqe_size(cap.max_recv_sge ?
-							  cap.max_recv_sge : 1));
-		if (err)
-			goto err_sq;
-		qp->rq.max_wr = cap.max_recv_wr;
-	}
+	qp->srq = a->srq ? to_svsrq(a->srq) : NULL;
+	err = sv_qp_shm_create(qp, cap.max_recv_wr, cap.max_recv_sge, !!a->srq,
+			       &fd);
+	if (err)
+		goto err_sq;
 	req = (struct sv_create_qp_req){
 		.pd_handle = a->pd->handle,
 		.scq_handle = a->send_cq->handle,
@@ -484,9 +492,12 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 		.qp_type = a->qp_type,
 		.max_send_wr = cap.max_send_wr,
 		.max_recv_wr = cap.max_recv_wr,
+		.cookie = qp->shm->h.cookie,
 	};
-	err = -sv_ctx_call_simple(ctx, SV_OP_CREATE_QP, &req, sizeof(req),
-				  &rep, sizeof(rep));
+	c.fds = &fd;
+	err = -sv_ctx_call(ctx, &c);
+	close(fd);
+	fd = -1;
 	if (err)
 		goto err_rq;
 
@@ -505,10 +516,10 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 	pthread_mutex_init(&ib->mutex, NULL);
 	pthread_cond_init(&ib->cond, NULL);
 	qp->eng = eng;
+	qp->cref = cref;
 	pthread_spin_init(&qp->sq_lock, PTHREAD_PROCESS_PRIVATE);
-	pthread_spin_init(&qp->rq_lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&qp->rq_post_lock, PTHREAD_PROCESS_PRIVATE);
 	qp->type = a->qp_type;
-	qp->state = IBV_QPS_RESET;
 	qp->attr.qp_state = IBV_QPS_RESET;
 	qp->attr.path_mtu = IBV_MTU_1024;
 	qp->attr.port_num = 1;
@@ -518,7 +529,13 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 	qp->pd_id = to_svpd(a->pd)->pd_id;
 	qp->scq = to_svcq(a->send_cq);
 	qp->rcq = to_svcq(a->recv_cq);
-	qp->srq = a->srq ? to_svsrq(a->srq) : NULL;
+	/* What a responder run by any process needs to know. */
+	qp->shm->qpn = rep.qpn;
+	qp->shm->type = a->qp_type;
+	qp->shm->pd_id = qp->pd_id;
+	qp->shm->rx_pd_id = qp->srq ? qp->srq->pd_id : qp->pd_id;
+	qp->shm->rcq_cookie = qp->rcq->shm->h.cookie;
+	qp->shm->srq_cookie = qp->srq ? qp->srq->shm->h.cookie : 0;
 	atomic_fetch_add(&qp->scq->usecnt, 1);
 	atomic_fetch_add(&qp->rcq->usecnt, 1);
 	if (qp->srq)
@@ -542,7 +559,9 @@ err_undo:
 		atomic_fetch_sub(&qp->srq->usecnt, 1);
 	destroy_cmd(ctx, rep.handle);
 err_rq:
-	sv_wq_free(&qp->rq);
+	if (fd >= 0)
+		close(fd);
+	sv_shm_release(qp->shm);
 err_sq:
 	sv_wq_free(&qp->sq);
 err_free:
@@ -615,11 +634,11 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	if (qp->srq)
 		atomic_fetch_sub(&qp->srq->usecnt, 1);
 	pthread_spin_destroy(&qp->sq_lock);
-	pthread_spin_destroy(&qp->rq_lock);
+	pthread_spin_destroy(&qp->rq_post_lock);
 	pthread_mutex_destroy(&ibqp->mutex);
 	pthread_cond_destroy(&ibqp->cond);
 	sv_wq_free(&qp->sq);
-	sv_wq_free(&qp->rq);
+	sv_shm_release(qp->shm);
 	free(qp);
 	return 0;
 }

@@ -47,7 +47,7 @@ static int wr_complete(struct ibv_qp_ex *q)
 
 	if (err)
 		qp->sq.tail = qp->wr_start_tail;
-	flush = qp->state == IBV_QPS_ERR;
+	flush = sv_qp_state(qp) == IBV_QPS_ERR;
 	pthread_spin_unlock(&qp->sq_lock);
 	if (err)
 		return err;
@@ -74,7 +74,7 @@ static struct sv_send_wqe *new_wqe(struct sv_qp *qp, enum ibv_wr_opcode op)
 
 	if (qp->wr_err)
 		return NULL;
-	if (qp->state < IBV_QPS_RTS ||
+	if (sv_qp_state(qp) < IBV_QPS_RTS ||
 	    !(sv_qp_send_opcodes(qp->type) & (1u << op))) {
 		fail(qp, EINVAL);
 		return NULL;

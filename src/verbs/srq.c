@@ -1,44 +1,61 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Shared receive queues: create (basic SRQs only), modify (limit arming,
- * resize), query, destroy, ibv_post_srq_recv, and sv_srq_take, the engine's
- * way to consume one receive WQE.
+ * resize), query, destroy, ibv_post_srq_recv.  The queue is the engine's
+ * (a shared-memory ring, src/engine/sv_queue.c) that the responders of
+ * the QPs attached to it consume, whichever process runs them.
  */
 #include "dp_int.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static struct ibv_srq *srq_new(struct ibv_pd *pd, void *srq_context,
 			       struct ibv_srq_attr *attr)
 {
 	struct ibv_context *ctx = pd->context;
+	struct sv_ctx_ref cref = sv_cref(ctx);
 	struct sv_create_srq_req req;
 	struct sv_obj_rep rep;
 	struct sv_engine *eng;
 	struct sv_srq *srq;
-	int err;
+	struct sv_call c = { .op = SV_OP_CREATE_SRQ,
+			     .req = &req,
+			     .req_len = sizeof(req),
+			     .rep = &rep,
+			     .rep_cap = sizeof(rep),
+			     .nfds = 1 };
+	int err, fd = -1;
 
 	if (!attr->max_wr || attr->max_wr > SV_MAX_SRQ_WR || !attr->max_sge ||
 	    attr->max_sge > SV_MAX_SRQ_SGE || attr->srq_limit > attr->max_wr)
 		return sv_null_errno(-EINVAL);
-	eng = sv_engine_get(ctx);
+	eng = sv_engine_get(&cref);
 	if (!eng)
 		return NULL;
 	srq = calloc(1, sizeof(*srq));
 	if (!srq)
 		return sv_null_errno(-ENOMEM);
-	err = sv_wq_init(&srq->rq, attr->max_wr, attr->max_sge,
-			 sv_recv_wqe_size(attr->max_sge));
+	srq->pd_id = to_svpd(pd)->pd_id;
+	err = sv_srq_shm_create(srq, attr->max_wr, attr->max_sge, &fd);
 	if (err)
 		goto err_free;
+	srq->shm->limit = attr->srq_limit;
+	srq->eng = eng;
+	srq->cref = cref;
+	err = sv_engine_srq_add(eng, srq);
+	if (err)
+		goto err_shm;
 	req = (struct sv_create_srq_req){ .pd_handle = pd->handle,
 					  .max_wr = attr->max_wr,
 					  .max_sge = attr->max_sge };
-	err = sv_ctx_call_simple(ctx, SV_OP_CREATE_SRQ, &req, sizeof(req), &rep,
-				 sizeof(rep));
+	c.fds = &fd;
+	err = sv_ctx_call(ctx, &c);
+	close(fd);
+	fd = -1;
 	if (err)
-		goto err_wq;
+		goto err_tab;
 	srq->srq.context = ctx;
 	srq->srq.srq_context = srq_context;
 	srq->srq.pd = pd;
@@ -46,15 +63,16 @@ static struct ibv_srq *srq_new(struct ibv_pd *pd, void *srq_context,
 	srq->srq.events_completed = 0;
 	pthread_mutex_init(&srq->srq.mutex, NULL);
 	pthread_cond_init(&srq->srq.cond, NULL);
-	pthread_spin_init(&srq->lock, PTHREAD_PROCESS_PRIVATE);
-	srq->srq_limit = attr->srq_limit;
-	srq->pd_id = to_svpd(pd)->pd_id;
-	srq->eng = eng;
+	pthread_spin_init(&srq->post_lock, PTHREAD_PROCESS_PRIVATE);
 	sv_dp_obj_add(srq);
 	return &srq->srq;
 
-err_wq:
-	sv_wq_free(&srq->rq);
+err_tab:
+	sv_engine_srq_del(srq);
+err_shm:
+	sv_shm_release(srq->shm);
+	if (fd >= 0)
+		close(fd);
 err_free:
 	free(srq);
 	return sv_null_errno(err);
@@ -97,53 +115,32 @@ SV_EXPORT int ibv_modify_srq(struct ibv_srq *ibsrq,
 			     struct ibv_srq_attr *srq_attr, int srq_attr_mask)
 {
 	struct sv_srq *srq = to_svsrq(ibsrq);
+	struct sv_srq_shm *s = srq->shm;
 	uint32_t mask = (uint32_t)srq_attr_mask;
-	struct sv_wq nq = { 0 };
-	char *old = NULL;
 	int err = 0;
 
 	if (!srq_attr || (mask & ~(uint32_t)(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)))
 		goto einval;
-	if (mask & IBV_SRQ_MAX_WR) {
-		if (!srq_attr->max_wr || srq_attr->max_wr > SV_MAX_SRQ_WR)
-			goto einval;
-		if (sv_wq_init(&nq, srq_attr->max_wr, srq->rq.max_sge,
-			       srq->rq.wqe_size)) {
-			errno = ENOMEM;
-			return ENOMEM;
-		}
-	}
-	pthread_spin_lock(&srq->lock);
-	if (mask & IBV_SRQ_MAX_WR) {
-		uint32_t n = srq->rq.tail - srq->rq.head;
-
-		if (n > srq_attr->max_wr ||
-		    ((mask & IBV_SRQ_LIMIT) ? srq_attr->srq_limit :
-					      srq->srq_limit) > srq_attr->max_wr) {
-			err = EINVAL;
-		} else {
-			for (uint32_t i = 0; i < n; i++)
-				memcpy(sv_wq_slot(&nq, i),
-				       sv_wq_slot(&srq->rq, srq->rq.head + i),
-				       srq->rq.wqe_size);
-			old = srq->rq.buf;
-			nq.tail = n;
-			srq->rq = nq;
-		}
-	}
+	if ((mask & IBV_SRQ_MAX_WR) &&
+	    (!srq_attr->max_wr || srq_attr->max_wr > SV_MAX_SRQ_WR))
+		goto einval;
+	/* The post side stays still while the ring moves. */
+	pthread_spin_lock(&srq->post_lock);
+	if (((mask & IBV_SRQ_LIMIT) ? srq_attr->srq_limit : s->limit) >
+	    ((mask & IBV_SRQ_MAX_WR) ? srq_attr->max_wr : s->rq.max_wr))
+		err = -EINVAL;
+	if (!err && (mask & IBV_SRQ_MAX_WR))
+		err = sv_srq_resize(srq, srq_attr->max_wr);
 	if (!err && (mask & IBV_SRQ_LIMIT)) {
-		if (srq_attr->srq_limit > srq->rq.max_wr)
-			err = EINVAL;
-		else
-			srq->srq_limit = srq_attr->srq_limit;
+		sv_shlock_lock(&s->lock);
+		s->limit = srq_attr->srq_limit;
+		sv_shlock_unlock(&s->lock);
 	}
-	pthread_spin_unlock(&srq->lock);
+	pthread_spin_unlock(&srq->post_lock);
 	if (err) {
-		free(nq.buf);
-		errno = err;
-		return err;
+		errno = -err;
+		return -err;
 	}
-	free(old);
 	if (mask & IBV_SRQ_MAX_WR) {
 		struct sv_create_srq_req req = { .handle = ibsrq->handle,
 						 .max_wr = srq_attr->max_wr };
@@ -161,13 +158,13 @@ einval:
 
 SV_EXPORT int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 {
-	struct sv_srq *srq = to_svsrq(ibsrq);
+	struct sv_srq_shm *s = to_svsrq(ibsrq)->shm;
 
-	pthread_spin_lock(&srq->lock);
-	attr->max_wr = srq->rq.max_wr;
-	attr->max_sge = srq->rq.max_sge;
-	attr->srq_limit = srq->srq_limit;
-	pthread_spin_unlock(&srq->lock);
+	sv_shlock_lock(&s->lock);
+	attr->max_wr = s->rq.max_wr;
+	attr->max_sge = s->rq.max_sge;
+	attr->srq_limit = s->limit;
+	sv_shlock_unlock(&s->lock);
 	return 0;
 }
 
@@ -189,12 +186,13 @@ SV_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 		return -err;
 	}
 	sv_dp_obj_del(srq);
+	sv_engine_srq_del(srq);
 	sv_dp_wait_acks(&ibsrq->mutex, &ibsrq->cond, &ibsrq->events_completed,
 			&srq->events_delivered);
-	pthread_spin_destroy(&srq->lock);
+	pthread_spin_destroy(&srq->post_lock);
 	pthread_mutex_destroy(&ibsrq->mutex);
 	pthread_cond_destroy(&ibsrq->cond);
-	sv_wq_free(&srq->rq);
+	sv_shm_release(srq->shm);
 	free(srq);
 	return 0;
 }
@@ -205,44 +203,16 @@ static int post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	struct sv_srq *srq = to_svsrq(ibsrq);
 	int err = 0;
 
-	pthread_spin_lock(&srq->lock);
+	pthread_spin_lock(&srq->post_lock);
 	for (; wr; wr = wr->next) {
-		err = sv_post_one_recv(&srq->rq, srq->rq.max_sge, wr);
+		err = sv_rq_post(srq->shm, &srq->shm->rq, wr);
 		if (err) {
 			*bad_wr = wr;
 			break;
 		}
 	}
-	pthread_spin_unlock(&srq->lock);
+	pthread_spin_unlock(&srq->post_lock);
 	return err;
-}
-
-int sv_srq_take(struct sv_srq *srq, struct sv_recv_wqe *out)
-{
-	struct sv_recv_wqe *w;
-	int fire = 0;
-
-	pthread_spin_lock(&srq->lock);
-	if (srq->rq.head == srq->rq.tail) {
-		pthread_spin_unlock(&srq->lock);
-		return -EAGAIN;
-	}
-	w = sv_wq_slot(&srq->rq, srq->rq.head);
-	out->wr_id = w->wr_id;
-	out->num_sge = w->num_sge;
-	memcpy(out->sge, w->sge, (size_t)w->num_sge * sizeof(struct ibv_sge));
-	srq->rq.head++;
-	/* The limit fires once when the count drops below it, then is
-	 * disarmed until the next ibv_modify_srq (IBTA 10.2.9.2). */
-	if (srq->srq_limit && srq->rq.tail - srq->rq.head < srq->srq_limit) {
-		srq->srq_limit = 0;
-		fire = 1;
-	}
-	pthread_spin_unlock(&srq->lock);
-	if (fire)
-		sv_engine_async_event(srq->srq.context,
-				      IBV_EVENT_SRQ_LIMIT_REACHED, &srq->srq);
-	return 0;
 }
 
 void sv_srq_set_ops(struct verbs_context *vctx)

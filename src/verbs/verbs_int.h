@@ -15,6 +15,7 @@
 #include <infiniband/verbs.h>
 
 #include "sv_client.h"
+#include "sv_engine.h"
 #include "sv_log.h"
 #include "sv_param.h"
 #include "sv_proto.h"
@@ -52,6 +53,18 @@ struct sv_context {
 static inline struct sv_context *to_svctx(struct ibv_context *ctx)
 {
 	return sv_container_of(ctx, struct sv_context, vctx.context);
+}
+
+/* What the engine needs to know of ctx (sv_engine.h struct sv_ctx_ref). */
+static inline struct sv_ctx_ref sv_cref(struct ibv_context *ctx)
+{
+	struct sv_context *c = to_svctx(ctx);
+	struct sv_ctx_ref r = { .ctx = ctx,
+				.ufile = c->ufile,
+				.ctx_id = c->ctx_id,
+				.instance = c->instance };
+
+	return r;
 }
 
 /*

@@ -1,0 +1,314 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Views of other processes' QPs, for direct execution (sv_direct.c): the
+ * initiator maps the target QP's responder block, its receive CQ and its
+ * SRQ (the fds the daemon keeps, SV_OP_QP_PEER) and runs the target's
+ * responder itself, moving the payload with CMA.  What only the owner can
+ * do -- a completion event on its channel, an async event, flushing its
+ * send queue -- travels to its engine as an event record on our link to
+ * it (SV_REC_EVENT), with a doorbell.
+ *
+ * A view lives in a per-engine list keyed by QPN.  The owner marks a
+ * region dead when it destroys the QP; a QPN reused later names a new
+ * region (another cookie), so a stale view is never used: it is dropped
+ * at the next lookup, or when the owner's engine is reported gone.
+ */
+#include "engine_int.h"
+#include "sv_client.h"
+#include "sv_sock.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static void peer_free(struct sv_peer *p)
+{
+	sv_shm_unmap(p->q);
+	sv_shm_unmap(p->rcq);
+	sv_shm_unmap(p->srq);
+	free(p);
+}
+
+static int peer_stale(struct sv_peer *p)
+{
+	return atomic_load_explicit(&p->q->h.dead, memory_order_acquire) ||
+	       (p->link && atomic_load(&p->link->dead));
+}
+
+/* Removes stale views nobody uses.  Must hold peer_lock. */
+static void prune_locked(struct sv_engine *eng, uint32_t dead_engine)
+{
+	struct sv_peer **pp = &eng->peers, *p;
+
+	while ((p = *pp)) {
+		if ((peer_stale(p) || (dead_engine && p->engine_id == dead_engine)) &&
+		    atomic_load(&p->refs) == 0) {
+			*pp = p->next;
+			peer_free(p);
+			continue;
+		}
+		pp = &p->next;
+	}
+}
+
+void sv_peer_prune(struct sv_engine *eng, uint32_t dead_engine)
+{
+	pthread_mutex_lock(&eng->peer_lock);
+	prune_locked(eng, dead_engine);
+	pthread_mutex_unlock(&eng->peer_lock);
+}
+
+void sv_peer_clear(struct sv_engine *eng)
+{
+	while (eng->peers) {
+		struct sv_peer *p = eng->peers;
+
+		eng->peers = p->next;
+		peer_free(p);
+	}
+}
+
+/* Checks that a mapped QP region describes itself consistently (a region
+ * is the owner's to scribble on, but never makes us read outside it). */
+static int qregion_ok(const struct sv_qp_shm *q, uint32_t qpn)
+{
+	uint64_t cur_sge = q->srq_cookie ? SV_MAX_SRQ_SGE : q->rq.max_sge;
+
+	if (q->qpn != qpn || q->cur_off < sizeof(*q) ||
+	    q->cur_off + sv_recv_wqe_size((uint32_t)cur_sge) > q->h.size)
+		return 0;
+	if (q->srq_cookie)
+		return 1;
+	return q->rq.cap && !(q->rq.cap & (q->rq.cap - 1)) &&
+	       q->rq.max_wr <= q->rq.cap && q->rq.max_sge <= SV_MAX_SGE &&
+	       q->rq.wqe_size == sv_recv_wqe_size(q->rq.max_sge) &&
+	       q->rq.slots_off + (uint64_t)q->rq.cap * q->rq.wqe_size <= q->h.size;
+}
+
+static int cregion_ok(const struct sv_cq_shm *c)
+{
+	return c->entries_off >= sizeof(*c) &&
+	       c->entries_off + (uint64_t)c->max * sizeof(struct ibv_wc) <=
+		       c->h.size;
+}
+
+static int sregion_ok(const struct sv_srq_shm *s)
+{
+	const struct sv_rq_shm *q = &s->rq;
+
+	return q->max_sge <= SV_MAX_SRQ_SGE &&
+	       q->wqe_size == sv_recv_wqe_size(q->max_sge) &&
+	       q->slots_off >= sizeof(*s) &&
+	       q->slots_off + (uint64_t)q->cap * q->wqe_size <= s->h.size;
+}
+
+/* Maps the regions of QP qpn from the daemon's fds.  NULL if it is not
+ * there, not complete, or not consistent. */
+static struct sv_peer *peer_map(struct sv_engine *eng, uint32_t qpn)
+{
+	struct sv_qpn_req req = { .qpn = qpn };
+	struct sv_qp_peer_rep rep;
+	int fds[3] = { -1, -1, -1 };
+	struct sv_call c = { .op = SV_OP_QP_PEER,
+			     .instance = eng->instance,
+			     .attach_fd = -1,
+			     .req = &req,
+			     .req_len = sizeof(req),
+			     .rep = &rep,
+			     .rep_cap = sizeof(rep),
+			     .rfds = fds,
+			     .max_rfds = 3 };
+	struct sv_peer *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	if (sv_call(&c) || c.rep_len != sizeof(rep) || c.nrfds < 2)
+		goto err;
+	p->qpn = qpn;
+	p->engine_id = rep.engine_id;
+	p->pid = (pid_t)rep.pid;
+	p->q = sv_shm_map(fds[0], SV_SHM_QP, rep.qp_cookie);
+	if (!p->q || !qregion_ok(p->q, qpn))
+		goto err;
+	p->rcq = sv_shm_map(fds[1], SV_SHM_CQ, p->q->rcq_cookie);
+	if (!p->rcq || !cregion_ok(p->rcq))
+		goto err;
+	if (p->q->srq_cookie) {
+		if (c.nrfds < 3)
+			goto err;
+		p->srq = sv_shm_map(fds[2], SV_SHM_SRQ, p->q->srq_cookie);
+		if (!p->srq || !sregion_ok(p->srq))
+			goto err;
+	}
+	sv_close_fds(fds, 3);
+	return p;
+
+err:
+	sv_close_fds(fds, 3);
+	if (p->q)
+		sv_shm_unmap(p->q);
+	if (p->rcq)
+		sv_shm_unmap(p->rcq);
+	if (p->srq)
+		sv_shm_unmap(p->srq);
+	free(p);
+	return NULL;
+}
+
+struct sv_peer *sv_peer_get(struct sv_engine *eng, uint32_t qpn)
+{
+	struct sv_peer *p;
+
+	pthread_mutex_lock(&eng->peer_lock);
+	for (p = eng->peers; p; p = p->next)
+		if (p->qpn == qpn && !peer_stale(p)) {
+			atomic_fetch_add(&p->refs, 1);
+			pthread_mutex_unlock(&eng->peer_lock);
+			return p;
+		}
+	prune_locked(eng, 0);
+	pthread_mutex_unlock(&eng->peer_lock);
+
+	p = peer_map(eng, qpn);
+	if (!p)
+		return NULL;
+	pthread_mutex_lock(&eng->lock);
+	p->link = sv_link_get(eng, p->engine_id);
+	pthread_mutex_unlock(&eng->lock);
+	/* Direct execution needs CMA to the owner (its memory is reached
+	 * that way), which the owner's region proves readable. */
+	if (!p->link || !sv_cma_probe(p->pid, p->q->h.owner_va, SV_SHM_QP)) {
+		peer_free(p);
+		return NULL;
+	}
+	atomic_store(&p->refs, 1);
+	pthread_mutex_lock(&eng->peer_lock);
+	p->next = eng->peers;
+	eng->peers = p;
+	pthread_mutex_unlock(&eng->peer_lock);
+	return p;
+}
+
+void sv_peer_put(struct sv_peer *p)
+{
+	if (p)
+		atomic_fetch_sub(&p->refs, 1);
+}
+
+/* ------------------------------------------------------ owner events -- */
+
+/* Sends an event record to the owner of p (its doorbell rings: events
+ * are rare and the owner may sleep).  A full ring is retried: the owner
+ * drains it, and an event lost would leave a waiter blocked. */
+static void peer_event(struct sv_peer *p, uint32_t kind, uint32_t id,
+		       uint64_t cookie, uint32_t bits)
+{
+	struct sv_ev_rec *r;
+	int dead = 0;
+
+	for (unsigned tries = 0;; tries++) {
+		r = (struct sv_ev_rec *)sv_link_reserve_type(p->link, sizeof(*r),
+							     SV_REC_EVENT,
+							     &dead);
+		if (r || dead)
+			break;
+		if (tries > 100000) {
+			sv_warn("qp %#x: the owner does not drain its ring: "
+				"event lost", p->qpn);
+			return;
+		}
+		sched_yield();
+	}
+	if (!r)
+		return;
+	*r = (struct sv_ev_rec){ .kind = kind, .id = id, .cookie = cookie,
+				 .bits = bits };
+	sv_link_commit(p->link);
+	sv_link_ring(p->link);
+}
+
+void sv_rtgt_notify(struct sv_engine *eng, struct sv_rtgt *t, int kind,
+		    unsigned bits)
+{
+	struct sv_qp *own = t->own;
+
+	if (own) {
+		switch (kind) {
+		case SV_EVK_CQ:
+			if (bits & SV_CQP_EVENT)
+				sv_cq_comp_event(own->rcq);
+			if (bits & SV_CQP_OVERFLOW)
+				sv_eng_async(eng, &own->rcq->cref, IBV_EVENT_CQ_ERR,
+					     ibv_cq_ex_to_cq(&own->rcq->ex));
+			break;
+		case SV_EVK_SRQ:
+			if (own->srq)
+				sv_eng_async(eng, &own->srq->cref,
+					     IBV_EVENT_SRQ_LIMIT_REACHED,
+					     &own->srq->srq);
+			break;
+		default:
+			/* Flushing needs the QP's send lock, which our caller
+			 * may hold (of another QP): the progress scan does it. */
+			sv_eng_want_work(eng);
+			break;
+		}
+		return;
+	}
+	if (!t->peer || !t->peer->link)
+		return;
+	switch (kind) {
+	case SV_EVK_CQ:
+		peer_event(t->peer, SV_EVK_CQ, t->rcq->h.obj_id, t->rcq->h.cookie,
+			   bits);
+		break;
+	case SV_EVK_SRQ:
+		if (t->srq)
+			peer_event(t->peer, SV_EVK_SRQ, t->srq->h.obj_id,
+				   t->srq->h.cookie, bits);
+		break;
+	default:
+		peer_event(t->peer, SV_EVK_QP, t->q->qpn, t->q->h.cookie, 0);
+		break;
+	}
+}
+
+/* --------------------------------------------------- UD destinations -- */
+
+struct sv_peer *sv_peer_find(struct sv_engine *eng, uint32_t qpn)
+{
+	struct sv_peer *p;
+
+	pthread_mutex_lock(&eng->peer_lock);
+	for (p = eng->peers; p; p = p->next)
+		if (p->qpn == qpn && !peer_stale(p)) {
+			atomic_fetch_add(&p->refs, 1);
+			break;
+		}
+	pthread_mutex_unlock(&eng->peer_lock);
+	return p;
+}
+
+void sv_peer_learn(struct sv_engine *eng, uint32_t qpn)
+{
+	struct sv_peer *p;
+	uint32_t slot = qpn & 255;
+	int local;
+
+	pthread_rwlock_rdlock(&eng->qp_lock);
+	local = !!sv_eng_qp(eng, qpn);
+	pthread_rwlock_unlock(&eng->qp_lock);
+	if (local || eng->nodirect[slot] == qpn + 1)
+		return;
+	p = sv_peer_find(eng, qpn);
+	if (!p)
+		p = sv_peer_get(eng, qpn);
+	if (!p) {
+		eng->nodirect[slot] = qpn + 1;
+		return;
+	}
+	sv_peer_put(p); /* stays cached */
+}

@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Direct execution: the initiator places the data itself, as a NIC's DMA
+ * does (engine.c "Direct execution").  A send WQE becomes one whole
+ * message -- an *_ONLY request -- that the initiator hands to the target
+ * QP's responder (sv_resp_direct) on the target's shared block, with the
+ * payload described as ranges of the initiator's memory: the responder
+ * checks everything a responder checks and moves the bytes with one CMA
+ * call (or memcpy when the target is in this process).  The outcome comes
+ * back at once, so the WQE completes without an ACK:
+ *
+ *   ACK   done (an atomic's original value is written locally first)
+ *   NAK   RC: the completer's NAK handling (remote access, invalid
+ *         request, operational errors), the target is in ERR already
+ *   RNR   RC: the RNR timer and rnr_retry, as for an RNR NAK; UC/UD:
+ *         the message is lost
+ *   DROP  the target did not take it (not ready, Q_Key, gone): RC waits
+ *         for the transport timer and retries, as after a lost packet;
+ *         UC/UD: lost, the send completes
+ *   LOCAL our own buffer faulted: IBV_WC_LOC_PROT_ERR
+ *
+ * Returns 0 (dealt with: the caller moves on), 1 (the completer placed
+ * sq.next itself), 2 (not now: an earlier message waits for its retry)
+ * or -EAGAIN (the target is not reachable directly: use packets).
+ *
+ * Order.  One requester runs a QP's WQEs in order, and each is complete
+ * when the call returns, so a later SEND never overtakes an earlier
+ * WRITE.  After a DROP on RC nothing newer starts until the retry: the
+ * dropped message must still land first.
+ */
+#include "engine_int.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* Our QP qpn, pinned against destruction (busy) while we execute on it.
+ * The rwlock prefers readers (glibc's default), so taking it with an
+ * sq_lock held cannot deadlock against a drain that holds it and waits for
+ * that sq_lock. */
+static struct sv_qp *local_pin(struct sv_engine *eng, uint32_t qpn)
+{
+	struct sv_qp *q;
+
+	pthread_rwlock_rdlock(&eng->qp_lock);
+	q = sv_eng_qp(eng, qpn);
+	if (q)
+		atomic_fetch_add(&q->busy, 1);
+	pthread_rwlock_unlock(&eng->qp_lock);
+	return q;
+}
+
+/* Every packet we put on link was consumed. */
+static int ring_idle(struct sv_link *link)
+{
+	return !link || link->tx.tail == atomic_load_explicit(&link->tx.h->head,
+							     memory_order_acquire);
+}
+
+/* Something sent directly is still waiting for its retry (RC). */
+static int drop_pending(struct sv_qp *qp)
+{
+	for (uint32_t i = qp->sq.head; i != qp->sq.next; i++) {
+		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, i);
+
+		if (WQE_STATE(w) != WQE_DONE)
+			return 1;
+	}
+	return 0;
+}
+
+/* Every range of d in another process can be read (one byte each). */
+static int remote_src_ok(const struct sv_data *d)
+{
+	for (int i = 0; i < d->nseg; i++) {
+		struct sv_seg one = d->seg[i], bseg;
+		struct sv_data src = { .seg = &one, .nseg = 1, .len = 1 }, dst;
+		uint8_t b;
+
+		if (one.m.ptr || !one.len)
+			continue;
+		one.len = 1;
+		sv_data_local(&dst, &bseg, &b, 1);
+		if (sv_xfer(&dst, 0, &src, 0, 1))
+			return 0;
+	}
+	return 1;
+}
+
+/* The 40-byte GRH a UD packet would carry (sv_req.c build_hdrs). */
+static void ud_grh(struct sv_engine *eng, struct sv_send_wqe *w, uint64_t len,
+		   uint8_t *h)
+{
+	memset(h, 0, SV_GRH_BYTES);
+	st_be32(h, 6u << 28);
+	h[4] = (uint8_t)((len + SV_BTH_BYTES + SV_DETH_BYTES) >> 8);
+	h[5] = (uint8_t)(len + SV_BTH_BYTES + SV_DETH_BYTES);
+	h[6] = 0x1b;
+	h[7] = 64;
+	memcpy(h + 8, eng->gid, 16);
+	memcpy(h + 24, w->dgid.raw, 16);
+}
+
+int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
+{
+	struct sv_engine *eng = qp->eng;
+	int ud = qp->type == IBV_QPT_UD, rc = qp->type == IBV_QPT_RC;
+	uint32_t op = w->opcode, mtu = tr->mtu ? tr->mtu : 4096, npk;
+	uint32_t dqpn = ud ? w->remote_qpn : qp->dest_qpn;
+	uint32_t idx = qp->sq.next;
+	struct sv_seg segs[SV_MAX_SEGS];
+	struct sv_data data = { .seg = segs };
+	struct sv_resp_res res;
+	struct sv_peer *peer = NULL;
+	struct sv_qp *lq;
+	struct sv_rtgt t;
+	struct sv_pkt pkt;
+	uint8_t grh[SV_GRH_BYTES], opc;
+	uint64_t len;
+	int err;
+
+	if ((!ud && tr->direct != 1) || !sv_direct_enabled())
+		return -EAGAIN;
+	if (rc && drop_pending(qp))
+		return 2; /* a dropped message goes first: wait for its retry */
+	/* UD: a packet to this destination may still sit in a ring; one
+	 * message overtaking another is not what one host does. */
+	if (ud && !ring_idle(eng->loop))
+		return -EAGAIN;
+	lq = local_pin(eng, dqpn);
+	if (lq) {
+		sv_rtgt_own(&t, lq);
+	} else {
+		peer = ud ? sv_peer_find(eng, dqpn) : tr->peer;
+		if (!peer)
+			return -EAGAIN;
+		if (ud && !ring_idle(peer->link)) {
+			sv_peer_put(peer);
+			return -EAGAIN;
+		}
+		if (peer->link && atomic_load(&peer->link->dead)) {
+			/* Its process is gone: packets find out as a fabric
+			 * would (RC: RETRY_EXC_ERR). */
+			if (ud)
+				sv_peer_put(peer);
+			return -EAGAIN;
+		}
+		t = (struct sv_rtgt){ .q = peer->q, .rcq = peer->rcq,
+				      .srq = peer->srq, .peer = peer };
+	}
+	if (sv_req_start(qp, tr, w, &len)) {
+		err = 0;
+		goto out; /* finished with a local error */
+	}
+
+	opc = sv_req_opcode(op, 1, 1) |
+	      (ud ? OPC_UD : qp->type == IBV_QPT_UC ? OPC_UC : 0);
+	memset(&pkt, 0, sizeof(pkt));
+	pkt.opcode = opc;
+	pkt.flags = sv_opcodes[opc].flags;
+	pkt.qpn = dqpn;
+	pkt.se = (w->send_flags & IBV_SEND_SOLICITED) &&
+		 (pkt.flags & (OP_SEND | OP_IMM));
+	pkt.ackreq = 1;
+	pkt.imm = w->imm_data;
+	pkt.inv_rkey = w->invalidate_rkey;
+	if (pkt.flags & (OP_RETH | OP_ATMETH)) {
+		pkt.va = w->remote_addr;
+		pkt.rkey = w->rkey;
+		pkt.dma_len = (uint32_t)len;
+	}
+	if (op == IBV_WR_ATOMIC_CMP_AND_SWP) {
+		pkt.comp = w->compare_add;
+		pkt.swap = w->swap;
+	} else if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		pkt.swap = w->compare_add;
+	}
+	if (ud) {
+		pkt.qkey = w->remote_qkey;
+		pkt.src_qpn = qp->qpx.qp_base.qp_num;
+		ud_grh(eng, w, len, grh);
+		pkt.grh = grh;
+	}
+
+	/* The initiator's side of the payload. */
+	if (sv_is_read_or_atomic(op) && op != IBV_WR_RDMA_READ) {
+		data.nseg = 0;
+		data.len = 0;
+	} else if (w->send_flags & IBV_SEND_INLINE) {
+		sv_data_local(&data, segs, sv_send_wqe_inline(&qp->sq, w),
+			      w->inline_len);
+	} else {
+		err = sv_sge_resolve(eng, w->sge, (int)w->num_sge, qp->pd_id,
+				     op == IBV_WR_RDMA_READ ?
+					     IBV_ACCESS_LOCAL_WRITE : 0,
+				     0, len, &data, segs, SV_MAX_SEGS);
+		if (err) {
+			sv_wqe_done(w, err < 0 ? IBV_WC_LOC_LEN_ERR :
+						 IBV_WC_LOC_PROT_ERR);
+			err = 0;
+			goto out;
+		}
+	}
+
+	/* A NIC reads the payload before anything leaves: memory of another
+	 * process behind our lkey that cannot be read is our local error,
+	 * before the target sees the message (and before an RNR). */
+	if (!sv_is_read_or_atomic(op) && !remote_src_ok(&data)) {
+		sv_wqe_done(w, IBV_WC_LOC_PROT_ERR);
+		goto out;
+	}
+
+	npk = sv_is_read_or_atomic(op) && op != IBV_WR_RDMA_READ ? 1 :
+	      len ? (uint32_t)((len + mtu - 1) / mtu) : 1;
+	w->first_psn = tr->psn;
+	w->last_psn = (tr->psn + npk - 1) & PSN_MASK;
+	w->bytes_sent = len;
+	if (!ud)
+		tr->psn = (tr->psn + npk) & PSN_MASK;
+
+	sv_resp_direct(eng, &t, &pkt, &data, &res);
+	err = 0;
+	switch (res.kind) {
+	case SV_ROUT_ACK:
+		if (sv_is_read_or_atomic(op) && op != IBV_WR_RDMA_READ) {
+			enum ibv_wc_status st = sv_comp_atomic_result(qp, w, res.orig);
+
+			if (st != IBV_WC_SUCCESS) {
+				sv_wqe_done(w, st);
+				break;
+			}
+		}
+		if (rc)
+			sv_comp_acked(qp, tr, idx);
+		else
+			sv_wqe_done(w, IBV_WC_SUCCESS);
+		break;
+	case SV_ROUT_NAK:
+	case SV_ROUT_RNR:
+		if (rc) {
+			w->state = WQE_SENT;
+			sv_comp_nak(qp, tr, idx, res.syn, w->first_psn);
+			err = 1; /* the completer placed sq.next */
+		} else {
+			sv_wqe_done(w, IBV_WC_SUCCESS); /* UC/UD: lost */
+		}
+		break;
+	case SV_ROUT_DROP:
+		if (rc)
+			w->state = WQE_SENT; /* the timer retries it */
+		else
+			sv_wqe_done(w, IBV_WC_SUCCESS);
+		break;
+	case SV_ROUT_LOCAL:
+		sv_wqe_done(w, IBV_WC_LOC_PROT_ERR);
+		break;
+	}
+out:
+	if (lq)
+		atomic_fetch_sub(&lq->busy, 1);
+	if (ud)
+		sv_peer_put(peer);
+	return err;
+}
