@@ -21,6 +21,10 @@ endif()
 # `cmake --install` into a temporary prefix; the installed tree runs alone.
 sv_script_test(install compat/install.sh)
 
+# The command by name through PATH (and a symlink) from another directory
+# finds its own build's daemon and library.
+sv_script_test(cli_path compat/path.sh)
+
 # pyverbs PD/MR (reg, rereg, import, ODP) on our library (seed verbs).
 if(EXISTS /usr/bin/python3)
   add_test(NAME pyverbs_seed COMMAND /usr/bin/python3
