@@ -25,6 +25,9 @@ sv_script_test(install compat/install.sh)
 # finds its own build's daemon and library.
 sv_script_test(cli_path compat/path.sh)
 
+# softverbs --version / daemon status: the build and the library in use.
+sv_script_test(cli_version compat/version.sh)
+
 # pyverbs PD/MR (reg, rereg, import, ODP) on our library (seed verbs).
 if(EXISTS /usr/bin/python3)
   add_test(NAME pyverbs_seed COMMAND /usr/bin/python3
