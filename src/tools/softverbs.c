@@ -111,12 +111,13 @@ static void usage(FILE *f)
 		"  run CMD [ARGS...]              run CMD on the softverbs device\n"
 		"  devices                        list devices, port state and GIDs\n"
 		"  daemon start|stop|status       manage the device daemon (softverbsd)\n"
-		"  res show [ufile|pd|mr|dm]      list live objects (--json)\n"
+		"  res show [TYPE] [--json]       list live objects (PDs, MRs, QPs, ...)\n"
 		"  version                        this build, the library and daemon in use\n"
 		"\n"
-		"'softverbs COMMAND --help' describes each command.\n"
-		"environment: SOFTVERBS_SOCKET (daemon socket name), SOFTVERBSD\n"
-		"(daemon binary), SOFTVERBS_LIBDIR (library directory for 'run').\n");
+		"'softverbs COMMAND --help' describes each command; 'softverbs --version'\n"
+		"the build in use.  environment: SOFTVERBS_SOCKET (daemon socket name),\n"
+		"SOFTVERBSD (daemon binary), SOFTVERBS_LIBDIR (library directory for\n"
+		"'run'); man softverbs lists them all.\n");
 }
 
 int main(int argc, char **argv)

@@ -28,6 +28,11 @@ sv_script_test(cli_path compat/path.sh)
 # softverbs --version / daemon status: the build and the library in use.
 sv_script_test(cli_version compat/version.sh)
 
+# pkg-config: a tiny verbs program built with `pkg-config --cflags --libs
+# softverbs` against an installed prefix runs on softverbs by itself.
+sv_script_test(pkgconfig compat/pkgconfig.sh)
+set_tests_properties(pkgconfig PROPERTIES SKIP_RETURN_CODE 77)
+
 # pyverbs PD/MR (reg, rereg, import, ODP) on our library (seed verbs).
 if(EXISTS /usr/bin/python3)
   add_test(NAME pyverbs_seed COMMAND /usr/bin/python3

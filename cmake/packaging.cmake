@@ -1,0 +1,58 @@
+# Everything that makes softverbs an installed tool besides the binaries:
+# the pkg-config file, man pages, bash completion, the docs, and the Debian
+# package (CPack DEB: `./scripts/package.sh`, or `cpack` in a build tree).
+#
+# Installed layout (PREFIX = /usr in the package):
+#   PREFIX/bin/softverbs, softverbsd
+#   PREFIX/LIBDIR/softverbs/   every library the build installs there
+#                              (libibverbs.so.1; librdmacm.so.1 once built)
+#   PREFIX/LIBDIR/pkgconfig/softverbs.pc
+#   PREFIX/share/man/man1/softverbs.1.gz, man8/softverbsd.8.gz
+#   PREFIX/share/bash-completion/completions/softverbs
+#   PREFIX/share/doc/softverbs/  README.md, docs/*.md, copyright
+
+# --- pkg-config: written at install time, so the prefix is the one given
+# to `cmake --install --prefix` (or /usr when CPack installs).
+install(CODE "
+  set(prefix \"\${CMAKE_INSTALL_PREFIX}\")
+  set(SV_PRIVLIBDIR \"${SV_PRIVLIBDIR}\")
+  set(PROJECT_VERSION \"${PROJECT_VERSION}\")
+  configure_file(\"${CMAKE_SOURCE_DIR}/packaging/softverbs.pc.in\"
+                 \"${CMAKE_BINARY_DIR}/gen/softverbs.pc\" @ONLY)
+  file(INSTALL \"${CMAKE_BINARY_DIR}/gen/softverbs.pc\"
+       DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig\")
+")
+
+# --- man pages: made from the built binaries' --help and README.md's
+# environment table (cmake/gen_man.sh), then gzipped as Debian wants.
+set(SV_MAN_DIR ${CMAKE_BINARY_DIR}/man)
+set(SV_MAN_PAGES)
+foreach(page softverbs.1 softverbsd.8)
+  add_custom_command(
+    OUTPUT ${SV_MAN_DIR}/${page} ${SV_MAN_DIR}/${page}.gz
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${SV_MAN_DIR}
+    COMMAND sh ${CMAKE_SOURCE_DIR}/cmake/gen_man.sh
+            ${CMAKE_SOURCE_DIR}/docs/man/${page}.in ${SV_MAN_DIR}/${page}
+            ${CMAKE_BINARY_DIR}/bin ${CMAKE_SOURCE_DIR}/README.md
+    COMMAND gzip -9nfk ${SV_MAN_DIR}/${page}
+    DEPENDS softverbs softverbsd ${CMAKE_SOURCE_DIR}/docs/man/${page}.in
+            ${CMAKE_SOURCE_DIR}/cmake/gen_man.sh ${CMAKE_SOURCE_DIR}/README.md
+    COMMENT "Generating man page ${page}" VERBATIM)
+  list(APPEND SV_MAN_PAGES ${SV_MAN_DIR}/${page}.gz)
+endforeach()
+add_custom_target(sv_man ALL DEPENDS ${SV_MAN_PAGES})
+install(FILES ${SV_MAN_DIR}/softverbs.1.gz
+        DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+install(FILES ${SV_MAN_DIR}/softverbsd.8.gz
+        DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
+
+# --- bash completion (found by bash-completion's loader under
+# PREFIX/share when PREFIX/share is in XDG_DATA_DIRS: /usr, /usr/local).
+install(FILES ${CMAKE_SOURCE_DIR}/packaging/bash-completion/softverbs
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
+
+# --- docs that travel with the code.
+file(GLOB SV_DOCS ${CMAKE_SOURCE_DIR}/docs/*.md)
+install(FILES ${CMAKE_SOURCE_DIR}/README.md ${SV_DOCS}
+              ${CMAKE_SOURCE_DIR}/packaging/copyright
+        DESTINATION ${CMAKE_INSTALL_DOCDIR})
