@@ -18,6 +18,19 @@ target_include_directories(sv_build PRIVATE ${SV_GEN_DIR}
                            ${CMAKE_SOURCE_DIR}/src/common)
 set_target_properties(sv_build PROPERTIES C_VISIBILITY_PRESET hidden)
 add_dependencies(sv_build sv_build_id)
-foreach(t softverbs softverbsd ibverbs)
-  target_sources(${t} PRIVATE $<TARGET_OBJECTS:sv_build>)
+# Every program and shared library built under src/ (a library added later,
+# such as librdmacm, gets the marker without further ado).  Included at the
+# end of the top-level CMakeLists.txt, when all of them exist.
+get_property(sv_dirs DIRECTORY ${CMAKE_SOURCE_DIR} PROPERTY SUBDIRECTORIES)
+foreach(d ${sv_dirs})
+  if(NOT d MATCHES "^${CMAKE_SOURCE_DIR}/src/")
+    continue()
+  endif()
+  get_property(sv_targets DIRECTORY ${d} PROPERTY BUILDSYSTEM_TARGETS)
+  foreach(t ${sv_targets})
+    get_target_property(type ${t} TYPE)
+    if(type STREQUAL "EXECUTABLE" OR type STREQUAL "SHARED_LIBRARY")
+      target_sources(${t} PRIVATE $<TARGET_OBJECTS:sv_build>)
+    endif()
+  endforeach()
 endforeach()

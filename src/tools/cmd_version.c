@@ -10,6 +10,7 @@
 #include "sv_build.h"
 #include "sv_client.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -75,6 +76,50 @@ static void print_file(const char *what, const char *shown, const char *path)
 		       strcmp(build, sv_build_id()) ? "  (another build!)" : "");
 }
 
+/* True for "libNAME.so.N": a soname link, what the loader opens. */
+static int is_soname(const char *name)
+{
+	const char *so = strstr(name, ".so.");
+
+	if (strncmp(name, "lib", 3) || !so || !so[4])
+		return 0;
+	for (so += 4; *so; so++)
+		if (*so < '0' || *so > '9')
+			return 0;
+	return 1;
+}
+
+/*
+ * Our libibverbs.so.1 (lib is its path) and every other softverbs library
+ * beside it (librdmacm.so.1 ...): `softverbs run` puts that whole folder
+ * first on the library path.
+ */
+static void print_libs(const char *lib)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 256], build[128];
+	struct dirent *e;
+	char *slash;
+	DIR *d;
+
+	print_file("library", lib, lib);
+	snprintf(dir, sizeof(dir), "%s", lib);
+	slash = strrchr(dir, '/');
+	if (!slash)
+		return;
+	*slash = 0;
+	d = opendir(dir);
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (!is_soname(e->d_name) || !strcmp(e->d_name, slash + 1))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (sv_tool_build_of(path, build, sizeof(build)) == 0)
+			print_file("library", path, path);
+	}
+	closedir(d);
+}
+
 int sv_cmd_version(int argc, char **argv)
 {
 	char self[PATH_MAX], path[PATH_MAX], dpath[PATH_MAX];
@@ -86,10 +131,11 @@ int sv_cmd_version(int argc, char **argv)
 			printf("usage: softverbs version\n"
 			       "       softverbs --version\n\n"
 			       "Prints the build of this command (version and git describe),\n"
-			       "the libibverbs.so.1 that 'softverbs run' gives a program, the\n"
-			       "daemon binary that would be started, and the running daemon's\n"
-			       "version and binary, if one runs.  Each file's build is read from\n"
-			       "the file; one of another build is marked '(another build!)'.\n");
+			       "the libibverbs.so.1 that 'softverbs run' gives a program (and\n"
+			       "every other softverbs library beside it), the daemon binary that\n"
+			       "would be started, and the running daemon's version and binary,\n"
+			       "if one runs.  Each file's build is read from the file; one of\n"
+			       "another build is marked '(another build!)'.\n");
 			return 0;
 		}
 		sv_tool_usage_err("version", "unexpected argument '%s'", argv[1]);
@@ -101,7 +147,7 @@ int sv_cmd_version(int argc, char **argv)
 		printf("%-9s %s\n", "command", self);
 	}
 	if (sv_tool_lib_path(path, sizeof(path)) == 0)
-		print_file("library", path, path);
+		print_libs(path);
 	else
 		printf("%-9s not found ('softverbs run' cannot work)\n", "library");
 	if (realpath(sv_daemon_path(), dpath))

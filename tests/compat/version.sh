@@ -94,6 +94,12 @@ libdir=$(cd "$TMP/lib" && pwd -P)
 SOFTVERBS_LIBDIR=$libdir "$SV" --version >"$TMP/out" 2>&1
 expect "^library +$(re "$libdir/libibverbs.so.1"), build another-build-.*\(another build!\)$" \
 	"--version names a library of another build as such"
+# Every softverbs library in that folder is listed (librdmacm.so.1 ...).
+cp "$BUILD/lib/libibverbs.so.1" "$TMP/lib/libsvtest.so.7"
+SOFTVERBS_LIBDIR=$libdir "$SV" --version >"$TMP/out" 2>&1
+expect "^library +$(re "$libdir/libsvtest.so.7"), build $(re "$id")$" \
+	"--version lists every softverbs library beside libibverbs.so.1"
+rm "$TMP/lib/libsvtest.so.7"
 lib=$(SOFTVERBS_LIBDIR=$libdir loaded_lib)
 [ "$lib" = "$libdir/libibverbs.so.1" ] &&
 	ok "with SOFTVERBS_LIBDIR the program loads the library --version names" ||
