@@ -56,3 +56,44 @@ file(GLOB SV_DOCS ${CMAKE_SOURCE_DIR}/docs/*.md)
 install(FILES ${CMAKE_SOURCE_DIR}/README.md ${SV_DOCS}
               ${CMAKE_SOURCE_DIR}/packaging/copyright
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+# --- the Debian package: `cpack` in a build tree (scripts/package.sh).
+# Whatever the install rules above put under PREFIX is packaged, so a
+# library installed into SV_PRIVLIBDIR later (librdmacm.so.1) is in the
+# package without a change here.
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME softverbs)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+# Install with DESTDIR and CMAKE_INSTALL_PREFIX=/usr: the .pc gets /usr.
+set(CPACK_SET_DESTDIR ON)
+set(CPACK_INSTALL_PREFIX /usr)
+set(CPACK_STRIP_FILES ON)
+set(CPACK_PACKAGE_CONTACT "softverbs developers <softverbs@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+    "user-space RDMA device: unmodified verbs programs without an RDMA NIC")
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
+"softverbs runs programs written against rdma-core's libibverbs on any
+ Linux machine, as any user: no RDMA NIC, no kernel module, no root.
+ .
+ The package holds the softverbs command, the device daemon softverbsd, and
+ a drop-in libibverbs.so.1 in a private folder (/usr/lib/softverbs): only
+ programs started with `softverbs run`, or linked with
+ `pkg-config --libs softverbs`, use it; the system's rdma-core serves every
+ other program.")
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION net)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+# Runtime dependencies come from the binaries (libc6); rdma-core's
+# providers are not needed.  The verbs headers (libibverbs-dev) matter only
+# to build programs with the .pc; ibverbs-utils has programs to try.
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "ibverbs-utils")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libibverbs-dev, pkg-config, perftest, bash-completion")
+# prerm: stop every running daemon of the package (packaging/deb/prerm.in).
+set(SV_DAEMON ${CPACK_PACKAGING_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/softverbsd)
+configure_file(${CMAKE_SOURCE_DIR}/packaging/deb/prerm.in
+               ${CMAKE_BINARY_DIR}/gen/deb/prerm @ONLY)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${CMAKE_BINARY_DIR}/gen/deb/prerm)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+include(CPack)

@@ -38,6 +38,13 @@ set_tests_properties(pkgconfig PROPERTIES SKIP_RETURN_CODE 77)
 sv_script_test(manpages compat/manpages.sh)
 set_tests_properties(manpages PROPERTIES SKIP_RETURN_CODE 77)
 
+# The .deb: built with CPack, installed with dpkg on this machine, used from
+# the installed paths (ibv_devinfo, a pingpong pair), removed with daemons
+# running; nothing may be left.  Root only (CI); SKIP otherwise.
+sv_script_test(package_deb compat/package.sh)
+set_tests_properties(package_deb PROPERTIES SKIP_RETURN_CODE 77
+                     LABELS "compat;package")
+
 # pyverbs PD/MR (reg, rereg, import, ODP) on our library (seed verbs).
 if(EXISTS /usr/bin/python3)
   add_test(NAME pyverbs_seed COMMAND /usr/bin/python3
