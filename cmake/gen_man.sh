@@ -52,7 +52,7 @@ environment() {
 	sed -e 's/`\([^`]*\)`/\\fB\1\\fR/g' -e 's/^\([.'\'']\)\([^T]\)/\\\&\1\2/'
 }
 
-version=$("$sv" --version | sed -n '1s/^softverbs \(.*\), protocol.*/\1/p')
+version=$("$sv" --version 2>/dev/null | sed -n '1s/^softverbs \(.*\), protocol.*/\1/p')
 while IFS= read -r line; do
 	case $line in
 	@COMMANDS@) commands ;;

@@ -35,7 +35,7 @@ foreach(page softverbs.1 softverbsd.8)
             ${CMAKE_SOURCE_DIR}/docs/man/${page}.in ${SV_MAN_DIR}/${page}
             ${CMAKE_BINARY_DIR}/bin ${CMAKE_SOURCE_DIR}/README.md
     COMMAND gzip -9nfk ${SV_MAN_DIR}/${page}
-    DEPENDS softverbs softverbsd ${CMAKE_SOURCE_DIR}/docs/man/${page}.in
+    DEPENDS softverbs softverbsd ibverbs ${CMAKE_SOURCE_DIR}/docs/man/${page}.in
             ${CMAKE_SOURCE_DIR}/cmake/gen_man.sh ${CMAKE_SOURCE_DIR}/README.md
     COMMENT "Generating man page ${page}" VERBATIM)
   list(APPEND SV_MAN_PAGES ${SV_MAN_DIR}/${page}.gz)
