@@ -38,6 +38,11 @@ set_tests_properties(pkgconfig PROPERTIES SKIP_RETURN_CODE 77)
 sv_script_test(manpages compat/manpages.sh)
 set_tests_properties(manpages PROPERTIES SKIP_RETURN_CODE 77)
 
+# docs/: the generated reference pages match the headers; every link of
+# README.md and docs/ stays inside the repository.
+sv_script_test(docs_generated compat/docs.sh)
+set_tests_properties(docs_generated PROPERTIES LABELS docs)
+
 # The .deb: built with CPack, installed with dpkg on this machine, used from
 # the installed paths (ibv_devinfo, a pingpong pair), removed with daemons
 # running; nothing may be left.  Root only (CI); SKIP otherwise.
