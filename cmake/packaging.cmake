@@ -13,14 +13,17 @@
 
 # --- pkg-config: written at install time, so the prefix is the one given
 # to `cmake --install --prefix` (or /usr when CPack installs).
+# Written straight to its destination (several installs of one build tree
+# may run at once, each with its own prefix).
 install(CODE "
   set(prefix \"\${CMAKE_INSTALL_PREFIX}\")
   set(SV_PRIVLIBDIR \"${SV_PRIVLIBDIR}\")
   set(PROJECT_VERSION \"${PROJECT_VERSION}\")
+  set(pc \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig/softverbs.pc\")
+  message(STATUS \"Installing: \$ENV{DESTDIR}\${pc}\")
   configure_file(\"${CMAKE_SOURCE_DIR}/packaging/softverbs.pc.in\"
-                 \"${CMAKE_BINARY_DIR}/gen/softverbs.pc\" @ONLY)
-  file(INSTALL \"${CMAKE_BINARY_DIR}/gen/softverbs.pc\"
-       DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig\")
+                 \"\$ENV{DESTDIR}\${pc}\" @ONLY)
+  list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${pc}\")
 ")
 
 # --- man pages: made from the built binaries' --help and README.md's
