@@ -45,7 +45,7 @@ fail() {
 	echo "FAIL: $*"
 	fails=$((fails + 1))
 }
-ok() { echo "ok $*"; }
+ok() { echo "ok [${SECONDS}s] $*"; }
 
 cleanup() {
 	local p
@@ -73,13 +73,8 @@ dpkg_retry() {
 # Pids of every process running the installed daemon binary (also when
 # its file was removed under it: "... (deleted)").
 installed_daemons() {
-	local e p
-	for e in /proc/[0-9]*/exe; do
-		p=$(readlink "$e" 2>/dev/null) || continue
-		case $p in
-		"$DAEMON" | "$DAEMON (deleted)") e=${e#/proc/}; echo "${e%/exe}" ;;
-		esac
-	done
+	find /proc/[0-9]*/exe -maxdepth 0 \( -lname "$DAEMON" -o -lname "$DAEMON (deleted)" \) \
+		2>/dev/null | cut -d/ -f3
 }
 
 pkg_status() { dpkg-query -W -f='${db:Status-Status}' "$PKG" 2>/dev/null; }
