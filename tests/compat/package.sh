@@ -192,10 +192,15 @@ else
 	sed 's/^/    /' "$TMP/pair/server.out" "$TMP/pair/client.out"
 fi
 
-w=$(man -w softverbs 2>&1)
-[ "$w" = "$PFX/share/man/man1/softverbs.1.gz" ] && ok "man softverbs: $w" || fail "man -w softverbs: $w"
-man 8 softverbsd 2>/dev/null | grep -q "softverbsd - the softverbs device daemon" &&
-	ok "man 8 softverbsd" || fail "man 8 softverbsd"
+if grep -qs "^path-exclude.*/usr/share/man" /etc/dpkg/dpkg.cfg.d/*; then
+	# Minimal images tell dpkg to drop every man page.
+	echo "   (dpkg excludes /usr/share/man here: man pages not checked)"
+else
+	w=$(man -w softverbs 2>&1)
+	[ "$w" = "$PFX/share/man/man1/softverbs.1.gz" ] && ok "man softverbs: $w" || fail "man -w softverbs: $w"
+	man 8 softverbsd 2>/dev/null | grep -q "softverbsd - the softverbs device daemon" &&
+		ok "man 8 softverbsd" || fail "man 8 softverbsd"
+fi
 flags=$(pkg-config --cflags --libs softverbs 2>&1)
 # shellcheck disable=SC2086
 if cc -o "$TMP/prog" "$HERE/pc_prog.c" $flags >"$TMP/out" 2>&1 && "$TMP/prog" >"$TMP/out" 2>&1 &&
