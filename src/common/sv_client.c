@@ -4,6 +4,7 @@
 #include "sv_sock.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -59,10 +60,35 @@ static void register_atfork(void)
 
 static char daemon_path_buf[PATH_MAX + 32];
 
+/*
+ * The file of the object this code is linked into, resolved: the library
+ * (PREFIX/lib/softverbs/libibverbs.so.1) or the softverbs command.  For the
+ * main program dladdr() names argv[0] as typed ("softverbs" found through
+ * PATH), which is relative to nothing: the kernel's /proc/self/exe is the
+ * binary that really runs, wherever it was called from.
+ */
+static int own_object_path(char *out)
+{
+	struct link_map *lm = NULL;
+	Dl_info info;
+	ssize_t n;
+
+	if (!dladdr1((void *)own_object_path, &info, (void **)&lm,
+		     RTLD_DL_LINKMAP) || !info.dli_fname)
+		return -1;
+	if (lm && lm->l_name && lm->l_name[0])
+		return realpath(info.dli_fname, out) ? 0 : -1;
+	/* The main program's link_map has an empty name. */
+	n = readlink("/proc/self/exe", out, PATH_MAX - 1);
+	if (n <= 0)
+		return -1;
+	out[n] = 0;
+	return 0;
+}
+
 const char *sv_daemon_path(void)
 {
 	const char *env = getenv("SOFTVERBSD");
-	Dl_info info;
 	char dir[PATH_MAX];
 	char *slash;
 
@@ -70,8 +96,7 @@ const char *sv_daemon_path(void)
 		return env;
 	/* Next to our own object: build/lib/libibverbs.so.1 and
 	 * build/bin/softverbs both find build/bin/softverbsd. */
-	if (dladdr((void *)sv_daemon_path, &info) && info.dli_fname &&
-	    realpath(info.dli_fname, dir)) {
+	if (own_object_path(dir) == 0) {
 		slash = strrchr(dir, '/');
 		if (slash) {
 			*slash = 0;

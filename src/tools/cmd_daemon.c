@@ -9,6 +9,7 @@
 #include "sv_proc.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,9 @@ static void usage(FILE *f)
 		"  start   start the device daemon unless it runs; print its pid\n"
 		"  stop    shut it down (every open device of every program becomes\n"
 		"          unusable) and wait until it is gone; not running is fine\n"
-		"  status  pid, uptime and counters; exit 1 when not running.\n"
+		"  status  pid, uptime, counters, the daemon's build and binary, and\n"
+		"          the libibverbs.so.1 'softverbs run' gives programs; exit 1\n"
+		"          when not running.\n"
 		"          'clients' does not count this command's own connection.\n"
 		"\n"
 		"The daemon is the one on socket @$SOFTVERBS_SOCKET (default\n"
@@ -112,8 +115,36 @@ static void print_uptime(uint64_t ms)
 	       (unsigned long long)(ms % 1000));
 }
 
+/*
+ * Which files are in use: the running daemon's binary and its build (read
+ * through /proc/PID/exe, which opens the running file even if it was
+ * replaced since), and the libibverbs.so.1 `softverbs run` gives programs.
+ */
+struct files_in_use {
+	char binary[PATH_MAX], build[128];
+	char lib[PATH_MAX], lib_build[128];
+};
+
+static void get_files(uint32_t pid, struct files_in_use *f)
+{
+	char exe[64];
+	ssize_t n;
+
+	snprintf(exe, sizeof(exe), "/proc/%u/exe", (unsigned)pid);
+	n = readlink(exe, f->binary, sizeof(f->binary) - 1);
+	f->binary[n > 0 ? n : 0] = 0;
+	if (n <= 0)
+		snprintf(f->binary, sizeof(f->binary), "?");
+	sv_tool_build_of(exe, f->build, sizeof(f->build));
+	if (sv_tool_lib_path(f->lib, sizeof(f->lib)) == 0)
+		sv_tool_build_of(f->lib, f->lib_build, sizeof(f->lib_build));
+	else
+		snprintf(f->lib, sizeof(f->lib), "not found");
+}
+
 static int cmd_status(int json)
 {
+	struct files_in_use *f;
 	struct sv_hello_rep h;
 	struct sv_status_rep st;
 	int err;
@@ -138,6 +169,12 @@ static int cmd_status(int json)
 	/* Our own channel is one of the clients. */
 	if (st.clients)
 		st.clients--;
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		sv_tool_err("out of memory");
+		return 1;
+	}
+	get_files(st.pid, f);
 	if (json) {
 		printf("{\"running\": true, \"socket\": ");
 		sv_tool_json_str(stdout, sv_tool_socket_name());
@@ -145,6 +182,14 @@ static int cmd_status(int json)
 		sv_tool_json_str(stdout, st.name);
 		printf(", \"version\": ");
 		sv_tool_json_str(stdout, h.version);
+		printf(", \"build\": ");
+		sv_tool_json_str(stdout, f->build);
+		printf(", \"binary\": ");
+		sv_tool_json_str(stdout, f->binary);
+		printf(", \"library\": ");
+		sv_tool_json_str(stdout, f->lib);
+		printf(", \"library_build\": ");
+		sv_tool_json_str(stdout, f->lib_build);
 		printf(", \"pid\": %u, \"instance\": \"%016llx\", \"uptime_ms\": %llu, "
 		       "\"clients\": %u, \"ufiles\": %u, \"contexts\": %u, "
 		       "\"objects\": %u, \"fds\": %u, \"requests\": %llu, "
@@ -154,11 +199,15 @@ static int cmd_status(int json)
 		       st.contexts, st.objects, st.open_fds,
 		       (unsigned long long)st.requests,
 		       (unsigned long long)st.bad_requests);
+		free(f);
 		return 0;
 	}
 	printf("softverbsd running\n");
 	printf("  pid:          %u\n", st.pid);
 	printf("  version:      %s\n", h.version);
+	printf("  build:        %s\n", f->build);
+	printf("  binary:       %s\n", f->binary);
+	printf("  library:      %s, build %s\n", f->lib, f->lib_build);
 	printf("  socket:       @%s\n", sv_tool_socket_name());
 	printf("  device:       %s\n", st.name);
 	printf("  uptime:       ");
@@ -172,6 +221,7 @@ static int cmd_status(int json)
 	printf("  requests:     %llu (%llu malformed)\n",
 	       (unsigned long long)st.requests,
 	       (unsigned long long)st.bad_requests);
+	free(f);
 	return 0;
 }
 

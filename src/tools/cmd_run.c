@@ -64,8 +64,7 @@ static int is_our_lib(const char *dir)
 	return ours;
 }
 
-/* Fills out with our library directory; 0 or -1 (reported). */
-static int find_libdir(char *out, size_t len)
+int sv_tool_find_libdir(char *out, size_t len)
 {
 	static const char *const rel[] = {
 		"../lib",		    /* build tree: build/bin, build/lib */
@@ -146,7 +145,7 @@ int sv_cmd_run(int argc, char **argv)
 	if (i >= argc)
 		sv_tool_usage_err("run", "no command given");
 
-	if (find_libdir(libdir, sizeof(libdir)))
+	if (sv_tool_find_libdir(libdir, sizeof(libdir)))
 		return 1;
 	if (prepend_libpath(libdir)) {
 		sv_tool_err("cannot set LD_LIBRARY_PATH: %s", strerror(errno));

@@ -111,36 +111,13 @@ static void usage(FILE *f)
 		"  run CMD [ARGS...]              run CMD on the softverbs device\n"
 		"  devices                        list devices, port state and GIDs\n"
 		"  daemon start|stop|status       manage the device daemon (softverbsd)\n"
-		"  res show [ufile|pd|mr|dm]      list live objects (--json)\n"
-		"  version                        print versions\n"
+		"  res show [TYPE] [--json]       list live objects (PDs, MRs, QPs, ...)\n"
+		"  version                        this build, the library and daemon in use\n"
 		"\n"
-		"'softverbs COMMAND --help' describes each command.\n"
-		"environment: SOFTVERBS_SOCKET (daemon socket name), SOFTVERBSD\n"
-		"(daemon binary), SOFTVERBS_LIBDIR (library directory for 'run').\n");
-}
-
-static int cmd_version(int argc, char **argv)
-{
-	struct sv_hello_rep h;
-
-	if (argc > 1) {
-		if (sv_tool_is_help(argv[1])) {
-			printf("usage: softverbs version\n\n"
-			       "Prints the version of this command and, if it runs, of the daemon.\n");
-			return 0;
-		}
-		sv_tool_usage_err("version", "unexpected argument '%s'", argv[1]);
-	}
-	printf("softverbs %s (protocol %d)\n", SV_VERSION, SV_PROTO_VERSION);
-	/* Never start the daemon just to ask its version. */
-	if (sv_tool_probe() == 0 &&
-	    sv_call_simple(SV_OP_HELLO, 0, 0, -1, NULL, 0, &h, sizeof(h)) == 0) {
-		h.version[sizeof(h.version) - 1] = 0;
-		printf("softverbsd %s (protocol %u, pid %u, socket @%s)\n",
-		       h.version, h.proto_version, h.daemon_pid,
-		       sv_tool_socket_name());
-	}
-	return 0;
+		"'softverbs COMMAND --help' describes each command; 'softverbs --version'\n"
+		"the build in use.  environment: SOFTVERBS_SOCKET (daemon socket name),\n"
+		"SOFTVERBSD (daemon binary), SOFTVERBS_LIBDIR (library directory for\n"
+		"'run'); man softverbs lists them all.\n");
 }
 
 int main(int argc, char **argv)
@@ -158,7 +135,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(cmd, "--version") || !strcmp(cmd, "version"))
-		return cmd_version(argc - 1, argv + 1);
+		return sv_cmd_version(argc - 1, argv + 1);
 	if (!strcmp(cmd, "run"))
 		return sv_cmd_run(argc - 1, argv + 1);
 	if (!strcmp(cmd, "devices"))

@@ -39,10 +39,25 @@ int sv_tool_probe(void);
 /* Reads /proc/PID/comm into buf ("?" when unknown). */
 void sv_tool_comm(uint32_t pid, char *buf, size_t len);
 
+/*
+ * Fills out with the directory of our libibverbs.so.1 that `softverbs run`
+ * puts first on LD_LIBRARY_PATH (SOFTVERBS_LIBDIR, or found next to this
+ * command).  0, or -1 with the reason on stderr.
+ */
+int sv_tool_find_libdir(char *out, size_t len);
+
+/* The same, as the path of the library file itself. */
+int sv_tool_lib_path(char *out, size_t len);
+
+/* Reads the build id a softverbs file carries (src/common/sv_build.c) into
+ * buf: 0, or -1 ("unknown" in buf) when it has none or cannot be read. */
+int sv_tool_build_of(const char *path, char *buf, size_t len);
+
 /* Subcommands: argv[0] is the subcommand's name; return the exit code. */
 int sv_cmd_run(int argc, char **argv);
 int sv_cmd_devices(int argc, char **argv);
 int sv_cmd_daemon(int argc, char **argv);
 int sv_cmd_res(int argc, char **argv);
+int sv_cmd_version(int argc, char **argv);
 
 #endif

@@ -21,6 +21,35 @@ endif()
 # `cmake --install` into a temporary prefix; the installed tree runs alone.
 sv_script_test(install compat/install.sh)
 
+# The command by name through PATH (and a symlink) from another directory
+# finds its own build's daemon and library.
+sv_script_test(cli_path compat/path.sh)
+
+# softverbs --version / daemon status: the build and the library in use.
+sv_script_test(cli_version compat/version.sh)
+
+# pkg-config: a tiny verbs program built with `pkg-config --cflags --libs
+# softverbs` against an installed prefix runs on softverbs by itself.
+sv_script_test(pkgconfig compat/pkgconfig.sh)
+set_tests_properties(pkgconfig PROPERTIES SKIP_RETURN_CODE 77)
+
+# Man pages and bash completion agree with --help, README.md's environment
+# table and the sources; installed, `man softverbs` finds the page.
+sv_script_test(manpages compat/manpages.sh)
+set_tests_properties(manpages PROPERTIES SKIP_RETURN_CODE 77)
+
+# docs/: the generated reference pages match the headers; every link of
+# README.md and docs/ stays inside the repository.
+sv_script_test(docs_generated compat/docs.sh)
+set_tests_properties(docs_generated PROPERTIES LABELS docs)
+
+# The .deb: built with CPack, installed with dpkg on this machine, used from
+# the installed paths (ibv_devinfo, a pingpong pair), removed with daemons
+# running; nothing may be left.  Root only (CI); SKIP otherwise.
+sv_script_test(package_deb compat/package.sh)
+set_tests_properties(package_deb PROPERTIES SKIP_RETURN_CODE 77
+                     LABELS "compat;package")
+
 # pyverbs PD/MR (reg, rereg, import, ODP) on our library (seed verbs).
 if(EXISTS /usr/bin/python3)
   add_test(NAME pyverbs_seed COMMAND /usr/bin/python3
