@@ -11,9 +11,11 @@
 #include "svd_qp.h"
 #include "svd_ops.h"
 #include "sv_log.h"
+#include "sv_shm.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define QPN_MASK 0xffffffu
@@ -80,6 +82,21 @@ static void put(struct svd_obj *o)
 		o->usecnt--;
 }
 
+/* Engines that mapped the QP's region stop delivering to it: the device
+ * destroyed it, whether or not its process is still there to say so.  One
+ * word at a fixed place is all the daemon writes (the region is checked to
+ * be at least a page when the QP is made). */
+static void region_mark_dead(int fd)
+{
+	struct sv_shm_hdr *h = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				    MAP_SHARED, fd, 0);
+
+	if (h == MAP_FAILED)
+		return;
+	atomic_store_explicit(&h->dead, 1, memory_order_release);
+	munmap(h, 4096);
+}
+
 static void qp_destroy(struct svd_obj *obj)
 {
 	struct svd_qp *qp = (struct svd_qp *)obj;
@@ -89,6 +106,7 @@ static void qp_destroy(struct svd_obj *obj)
 	put(qp->scq ? &qp->scq->obj : NULL);
 	put(qp->rcq ? &qp->rcq->obj : NULL);
 	put(qp->srq ? &qp->srq->obj : NULL);
+	region_mark_dead(qp->shm_fd);
 	close(qp->shm_fd);
 	free((struct qpn_node *)qp);
 }

@@ -43,8 +43,10 @@
 
 /* ------------------------------------------------------ fault guard -- */
 
-static __thread sigjmp_buf *fault_jb;
-static __thread uintptr_t fault_addr;
+/* volatile: the compiler knows memcpy touches neither, and would drop the
+ * stores around it otherwise. */
+static __thread sigjmp_buf *volatile fault_jb;
+static __thread volatile uintptr_t fault_addr;
 static struct sigaction old_segv, old_bus;
 static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
 
@@ -102,7 +104,9 @@ int sv_safe_copy(void *dst, const void *src, size_t n)
 	if (sigsetjmp(jb, 0))
 		return -EFAULT;
 	fault_jb = &jb;
+	__asm__ __volatile__("" ::: "memory");
 	memcpy(dst, src, n);
+	__asm__ __volatile__("" ::: "memory");
 	fault_jb = NULL;
 	return 0;
 }
@@ -117,6 +121,7 @@ static int safe_atomic(uint64_t *p, uint32_t op, uint64_t comp, uint64_t swap,
 	if (sigsetjmp(jb, 0))
 		return -EFAULT;
 	fault_jb = &jb;
+	__asm__ __volatile__("" ::: "memory");
 	if (op == SV_RMEM_CSWAP) {
 		*orig = comp;
 		__atomic_compare_exchange_n(p, orig, swap, 0, __ATOMIC_SEQ_CST,
@@ -124,6 +129,7 @@ static int safe_atomic(uint64_t *p, uint32_t op, uint64_t comp, uint64_t swap,
 	} else {
 		*orig = __atomic_fetch_add(p, swap, __ATOMIC_SEQ_CST);
 	}
+	__asm__ __volatile__("" ::: "memory");
 	fault_jb = NULL;
 	return 0;
 }

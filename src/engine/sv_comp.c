@@ -577,6 +577,9 @@ void sv_engine_flush(struct sv_qp *qp)
 	struct sv_tr *tr = tr_of(qp);
 	struct sv_rtgt t;
 
+	/* A NAK the responder queued when it moved the QP to ERR goes out
+	 * first: the requester must hear why (as a NIC NAKs, then errors). */
+	sv_resp_flush(qp);
 	sv_spin_lock(&qp->sq_lock);
 	if (sv_qp_state(qp) != IBV_QPS_ERR) {
 		pthread_spin_unlock(&qp->sq_lock);

@@ -133,6 +133,13 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 		peer = ud ? sv_peer_find(eng, dqpn) : tr->peer;
 		if (!peer)
 			return -EAGAIN;
+		if (atomic_load_explicit(&peer->q->h.dead, memory_order_acquire)) {
+			/* Destroyed (its process may be gone): nobody to
+			 * answer, as on a fabric. */
+			if (ud)
+				sv_peer_put(peer);
+			return -EAGAIN;
+		}
 		if (ud && !ring_idle(peer->link)) {
 			sv_peer_put(peer);
 			return -EAGAIN;

@@ -20,3 +20,12 @@ sv_c_test(test_engine_rmem ${D}/test_engine_rmem.c TIMEOUT 300)
 sv_c_test(test_engine_fault ${D}/test_engine_fault.c TIMEOUT 300)
 sv_c_test(test_engine_events ${D}/test_engine_events.c TIMEOUT 120)
 sv_c_test(test_engine_owner ${D}/test_engine_owner.c TIMEOUT 300)
+sv_c_test(test_engine_conform ${D}/test_engine_conform.c TIMEOUT 180)
+sv_c_test(test_engine_direct ${D}/test_engine_direct.c TIMEOUT 180)
+# The same engine cases over packets (the way when CMA is refused, and the
+# wire's): SOFTVERBS_DIRECT=0 turns direct execution off.
+foreach(t test_engine_rc test_engine_err test_engine_mw test_engine_rmem
+          test_engine_events test_engine_owner test_engine_conform
+          test_engine_direct)
+  sv_c_test_env(${t}_packets ${t} SOFTVERBS_DIRECT=0)
+endforeach()

@@ -62,7 +62,8 @@
  * | cookie    | random, never 0: names this object for its whole life  |
  * | owner_va  | where the owner mapped the region (CMA probe: a peer   |
  * |           | reads the magic there with process_vm_readv)           |
- * | dead      | the owner destroyed it: peers drop their mapping       |
+ * | dead      | the QP was destroyed (by its owner, or by the daemon): |
+ * |           | peers stop delivering and drop their mapping           |
  */
 struct sv_shm_hdr {
 	uint32_t magic;
@@ -76,6 +77,7 @@ struct sv_shm_hdr {
 	uint32_t pad[5];
 };
 static_assert(sizeof(struct sv_shm_hdr) == 64, "shm header layout");
+static_assert(offsetof(struct sv_shm_hdr, dead) == 40, "shm header layout");
 
 /* A robust process-shared mutex: the holder dying does not wedge the
  * others (the next locker repairs what it guards). */

@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The initiator places the data itself (direct execution): a target
+ * process that is stopped (SIGSTOP: no CPU at all) still takes RDMA WRITEs,
+ * answers READs and receives SENDs into its posted receives; RC order
+ * holds (a SEND never overtakes the WRITE before it); big messages over
+ * many SGEs land whole; UD messages to one destination arrive in order
+ * while the path to it changes from packets to direct.  The last three run
+ * over packets too (tests.cmake, SOFTVERBS_DIRECT=0).
+ */
+#include "engine_util.h"
+
+#include <signal.h>
+
+/* A peer process with an RC endpoint connected to ours; it obeys
+ * one-byte commands on the socket. */
+struct peer {
+	pid_t pid;
+	int s;
+	struct ep_info info;
+};
+
+enum {
+	CMD_RECV = 'r',	  /* post n receives of 4 KiB (n follows) */
+	CMD_POLL = 'p',	  /* poll n receives, send back their byte_len + crc */
+	CMD_SUM = 's',	  /* send back a checksum of its buffer (len follows) */
+	CMD_QUIT = 'q',
+};
+
+static uint32_t sum32(const uint8_t *p, size_t n)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 16777619u;
+	return h;
+}
+
+static void peer_main(int s)
+{
+	struct ep e;
+	uint32_t posted = 0;
+
+	eu_exchange_as_peer(&e, s);
+	for (;;) {
+		char c;
+		uint32_t n;
+
+		xrecv(s, &c, 1);
+		if (c == CMD_QUIT)
+			break;
+		xrecv(s, &n, sizeof(n));
+		if (c == CMD_RECV) {
+			for (uint32_t i = 0; i < n; i++, posted++)
+				post_recv(&e, posted,
+					  e.buf + 32768 + (posted % 8) * 4096, 4096);
+			xsend(s, "k", 1);
+		} else if (c == CMD_POLL) {
+			for (uint32_t i = 0; i < n; i++) {
+				struct ibv_wc wc;
+				uint32_t r[3];
+
+				EXPECT_WC(e.cq, &wc, IBV_WC_SUCCESS);
+				r[0] = (uint32_t)wc.wr_id;
+				r[1] = wc.byte_len;
+				r[2] = sum32((uint8_t *)e.buf + 32768 +
+						     (wc.wr_id % 8) * 4096,
+					     wc.byte_len);
+				xsend(s, r, sizeof(r));
+			}
+		} else if (c == CMD_SUM) {
+			uint32_t h = sum32((uint8_t *)e.buf, n);
+
+			xsend(s, &h, sizeof(h));
+		}
+	}
+	_exit(0);
+}
+
+static void peer_open(struct peer *p, struct ep *mine)
+{
+	int sv[2];
+
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	p->pid = fork();
+	CHECK(p->pid >= 0);
+	if (p->pid == 0) {
+		close(sv[0]);
+		peer_main(sv[1]);
+	}
+	close(sv[1]);
+	p->s = sv[0];
+	p->info = eu_exchange_as_test(mine, p->s);
+	ep_connect(mine, p->info.qpn);
+}
+
+static void peer_cmd(struct peer *p, char c, uint32_t n)
+{
+	xsend(p->s, &c, 1);
+	xsend(p->s, &n, sizeof(n));
+}
+
+static void peer_close(struct peer *p, struct ep *mine)
+{
+	char c = CMD_QUIT;
+
+	xsend(p->s, &c, 1);
+	CHECK_EQ(sv_test_wait_child(p->pid), 0);
+	close(p->s);
+	ep_close(mine);
+}
+
+static int direct_off(void)
+{
+	const char *e = getenv("SOFTVERBS_DIRECT");
+
+	return e && !strcmp(e, "0");
+}
+
+SV_TEST(stopped_target_takes_write_read_send)
+{
+	struct peer p;
+	struct ep a;
+	struct ibv_wc wc;
+	uint32_t h, r[3];
+	char k;
+
+	if (direct_off()) {
+		printf("skip: packets need the target's CPU\n");
+		return;
+	}
+	peer_open(&p, &a);
+	peer_cmd(&p, CMD_RECV, 2);
+	xrecv(p.s, &k, 1);
+	CHECK_EQ(kill(p.pid, SIGSTOP), 0);
+	/* Nothing of the target runs now; a NIC does not need it to. */
+	eu_pattern((uint8_t *)a.buf, 8192, 7);
+	post_send_op(&a, 1, IBV_WR_RDMA_WRITE, a.buf, 8192, p.info.addr,
+		     p.info.rkey);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	memset(a.buf + 16384, 0, 8192);
+	post_send_op(&a, 2, IBV_WR_RDMA_READ, a.buf + 16384, 8192, p.info.addr,
+		     p.info.rkey);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK(!memcmp(a.buf, a.buf + 16384, 8192));
+	eu_pattern((uint8_t *)a.buf + 24576, 3000, 9);
+	post_send_op(&a, 3, IBV_WR_SEND, a.buf + 24576, 3000, 0, 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(kill(p.pid, SIGCONT), 0);
+	/* The target finds all of it when it runs again. */
+	peer_cmd(&p, CMD_SUM, 8192);
+	xrecv(p.s, &h, sizeof(h));
+	CHECK_EQ(h, sum32((uint8_t *)a.buf, 8192));
+	peer_cmd(&p, CMD_POLL, 1);
+	xrecv(p.s, r, sizeof(r));
+	CHECK_EQ(r[0], 0);
+	CHECK_EQ(r[1], 3000);
+	CHECK_EQ(r[2], sum32((uint8_t *)a.buf + 24576, 3000));
+	peer_close(&p, &a);
+}
+
+SV_TEST(send_never_overtakes_write)
+{
+	struct peer p;
+	struct ep a;
+	struct ibv_wc wc;
+	char k;
+
+	peer_open(&p, &a);
+	for (uint32_t i = 0; i < 300; i++) {
+		uint32_t r[3], h;
+
+		peer_cmd(&p, CMD_RECV, 1);
+		xrecv(p.s, &k, 1);
+		eu_pattern((uint8_t *)a.buf, 4096, i);
+		post_send_op(&a, 10 + i, IBV_WR_RDMA_WRITE, a.buf, 4096,
+			     p.info.addr, p.info.rkey);
+		post_send_op(&a, 20000 + i, IBV_WR_SEND, a.buf, 64, 0, 0);
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, 10 + i);
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, 20000 + i);
+		/* When the SEND has landed, the WRITE before it has. */
+		peer_cmd(&p, CMD_POLL, 1);
+		xrecv(p.s, r, sizeof(r));
+		peer_cmd(&p, CMD_SUM, 4096);
+		xrecv(p.s, &h, sizeof(h));
+		CHECK_EQ(h, sum32((uint8_t *)a.buf, 4096));
+	}
+	peer_close(&p, &a);
+}
+
+SV_TEST_T(big_messages_over_many_sges, 120)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+	size_t big = 8u << 20;
+	uint8_t *src, *dst, *back;
+	struct ibv_mr *ms, *md, *mb;
+	struct ibv_sge s[4], d[4];
+	struct ibv_send_wr wr, *bad;
+
+	ep_open(&a, NULL, IBV_QPT_RC);
+	ep_open(&b, a.ctx, IBV_QPT_RC);
+	ep_connect(&a, b.qp->qp_num);
+	ep_connect(&b, a.qp->qp_num);
+	CHECK(posix_memalign((void **)&src, 4096, big) == 0);
+	CHECK(posix_memalign((void **)&dst, 4096, big) == 0);
+	CHECK(posix_memalign((void **)&back, 4096, big) == 0);
+	eu_pattern(src, big, 3);
+	memset(dst, 0, big);
+	memset(back, 0, big);
+	ms = ibv_reg_mr(a.pd, src, big, EU_ACCESS);
+	md = ibv_reg_mr(b.pd, dst, big, EU_ACCESS);
+	mb = ibv_reg_mr(a.pd, back, big, EU_ACCESS);
+	CHECK(ms && md && mb);
+	/* 4 uneven SGEs of the source into one remote range. */
+	for (int i = 0; i < 4; i++) {
+		s[i].addr = (uintptr_t)src + (size_t)i * (big / 4);
+		s[i].length = (uint32_t)(big / 4);
+		s[i].lkey = ms->lkey;
+	}
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 1;
+	wr.sg_list = s;
+	wr.num_sge = 4;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = (uintptr_t)dst;
+	wr.wr.rdma.rkey = md->rkey;
+	CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK(!memcmp(src, dst, big));
+	/* Read it back into 4 SGEs in another order of sizes. */
+	for (int i = 0; i < 4; i++) {
+		size_t off = i == 0 ? 0 : i == 1 ? 4096 : i == 2 ? big / 2 : big - 12288;
+		size_t end = i == 0 ? 4096 : i == 1 ? big / 2 : i == 2 ? big - 12288 : big;
+
+		d[i].addr = (uintptr_t)back + off;
+		d[i].length = (uint32_t)(end - off);
+		d[i].lkey = mb->lkey;
+	}
+	wr.wr_id = 2;
+	wr.sg_list = d;
+	wr.opcode = IBV_WR_RDMA_READ;
+	CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.byte_len, (uint32_t)big);
+	CHECK(!memcmp(src, back, big));
+	CHECK_EQ(ibv_dereg_mr(ms), 0);
+	CHECK_EQ(ibv_dereg_mr(md), 0);
+	CHECK_EQ(ibv_dereg_mr(mb), 0);
+	free(src);
+	free(dst);
+	free(back);
+	ep_close(&a);
+	ep_close(&b);
+}
+
+/* UD to a QP of another process: the first messages go as packets (the
+ * sender learns the destination meanwhile), later ones directly; none may
+ * overtake another. */
+SV_TEST(ud_in_order_while_the_path_changes)
+{
+	int sv[2];
+	pid_t pid;
+	const int n = 300;
+
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct ep e;
+		uint32_t qpn;
+
+		close(sv[0]);
+		ep_open(&e, NULL, IBV_QPT_UD);
+		ep_connect(&e, 0);
+		for (int i = 0; i < 64; i++)
+			post_recv(&e, (uint64_t)i, e.buf + (size_t)i * 512, 512);
+		qpn = e.qp->qp_num;
+		xsend(sv[1], &qpn, sizeof(qpn));
+		for (int i = 0; i < n; i++) {
+			struct ibv_wc wc;
+			uint32_t seq;
+
+			EXPECT_WC(e.cq, &wc, IBV_WC_SUCCESS);
+			memcpy(&seq, e.buf + (wc.wr_id % 64) * 512 + 40, 4);
+			CHECK_EQ(seq, (uint32_t)i);
+			post_recv(&e, wc.wr_id + 64, e.buf + (wc.wr_id % 64) * 512,
+				  512);
+			if (i % 32 == 31)
+				xsend(sv[1], "c", 1); /* room for 32 more */
+		}
+		xsend(sv[1], "k", 1);
+		ep_close(&e);
+		_exit(0);
+	}
+	close(sv[1]);
+	{
+		struct ep a;
+		struct ibv_ah_attr aa;
+		struct ibv_ah *ah;
+		uint32_t qpn;
+		char k;
+
+		ep_open(&a, NULL, IBV_QPT_UD);
+		ep_connect(&a, 0);
+		xrecv(sv[0], &qpn, sizeof(qpn));
+		memset(&aa, 0, sizeof(aa));
+		aa.is_global = 1;
+		aa.port_num = 1;
+		aa.grh.hop_limit = 1;
+		CHECK_EQ(ibv_query_gid(a.ctx, 1, 0, &aa.grh.dgid), 0);
+		ah = ibv_create_ah(a.pd, &aa);
+		CHECK(ah);
+		for (int i = 0; i < n; i++) {
+			struct ibv_sge s = { (uintptr_t)a.buf + 4096, 16, a.mr->lkey };
+			struct ibv_send_wr wr, *bad;
+			struct ibv_wc wc;
+			uint32_t seq = (uint32_t)i;
+
+			memcpy(a.buf + 4096, &seq, 4);
+			memset(&wr, 0, sizeof(wr));
+			wr.wr_id = (uint64_t)i;
+			wr.sg_list = &s;
+			wr.num_sge = 1;
+			wr.opcode = IBV_WR_SEND;
+			wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+			wr.wr.ud.ah = ah;
+			wr.wr.ud.remote_qpn = qpn;
+			wr.wr.ud.remote_qkey = 0x11111111;
+			CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+			EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+			/* Never more in flight than it has receives for. */
+			if (i % 32 == 31)
+				xrecv(sv[0], &k, 1);
+		}
+		xrecv(sv[0], &k, 1);
+		CHECK_EQ(sv_test_wait_child(pid), 0);
+		CHECK_EQ(ibv_destroy_ah(ah), 0);
+		ep_close(&a);
+	}
+	close(sv[0]);
+}
+
+SV_TEST_MAIN()
