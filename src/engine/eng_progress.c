@@ -500,13 +500,32 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* The application polled a CQ (drained inline) lately: it is the main
- * consumer, the thread only backs it up. */
-static int app_polls(struct sv_engine *eng, uint64_t now)
+void sv_engine_note_poll(struct sv_engine *eng)
 {
-	return now - atomic_load_explicit(&eng->last_inline,
+	if (eng)
+		atomic_store_explicit(&eng->poll_seq,
+				      atomic_load_explicit(&eng->poll_seq,
+							   memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+}
+
+/* The application polled a CQ lately (*seen: when the thread last saw
+ * the poll counter move): it is the main consumer, the thread only backs
+ * it up.  Engines that deliver to us see our rings unarmed then, and
+ * send what ends in a receive as packets we drain at our next poll. */
+static int app_polls(struct sv_engine *eng, uint64_t now, uint32_t *seq,
+		     uint64_t *seen)
+{
+	uint32_t s = atomic_load_explicit(&eng->poll_seq, memory_order_relaxed);
+
+	if (s != *seq) {
+		*seq = s;
+		*seen = now;
+	}
+	return now - *seen < SV_ENG_INLINE_NS ||
+	       now - atomic_load_explicit(&eng->last_inline,
 					  memory_order_relaxed) <
-	       SV_ENG_INLINE_NS;
+		       SV_ENG_INLINE_NS;
 }
 
 void *sv_progress_main(void *arg)
@@ -514,7 +533,8 @@ void *sv_progress_main(void *arg)
 	struct sv_engine *eng = arg;
 	uint64_t now = sv_now_ns(), last_work = now;
 	uint64_t last_found = now - SV_ENG_TARGET_NS, next_deadline = 0;
-	uint64_t last_scan = now;
+	uint64_t last_scan = now, poll_seen = now - SV_ENG_INLINE_NS;
+	uint32_t poll_seq = atomic_load(&eng->poll_seq);
 
 	pthread_once(&spin_once, spin_init);
 	atomic_store(&eng->thread_tid, (unsigned)syscall(SYS_gettid));
@@ -535,14 +555,19 @@ void *sv_progress_main(void *arg)
 		if (n || atomic_exchange(&eng->work, 0) ||
 		    (next_deadline && now >= next_deadline) ||
 		    now - last_scan >= SV_ENG_NAP_NS) {
+			uint64_t d;
+
 			next_deadline = sv_eng_scan_qps(eng, now, &busy);
 			last_scan = now;
+			d = sv_eng_run_deferred(eng, now);
+			if (d && (!next_deadline || d < next_deadline))
+				next_deadline = d;
 		}
 		if (busy)
 			atomic_store(&eng->work, 1);
 		if (eng->async_head)
 			sv_eng_async_drain(eng);
-		app = app_polls(eng, now);
+		app = app_polls(eng, now, &poll_seq, &poll_seen);
 		if (n) {
 			last_work = now;
 			/* Packets the application left, though it polls: it
@@ -641,6 +666,9 @@ void sv_engine_progress(struct sv_engine *eng)
 	atomic_store_explicit(&eng->last_inline, sv_now_ns(),
 			      memory_order_relaxed);
 	if (eng->attached) {
+		/* The application polls: what it posted in a burst runs now. */
+		if (atomic_load_explicit(&eng->deferred, memory_order_relaxed))
+			sv_eng_run_deferred(eng, 0);
 		sv_eng_drain_all(eng, &contended);
 		if (atomic_load_explicit(&eng->work, memory_order_relaxed)) {
 			int busy = 0;

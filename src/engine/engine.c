@@ -957,8 +957,73 @@ void sv_engine_mr_release(const struct sv_ctx_ref *cref)
 	pthread_mutex_unlock(&eng->lock);
 }
 
+/*
+ * Doorbell batching.  A direct execution costs one system call whatever
+ * its size, and a system call costs microseconds on a VM: a stream of
+ * small posts (a bandwidth test) is worth gathering into one call, a lone
+ * post (a latency test, a request) must run at once.  A post that comes
+ * within SV_BURST_NS of the end of the previous one is a stream: it waits
+ * until SV_DIRECT_BATCH WQEs are queued, the application polls a CQ, or
+ * SV_DEFER_NS pass (the progress thread runs it then).
+ */
 void sv_engine_kick_sq(struct sv_qp *qp)
 {
-	if (qp->tr)
+	struct sv_tr *tr = tr_of(qp);
+	struct sv_engine *eng = qp->eng;
+	uint64_t now;
+	int hold = 0;
+
+	if (!tr)
+		return;
+	if (tr->direct != 1) {
 		sv_req_run(qp);
+		return;
+	}
+	now = sv_now_ns();
+	sv_spin_lock(&qp->sq_lock);
+	if (now - tr->kick_end < SV_BURST_NS && !tr->req_busy &&
+	    qp->sq.tail - qp->sq.next < SV_DIRECT_BATCH &&
+	    sv_qp_state(qp) == IBV_QPS_RTS) {
+		hold = 1;
+		tr->deferred = 1;
+		tr->kick_end = now;
+	}
+	pthread_spin_unlock(&qp->sq_lock);
+	if (hold) {
+		if (!atomic_exchange(&eng->deferred, 1))
+			sv_eng_deadline(eng, now + SV_DEFER_NS);
+		return;
+	}
+	sv_req_run(qp);
+	tr->kick_end = sv_now_ns();
+}
+
+uint64_t sv_eng_run_deferred(struct sv_engine *eng, uint64_t due)
+{
+	uint64_t next = 0;
+	int left = 0;
+
+	if (!atomic_exchange(&eng->deferred, 0))
+		return 0;
+	pthread_rwlock_rdlock(&eng->qp_lock);
+	for (uint32_t i = 0; i < eng->qcap; i++) {
+		struct sv_qp *qp = eng->qtab[i].qp;
+		struct sv_tr *tr;
+		uint64_t at;
+
+		if (!qp || !(tr = tr_of(qp)) || !tr->deferred)
+			continue;
+		at = tr->kick_end + SV_DEFER_NS;
+		if (due && at > due) {
+			left = 1;
+			if (!next || at < next)
+				next = at;
+			continue;
+		}
+		sv_req_run(qp);
+	}
+	pthread_rwlock_unlock(&eng->qp_lock);
+	if (left)
+		atomic_store(&eng->deferred, 1);
+	return next;
 }

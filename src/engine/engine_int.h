@@ -82,6 +82,12 @@ static inline void sv_spin_lock(pthread_spinlock_t *l)
  * lets others in, and WQEs gathered into one batch. */
 #define SV_DIRECT_BUDGET (4u << 20)
 #define SV_DIRECT_BATCH 64
+/* Doorbell batching (engine.c sv_engine_kick_sq): a post that comes this
+ * soon after the last one waits for more (a stream); the queued run goes
+ * at SV_DIRECT_BATCH WQEs, at the next poll of a CQ, or after
+ * SV_DEFER_NS (the progress thread). */
+#define SV_BURST_NS 2000
+#define SV_DEFER_NS 20000
 #define SV_MAX_SEGS (SV_MAX_SGE + 2)	/* ranges of one message side */
 
 /* Record types on a ring (sv_ring.h). */
@@ -362,7 +368,12 @@ struct sv_engine {
 
 	struct sv_async_ev *async_head, **async_tail;
 	atomic_int work; /* something for the progress thread to retry */
+	atomic_int deferred; /* some QP holds back posted WQEs (batching) */
 	_Atomic uint64_t last_inline; /* last sv_engine_progress (ns) */
+	/* Bumped by every ibv_poll_cq (sv_engine_note_poll): the progress
+	 * thread tells an application that polls from one that does not
+	 * without a clock read per poll. */
+	_Atomic uint32_t poll_seq;
 	_Atomic uint64_t sleep_until; /* progress thread asleep until (ns) */
 	/* Links to memory owners (remote memory requests): a list of their
 	 * own under rmem_lock, a leaf taken with QP locks held (the daemon
@@ -435,6 +446,10 @@ void sv_eng_async_drain(struct sv_engine *eng);
 void *sv_progress_main(void *arg);
 int sv_eng_drain_all(struct sv_engine *eng, int *contended);
 uint64_t sv_eng_scan_qps(struct sv_engine *eng, uint64_t now, int *busy);
+/* Runs the requesters holding back posted WQEs (doorbell batching): all
+ * of them, or those whose deadline passed (due: now, 0 = all).  Returns
+ * the next deadline or 0.  No lock held. */
+uint64_t sv_eng_run_deferred(struct sv_engine *eng, uint64_t due);
 /* Acts on the SV_QEV_* bits a responder left on our QP qp (flush,
  * async events).  No lock held. */
 void sv_qp_owner_events(struct sv_qp *qp);
@@ -595,6 +610,8 @@ struct sv_tr {
 	uint64_t ring_mark; /* producer position when the timer was armed */
 	int direct;	   /* RC/UC: 1 execute on the peer directly, -1 by
 			      packets, 0 not decided yet */
+	int deferred;	   /* posted WQEs wait for a batch (doorbell batching) */
+	uint64_t kick_end; /* when the last post's kick returned (ns) */
 	struct sv_peer *peer; /* RC/UC direct: the peer QP */
 	/* responder, packet path: under shm->lock */
 	int ack_pending;  /* coalesced ACK to send */
@@ -653,6 +670,9 @@ int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
  * Returns 0 (dealt with), 1 (dealt with, sq.next placed by the
  * completer), 2 (not now) or -EAGAIN (use packets). */
 int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w);
+/* Executes the run of RDMA WRITEs at sq.next as one batch; returns how
+ * many it completed (0: go one by one).  Must hold sq_lock. */
+int sv_direct_write_batch(struct sv_qp *qp, struct sv_tr *tr);
 
 /* sv_comp.c: a response packet (ACK, NAK, read response, atomic ACK)
  * for qp.  Takes sq_lock.  Returns nonzero when qp must be flushed. */
@@ -706,6 +726,19 @@ struct sv_resp_res {
 void sv_resp_direct(struct sv_engine *eng, struct sv_rtgt *t,
 		    const struct sv_pkt *pkt, const struct sv_data *data,
 		    struct sv_resp_res *res);
+/* One RDMA WRITE of a batch: its remote range and its source. */
+struct sv_dwrite {
+	uint64_t va;
+	uint32_t rkey;
+	uint32_t nseg;
+	uint64_t len;
+	const struct sv_seg *src;
+};
+/* Executes the longest prefix of n whole RDMA WRITEs (no immediate) on t
+ * that succeeds, in one transfer; returns its length (0: none -- run them
+ * with sv_resp_direct).  Takes t->q->lock. */
+int sv_resp_write_batch(struct sv_engine *eng, struct sv_rtgt *t,
+			const struct sv_dwrite *ws, int n);
 /* Flushes the receive side of t (the receive being filled, then the
  * queue; an SRQ QP reports LAST_WQE).  Must hold t->q->lock. */
 void sv_resp_flush_rq(struct sv_engine *eng, struct sv_rtgt *t);

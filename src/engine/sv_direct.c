@@ -56,6 +56,20 @@ static int ring_idle(struct sv_link *link)
 							     memory_order_acquire);
 }
 
+/* The operation ends in a receive completion at the target. */
+static int wants_recv(uint32_t op)
+{
+	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM ||
+	       op == IBV_WR_SEND_WITH_INV || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+/* The engine at the other end of link consumes its ring now (its
+ * application polls, or its thread spins): it has not armed it. */
+static int target_drains(struct sv_link *link)
+{
+	return !atomic_load_explicit(&link->tx.h->armed, memory_order_relaxed);
+}
+
 /* Something sent directly is still waiting for its retry (RC). */
 static int drop_pending(struct sv_qp *qp)
 {
@@ -120,8 +134,6 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 
 	if ((!ud && tr->direct != 1) || !sv_direct_enabled())
 		return -EAGAIN;
-	if (rc && drop_pending(qp))
-		return 2; /* a dropped message goes first: wait for its retry */
 	/* UD: a packet to this destination may still sit in a ring; one
 	 * message overtaking another is not what one host does. */
 	if (ud && !ring_idle(eng->loop))
@@ -144,6 +156,14 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 			sv_peer_put(peer);
 			return -EAGAIN;
 		}
+		if (wants_recv(op) && peer->link && target_drains(peer->link)) {
+			/* Its application (or thread) is draining right now: a
+			 * packet in shared memory costs no system call and it
+			 * will take it at once. */
+			if (ud)
+				sv_peer_put(peer);
+			return -EAGAIN;
+		}
 		if (peer->link && atomic_load(&peer->link->dead)) {
 			/* Its process is gone: packets find out as a fabric
 			 * would (RC: RETRY_EXC_ERR). */
@@ -153,6 +173,12 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 		}
 		t = (struct sv_rtgt){ .q = peer->q, .rcq = peer->rcq,
 				      .srq = peer->srq, .peer = peer };
+	}
+	if (rc && drop_pending(qp)) {
+		/* Packets, or a message the target dropped, still wait for
+		 * their answer: they land first. */
+		err = 2;
+		goto out;
 	}
 	if (sv_req_start(qp, tr, w, &len)) {
 		err = 0;
@@ -267,4 +293,89 @@ out:
 	if (ud)
 		sv_peer_put(peer);
 	return err;
+}
+
+/*
+ * The RDMA WRITEs (no immediate) waiting at sq.next, executed as one batch
+ * (sv_resp_write_batch: one transfer for all of them).  Must hold sq_lock.
+ * Returns how many it completed (the caller moves sq.next past them); 0
+ * when there is no run of two or more, or the target would refuse one:
+ * the caller then goes one by one.
+ */
+int sv_direct_write_batch(struct sv_qp *qp, struct sv_tr *tr)
+{
+	struct sv_engine *eng = qp->eng;
+	struct sv_dwrite ws[SV_DIRECT_BATCH];
+	struct sv_seg segs[SV_DIRECT_BATCH * 2];
+	uint32_t mtu = tr->mtu ? tr->mtu : 4096, avail;
+	uint64_t bytes = 0;
+	struct sv_qp *lq = NULL;
+	struct sv_rtgt t;
+	int n = 0, nseg = 0, k;
+
+	avail = qp->sq.tail - qp->sq.next;
+	if (avail < 2 || tr->direct != 1 || qp->type == IBV_QPT_UD ||
+	    (qp->type == IBV_QPT_RC && drop_pending(qp)))
+		return 0;
+	for (uint32_t i = 0; i < avail && n < SV_DIRECT_BATCH; i++) {
+		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, qp->sq.next + i);
+		struct sv_data d;
+		uint64_t len;
+
+		if (WQE_STATE(w) != WQE_NEW || w->opcode != IBV_WR_RDMA_WRITE)
+			break;
+		if (w->send_flags & IBV_SEND_INLINE) {
+			if (nseg + 1 > SV_DIRECT_BATCH * 2)
+				break;
+			sv_data_local(&d, &segs[nseg], sv_send_wqe_inline(&qp->sq, w),
+				      w->inline_len);
+		} else if (sv_sge_resolve(eng, w->sge, (int)w->num_sge, qp->pd_id,
+					  0, 0, sv_sge_total(w->sge, (int)w->num_sge),
+					  &d, &segs[nseg],
+					  SV_DIRECT_BATCH * 2 - nseg)) {
+			break; /* its error is the single path's to report */
+		}
+		len = d.len;
+		if (!len || len > SV_ENG_MAX_MSG || bytes + len > SV_DIRECT_BUDGET ||
+		    !remote_src_ok(&d))
+			break;
+		ws[n] = (struct sv_dwrite){ .va = w->remote_addr, .rkey = w->rkey,
+					    .nseg = (uint32_t)d.nseg, .len = len,
+					    .src = &segs[nseg] };
+		nseg += d.nseg;
+		bytes += len;
+		n++;
+	}
+	if (n < 2)
+		return 0;
+	lq = local_pin(eng, qp->dest_qpn);
+	if (lq) {
+		sv_rtgt_own(&t, lq);
+	} else if (tr->peer && !atomic_load(&tr->peer->q->h.dead) &&
+		   !(tr->peer->link && atomic_load(&tr->peer->link->dead))) {
+		t = (struct sv_rtgt){ .q = tr->peer->q, .rcq = tr->peer->rcq,
+				      .srq = tr->peer->srq, .peer = tr->peer };
+	} else {
+		return 0;
+	}
+	k = sv_resp_write_batch(eng, &t, ws, n);
+	if (lq)
+		atomic_fetch_sub(&lq->busy, 1);
+	for (int i = 0; i < k; i++) {
+		uint32_t idx = qp->sq.next + (uint32_t)i;
+		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, idx);
+		uint32_t npk = (uint32_t)((ws[i].len + mtu - 1) / mtu);
+
+		w->bytes_sent = ws[i].len;
+		w->first_psn = tr->psn;
+		w->last_psn = (tr->psn + npk - 1) & PSN_MASK;
+		tr->psn = (tr->psn + npk) & PSN_MASK;
+		if (qp->type == IBV_QPT_RC) {
+			w->state = WQE_SENT;
+			sv_comp_acked(qp, tr, idx);
+		} else {
+			sv_wqe_done(w, IBV_WC_SUCCESS);
+		}
+	}
+	return k;
 }

@@ -332,6 +332,9 @@ void sv_engine_kick_sq(struct sv_qp *qp);
  * so.  Cheap when there is nothing to do.
  */
 void sv_engine_progress(struct sv_engine *eng);
+/* The application polled one of our CQs (found something or not): cheap,
+ * a counter the progress thread watches. */
+void sv_engine_note_poll(struct sv_engine *eng);
 
 /*
  * The QP is in ERR: every outstanding WQE goes to its CQ with

@@ -435,6 +435,7 @@ void sv_req_run(struct sv_qp *qp)
 		return;
 	}
 	tr->req_busy = 1;
+	tr->deferred = 0;
 	timer0 = tr->timer_at;
 	if (qp->type != IBV_QPT_UD && !tr->direct && qp->sq.next != qp->sq.tail &&
 	    sv_direct_enabled())
@@ -484,6 +485,16 @@ void sv_req_run(struct sv_qp *qp)
 			if (budget <= 0) {
 				tr->blocked = 1;
 				break;
+			}
+			if (w->opcode == IBV_WR_RDMA_WRITE && WQE_STATE(w) == WQE_NEW &&
+			    tr->direct == 1) {
+				int k = sv_direct_write_batch(qp, tr);
+
+				if (k) {
+					qp->sq.next += (uint32_t)k;
+					budget -= k;
+					continue;
+				}
 			}
 			r = tr->direct >= 0 && WQE_STATE(w) == WQE_NEW ?
 				    sv_direct_wqe(qp, tr, w) : -EAGAIN;

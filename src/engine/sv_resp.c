@@ -949,6 +949,63 @@ void sv_resp_direct(struct sv_engine *eng, struct sv_rtgt *t,
 	resp_notify(&rs);
 }
 
+/*
+ * A run of whole RDMA WRITEs without immediate (a bandwidth stream), moved
+ * in one transfer -- one system call for up to SV_DIRECT_BATCH messages
+ * where each would cost one.  Only a run that would succeed message by
+ * message is taken: the QP ready and allowing remote writes, no message
+ * in progress, every rkey good; anything else (and a transfer that fails)
+ * is left to sv_resp_direct one message at a time, which says why.
+ */
+int sv_resp_write_batch(struct sv_engine *eng, struct sv_rtgt *t,
+			const struct sv_dwrite *ws, int n)
+{
+	struct sv_qp_shm *q = t->q;
+	struct sv_seg dsegs[SV_DIRECT_BATCH], ssegs[SV_DIRECT_BATCH * 2];
+	struct sv_data dst = { .seg = dsegs }, src = { .seg = ssegs };
+	uint32_t mtu, npk = 0, state;
+	int k = 0;
+
+	if (n > SV_DIRECT_BATCH)
+		n = SV_DIRECT_BATCH;
+	resp_lock(q);
+	state = q->state;
+	mtu = q->mtu ? q->mtu : 4096;
+	if (atomic_load_explicit(&q->h.dead, memory_order_relaxed) ||
+	    (state != IBV_QPS_RTS && state != IBV_QPS_SQD &&
+	     state != IBV_QPS_SQE && !(state == IBV_QPS_RTR &&
+				       (q->rflags & SV_RF_COMM_EST))) ||
+	    (q->type != IBV_QPT_RC && q->type != IBV_QPT_UC) ||
+	    !(q->access & IBV_ACCESS_REMOTE_WRITE) ||
+	    (q->rflags & (SV_RF_IN_SEND | SV_RF_IN_WRITE | SV_RF_UC_DROP)))
+		goto out;
+	for (; k < n; k++) {
+		const struct sv_dwrite *w = &ws[k];
+
+		if (!w->len || src.nseg + w->nseg > SV_DIRECT_BATCH * 2 ||
+		    sv_key_resolve(eng, w->rkey, q->pd_id, w->va, w->len,
+				   IBV_ACCESS_REMOTE_WRITE, 1, q->qpn,
+				   &dsegs[k].m))
+			break;
+		dsegs[k].len = w->len;
+		memcpy(ssegs + src.nseg, w->src, (size_t)w->nseg * sizeof(*ssegs));
+		src.nseg += w->nseg;
+		src.len += w->len;
+		npk += (uint32_t)((w->len + mtu - 1) / mtu);
+	}
+	dst.nseg = k;
+	dst.len = src.len;
+	if (k && sv_xfer(&dst, 0, &src, 0, src.len))
+		k = 0; /* one by one, to learn which and why */
+	if (k) {
+		q->epsn = (q->epsn + npk) & PSN_MASK;
+		q->msn += (uint32_t)k;
+	}
+out:
+	sv_shlock_unlock(&q->lock);
+	return k;
+}
+
 /* ----------------------------------------------- replies on the link -- */
 
 /* Sends queued answers, then the coalesced ACK.  Must hold shm->lock.

@@ -151,6 +151,7 @@ static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 
 	if (n < 0)
 		return -EINVAL;
+	sv_engine_note_poll(cq->eng);
 	got = take(cq, n, wc);
 	if (got == 0 && n > 0) {
 		/* Poll first: an empty CQ drives the engine inline. */
