@@ -134,9 +134,10 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 
 	if ((!ud && tr->direct != 1) || !sv_direct_enabled())
 		return -EAGAIN;
-	/* UD: a packet to this destination may still sit in a ring; one
-	 * message overtaking another is not what one host does. */
-	if (ud && !ring_idle(eng->loop))
+	/* A packet to this destination may still sit in a ring: this
+	 * message must not overtake it (UC and UD have no ACK that says it
+	 * landed; RC waits for its ACK below, and for the ring too). */
+	if (!ring_idle(eng->loop))
 		return -EAGAIN;
 	lq = local_pin(eng, dqpn);
 	if (lq) {
@@ -152,8 +153,9 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 				sv_peer_put(peer);
 			return -EAGAIN;
 		}
-		if (ud && !ring_idle(peer->link)) {
-			sv_peer_put(peer);
+		if (!ring_idle(peer->link)) {
+			if (ud)
+				sv_peer_put(peer);
 			return -EAGAIN;
 		}
 		if (wants_recv(op) && peer->link && target_drains(peer->link)) {
@@ -348,10 +350,13 @@ int sv_direct_write_batch(struct sv_qp *qp, struct sv_tr *tr)
 	}
 	if (n < 2)
 		return 0;
+	if (!ring_idle(eng->loop))
+		return 0;
 	lq = local_pin(eng, qp->dest_qpn);
 	if (lq) {
 		sv_rtgt_own(&t, lq);
 	} else if (tr->peer && !atomic_load(&tr->peer->q->h.dead) &&
+		   ring_idle(tr->peer->link) &&
 		   !(tr->peer->link && atomic_load(&tr->peer->link->dead))) {
 		t = (struct sv_rtgt){ .q = tr->peer->q, .rcq = tr->peer->rcq,
 				      .srq = tr->peer->srq, .peer = tr->peer };
