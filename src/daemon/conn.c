@@ -380,6 +380,11 @@ void svd_conn_readable(struct svd_conn *c)
 			return;
 		}
 		if (n <= 0) {
+			/* EOF, or an empty datagram (not our protocol: hang
+			 * up), whose descriptors are not ours to keep. */
+			sv_close_fds(fds, nfds);
+			if (n == 0 && nfds)
+				svd.bad_requests++;
 			svd_conn_close(c);
 			return;
 		}

@@ -39,6 +39,13 @@ int svd_watch_add(struct svd_watch *w, uint32_t events)
 	return epoll_ctl(svd.epfd, EPOLL_CTL_ADD, w->fd, &ev) < 0 ? -errno : 0;
 }
 
+int svd_watch_mod(struct svd_watch *w, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = w };
+
+	return epoll_ctl(svd.epfd, EPOLL_CTL_MOD, w->fd, &ev) < 0 ? -errno : 0;
+}
+
 void svd_watch_del(struct svd_watch *w)
 {
 	epoll_ctl(svd.epfd, EPOLL_CTL_DEL, w->fd, NULL);

@@ -121,6 +121,8 @@ uint64_t svd_now_ms(void);
 /* epoll registration helpers (main.c). */
 int svd_watch_add(struct svd_watch *w, uint32_t events);
 void svd_watch_del(struct svd_watch *w);
+/* Changes what w waits for (0: only hang-up and errors). */
+int svd_watch_mod(struct svd_watch *w, uint32_t events);
 /* Frees p after the current epoll batch (its watch must have fd -1). */
 void svd_defer_free(void *p);
 void svd_reap_deferred(void);

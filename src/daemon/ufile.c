@@ -104,8 +104,15 @@ struct svd_ufile *svd_ufile_by_fd(int fd)
 	return NULL;
 }
 
-/* Data written into a cmd_fd by an application means nothing: drop it.
- * EOF means the last copy of the cmd_fd is closed. */
+/*
+ * Data written into a cmd_fd by an application means nothing: drop it,
+ * descriptors included (a cmd_fd sent into its own ufile would otherwise
+ * keep that ufile alive forever).  Only the hang-up of the last copy of
+ * the cmd_fd ends the ufile: an empty datagram reads as 0 bytes too, and
+ * must change nothing (sv_sock_hup tells the two apart).  A client that
+ * shut down writing on its cmd_fd can send nothing more: the daemon stops
+ * reading and waits for the hang-up.
+ */
 void svd_ufile_readable(struct svd_ufile *uf)
 {
 	char buf[256];
@@ -117,12 +124,22 @@ void svd_ufile_readable(struct svd_ufile *uf)
 				&nfds);
 		if (n == -EAGAIN || n == -EMSGSIZE)
 			return;
-		if (n > 0) {
+		if (n > 0 || nfds) {
 			sv_close_fds(fds, nfds);
 			continue;
 		}
 		if (n < 0 && n != -ECONNRESET)
 			return;
+		if (n == 0) {
+			enum sv_sock_state st = sv_sock_hup(uf->w.fd);
+
+			if (st == SV_SOCK_OPEN)
+				continue;
+			if (st == SV_SOCK_RDHUP) {
+				svd_watch_mod(&uf->w, 0);
+				return;
+			}
+		}
 		sv_dbg("ufile %#x: last cmd_fd closed", uf->id);
 		svd_ufile_destroy(uf);
 		return;

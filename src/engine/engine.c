@@ -214,8 +214,12 @@ static int make_ring(size_t size, int *fdp, void **mapp)
 		close(fd);
 		return -errno;
 	}
-	/* Neither side may shrink it under the other's mapping. */
-	fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	/* Neither side may shrink it under the other's mapping (the daemon
+	 * and the receiver refuse a ring without these seals). */
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+		close(fd);
+		return -errno;
+	}
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		close(fd);
@@ -224,6 +228,15 @@ static int make_ring(size_t size, int *fdp, void **mapp)
 	*fdp = fd;
 	*mapp = p;
 	return 0;
+}
+
+/* 1 when fd is a memfd nobody can resize any more (make_ring's seals). */
+static int ring_sealed(int fd)
+{
+	int seals = fcntl(fd, F_GET_SEALS);
+
+	return seals >= 0 && (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) ==
+				     (F_SEAL_SHRINK | F_SEAL_GROW);
 }
 
 /* Adds an inbound ring (mapping map of len bytes, the ring its first
@@ -1044,9 +1057,11 @@ static void sock_readable(struct sv_engine *eng)
 			holds_ufile_gone(eng, m.peer);
 			continue;
 		}
+		/* Only a sealed memfd of the announced size: its creator
+		 * must not be able to shrink it under our mapping (SIGBUS). */
 		if (m.type != SV_ENGINE_LINK_NEW || nfds != 2 ||
 		    fstat(fds[0], &st) < 0 || (uint64_t)st.st_size != m.ring_size ||
-		    m.ring_size < SV_RING_DATA_OFF) {
+		    m.ring_size < SV_RING_DATA_OFF || !ring_sealed(fds[0])) {
 			sv_close_fds(fds, nfds);
 			continue;
 		}
