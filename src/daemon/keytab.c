@@ -231,9 +231,23 @@ static struct svd_mw *mw_by_key(uint32_t key, struct sv_key_entry *v)
 	return mw_tab[i];
 }
 
+/* The kernel's flush bits (ib_user_ioctl_verbs.h; rdma-core v44's verbs.h
+ * does not name them yet). */
+#define SV_ACCESS_FLUSH_GLOBAL (1u << 8)
+#define SV_ACCESS_FLUSH_PERSISTENT (1u << 9)
+/*
+ * What a bind may ask for: rxe's RXE_ACCESS_SUPPORTED_MW (every MR bit it
+ * supports, ZERO_BASED, the optional range).  mlx5 and rxe bind windows
+ * with IBV_ACCESS_LOCAL_WRITE in the flags (ibv_bind_mw(3) lists it among
+ * the window's access; programs pass their MR's flags along): it means
+ * nothing for a remote key, and only the remote bits gate the window.
+ */
 #define MW_ACCESS                                                              \
-	(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |                    \
-	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED)
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                    \
+	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |                   \
+	 IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND |   \
+	 SV_ACCESS_FLUSH_GLOBAL | SV_ACCESS_FLUSH_PERSISTENT |                 \
+	 IBV_ACCESS_OPTIONAL_RANGE)
 
 /* The checks of IBTA 10.6.7.2 (rxe_check_bind_mw), in that order. */
 int svd_op_mw_bind(struct svd_req *r)
