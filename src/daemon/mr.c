@@ -175,9 +175,12 @@ int svd_mr_new(struct svd_ufile *uf, pid_t owner, struct svd_pd *pd,
 	if (err)
 		return err;
 	access &= KEPT_ACCESS;
+	/* A DM MR may be empty: the kernel's DM_MR_REG handler checks only
+	 * that [offset, offset + length) lies in the DM (dm.c did). */
 	if (a->kind == SVD_MR_USER)
 		err = check_range(a->addr, a->length, access);
-	else if (!a->length || a->addr + a->length < a->addr)
+	else if ((a->kind != SVD_MR_DM && !a->length) ||
+		 a->addr + a->length < a->addr)
 		err = -EINVAL;
 	if (err)
 		return err;
