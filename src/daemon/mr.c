@@ -177,8 +177,13 @@ int svd_mr_new(struct svd_ufile *uf, pid_t owner, struct svd_pd *pd,
 	access &= KEPT_ACCESS;
 	/* A DM MR may be empty: the kernel's DM_MR_REG handler checks only
 	 * that [offset, offset + length) lies in the DM (dm.c did). */
-	if (a->kind == SVD_MR_USER)
+	if (a->kind == SVD_MR_USER) {
 		err = check_range(a->addr, a->length, access);
+		/* Where ib_umem_get fails: after the range, never for ODP
+		 * (not pinned). */
+		if (!err && a->mem_fault && !(access & IBV_ACCESS_ON_DEMAND))
+			err = -EFAULT;
+	}
 	else if ((a->kind != SVD_MR_DM && !a->length) ||
 		 a->addr + a->length < a->addr)
 		err = -EINVAL;
@@ -260,11 +265,14 @@ static int reg_common(struct svd_req *r, enum svd_mr_kind kind, int fd)
 				 .length = req->length,
 				 .iova = req->iova,
 				 .access = req->access,
-				 .fd = fd };
+				 .fd = fd,
+				 .mem_fault = req->mem_fault };
 	struct svd_pd *pd;
 	struct svd_mr *mr;
 	int err;
 
+	if (req->pad || req->mem_fault > 1)
+		return -EINVAL;
 	/* The kernel checks access before it looks the PD up. */
 	err = svd_mr_check_access(req->access);
 	if (err)
@@ -341,7 +349,7 @@ int svd_op_rereg_mr(struct svd_req *r)
 	int err;
 
 	/* The order of ib_uverbs_rereg_mr (notes section 9.4). */
-	if (!flags)
+	if (!flags || req->pad || req->mem_fault > 1)
 		return -EINVAL;
 	if (flags & ~(uint32_t)IBV_REREG_MR_FLAGS_SUPPORTED)
 		return -EOPNOTSUPP;
@@ -372,6 +380,11 @@ int svd_op_rereg_mr(struct svd_req *r)
 	err = check_range(addr, length, access);
 	if (err)
 		return err;
+	/* A new translation is pinned anew (ib_umem_get of the new range);
+	 * an access change alone keeps the old pages (mlx5, rxe). */
+	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && req->mem_fault &&
+	    !(access & IBV_ACCESS_ON_DEMAND))
+		return -EFAULT;
 
 	/* Nothing can fail from here: the MR changes in place, under the
 	 * same handle and keys. */
