@@ -11,12 +11,28 @@
 #include "sv_sock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+/*
+ * A descriptor kept in reserve for the day the daemon runs out: accept()
+ * failing with EMFILE leaves the connection queued and the listening
+ * socket readable, so the loop would spin.  Giving the reserve back for a
+ * moment lets the daemon accept the connection and close it (the client
+ * sees EOF and an error), then the reserve is taken again.
+ */
+static int reserve_fd = -1;
+
+void svd_conn_reserve_fd(void)
+{
+	if (reserve_fd < 0)
+		reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
 
 void svd_conn_accept(int lfd)
 {
@@ -26,6 +42,16 @@ void svd_conn_accept(int lfd)
 	int fd;
 
 	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (fd < 0 && (errno == EMFILE || errno == ENFILE) && reserve_fd >= 0) {
+		sv_warn("out of descriptors: refusing a client");
+		close(reserve_fd);
+		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd >= 0)
+			close(fd);
+		reserve_fd = -1;
+		svd_conn_reserve_fd();
+		return;
+	}
 	if (fd < 0)
 		return;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||

@@ -50,6 +50,59 @@ void svd_device_init(void)
 	svd.node_guid = htobe64(h);
 }
 
+static const struct {
+	const char *name;
+	enum svd_obj_type type;
+	uint32_t max;
+} limit_tab[] = {
+	{ "pd", SVD_OBJ_PD, SV_MAX_PD },   { "mr", SVD_OBJ_MR, SV_MAX_MR },
+	{ "dm", SVD_OBJ_DM, SV_MAX_DM },   { "mw", SVD_OBJ_MW, SV_MAX_MW },
+	{ "cq", SVD_OBJ_CQ, SV_MAX_CQ },   { "qp", SVD_OBJ_QP, SV_MAX_QP },
+	{ "srq", SVD_OBJ_SRQ, SV_MAX_SRQ }, { "ah", SVD_OBJ_AH, SV_MAX_AH },
+};
+#define NLIMITS (sizeof(limit_tab) / sizeof(limit_tab[0]))
+
+int svd_limits_init(const char *spec)
+{
+	uint32_t lim[SVD_OBJ_NTYPES];
+	char buf[256], *tok, *save;
+
+	for (unsigned i = 0; i < NLIMITS; i++)
+		lim[limit_tab[i].type] = limit_tab[i].max;
+	if (spec && *spec) {
+		if (strlen(spec) >= sizeof(buf))
+			goto bad;
+		snprintf(buf, sizeof(buf), "%s", spec);
+		for (tok = strtok_r(buf, ",", &save); tok;
+		     tok = strtok_r(NULL, ",", &save)) {
+			char *eq = strchr(tok, '='), *end;
+			unsigned long v;
+			unsigned i;
+
+			if (!eq)
+				goto bad;
+			*eq = 0;
+			for (i = 0; i < NLIMITS; i++)
+				if (!strcmp(tok, limit_tab[i].name))
+					break;
+			v = strtoul(eq + 1, &end, 10);
+			if (i == NLIMITS || end == eq + 1 || *end ||
+			    v > limit_tab[i].max)
+				goto bad;
+			lim[limit_tab[i].type] = (uint32_t)v;
+		}
+	}
+	memcpy(svd.limit, lim, sizeof(lim));
+	return 0;
+bad:
+	for (unsigned i = 0; i < NLIMITS; i++)
+		svd.limit[limit_tab[i].type] = limit_tab[i].max;
+	sv_warn("SOFTVERBS_LIMITS=%s: want name=N,... with names pd mr dm "
+		"mw cq qp srq ah and N no more than the default; ignored",
+		spec);
+	return -EINVAL;
+}
+
 void svd_query_device(struct ibv_device_attr_ex *ax)
 {
 	struct ibv_device_attr *a = &ax->orig_attr;
@@ -63,7 +116,7 @@ void svd_query_device(struct ibv_device_attr_ex *ax)
 	a->vendor_id = SV_VENDOR_ID;
 	a->vendor_part_id = SV_VENDOR_PART_ID;
 	a->hw_ver = SV_HW_VER;
-	a->max_qp = SV_MAX_QP;
+	a->max_qp = (int)svd.limit[SVD_OBJ_QP];
 	a->max_qp_wr = SV_MAX_QP_WR;
 	a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
 			      IBV_DEVICE_AUTO_PATH_MIG | IBV_DEVICE_CHANGE_PHY_PORT |
@@ -74,22 +127,22 @@ void svd_query_device(struct ibv_device_attr_ex *ax)
 			      IBV_DEVICE_MEM_WINDOW_TYPE_2B;
 	a->max_sge = SV_MAX_SGE;
 	a->max_sge_rd = SV_MAX_SGE_RD;
-	a->max_cq = SV_MAX_CQ;
+	a->max_cq = (int)svd.limit[SVD_OBJ_CQ];
 	a->max_cqe = SV_MAX_CQE;
-	a->max_mr = SV_MAX_MR;
-	a->max_pd = SV_MAX_PD;
+	a->max_mr = (int)svd.limit[SVD_OBJ_MR];
+	a->max_pd = (int)svd.limit[SVD_OBJ_PD];
 	a->max_qp_rd_atom = SV_MAX_QP_RD_ATOM;
 	a->max_ee_rd_atom = 0;
 	a->max_res_rd_atom = SV_MAX_RES_RD_ATOM;
 	a->max_qp_init_rd_atom = SV_MAX_QP_RD_ATOM;
 	a->max_ee_init_rd_atom = 0;
 	a->atomic_cap = IBV_ATOMIC_HCA;
-	a->max_mw = SV_MAX_MW;
+	a->max_mw = (int)svd.limit[SVD_OBJ_MW];
 	a->max_mcast_grp = SV_MAX_MCAST_GRP;
 	a->max_mcast_qp_attach = SV_MAX_MCAST_QP_ATTACH;
 	a->max_total_mcast_qp_attach = SV_MAX_MCAST_GRP * SV_MAX_MCAST_QP_ATTACH;
-	a->max_ah = SV_MAX_AH;
-	a->max_srq = SV_MAX_SRQ;
+	a->max_ah = (int)svd.limit[SVD_OBJ_AH];
+	a->max_srq = (int)svd.limit[SVD_OBJ_SRQ];
 	a->max_srq_wr = SV_MAX_SRQ_WR;
 	a->max_srq_sge = SV_MAX_SRQ_SGE;
 	a->max_pkeys = SV_MAX_PKEYS;

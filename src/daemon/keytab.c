@@ -35,10 +35,10 @@ static struct sv_key_entry *ents;
 static int kt_fd = -1;
 static uint64_t obj_serial;
 
-/* Windows: index SV_KEYTAB_MW_BASE + i. */
+/* Windows: index SV_KEYTAB_MW_BASE + i, i lowest free first. */
 static struct svd_mw *mw_tab[SV_MAX_MW];
 static uint8_t mw_tag[SV_MAX_MW];
-static uint32_t mw_hint;
+static struct svd_ida mw_ids;
 
 int svd_keytab_init(void)
 {
@@ -181,20 +181,21 @@ static void mw_unbind(uint32_t idx, struct sv_key_entry *v)
 int svd_mw_key_alloc(struct svd_mw *mw)
 {
 	struct sv_key_entry v = { 0 };
+	int64_t id;
 	uint32_t i;
 
 	if (!kt)
 		return -ENODEV;
-	for (i = mw_hint; i < SV_MAX_MW; i++)
-		if (!mw_tab[i])
-			break;
-	if (i >= SV_MAX_MW)
+	if (!mw_ids.limit)
+		svd_ida_init(&mw_ids, SV_MAX_MW);
+	id = svd_ida_alloc(&mw_ids);
+	if (id < 0)
 		return -ENOMEM;
+	i = (uint32_t)id;
 	if (!mw_tag[i])
 		mw_tag[i] = (uint8_t)(svd.instance >> (8 * (i & 7)));
 	mw_tag[i]++;
 	mw_tab[i] = mw;
-	mw_hint = i + 1;
 	mw->rkey = (SV_KEYTAB_MW_BASE + i) << 8 | mw_tag[i];
 	v.tag = mw_tag[i];
 	v.kind = mw->mw_type == IBV_MW_TYPE_2 ? SV_KEY_MW2 : SV_KEY_MW1;
@@ -216,8 +217,7 @@ void svd_mw_key_free(struct svd_mw *mw)
 	memset((char *)&v + sizeof(v.seq), 0, sizeof(v) - sizeof(v.seq));
 	entry_write(idx, &v);
 	mw_tab[i] = NULL;
-	if (i < mw_hint)
-		mw_hint = i;
+	svd_ida_free(&mw_ids, i);
 }
 
 /* The window at key's index (any tag: callers check it), or NULL. */

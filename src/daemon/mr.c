@@ -39,36 +39,38 @@
 		       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | \
 		       IBV_ACCESS_RELAXED_ORDERING)
 
-/* Key table.  Slot 0 is never used, so no valid key is below 256. */
+/* Key table.  Slot 0 is never used, so no valid key is below 256.  Slots
+ * are handed out lowest free first (svd_ida: O(1) whatever the number of
+ * live MRs). */
 struct key_slot {
 	struct svd_mr *mr;
 	uint8_t tag;
 };
 
 static struct key_slot *keys;
-static uint32_t keys_cap;  /* slots allocated */
-static uint32_t keys_hint; /* no free slot below this one */
+static uint32_t keys_cap; /* slots allocated */
+static struct svd_ida key_ids;
 
 static int key_alloc(struct svd_mr *mr)
 {
-	uint32_t i;
+	int64_t i;
 
-	if (!keys_hint)
-		keys_hint = 1;
-	for (i = keys_hint; i < keys_cap; i++)
-		if (!keys[i].mr)
-			break;
-	if (i >= keys_cap) {
-		uint32_t cap = keys_cap ? keys_cap * 2 : 1024;
-		struct key_slot *n;
-
-		if (cap > SV_MAX_MR + 1)
-			cap = SV_MAX_MR + 1;
-		if (i >= cap)
-			return -ENOMEM; /* max_mr reached */
-		n = realloc(keys, cap * sizeof(*n));
-		if (!n)
+	if (!key_ids.limit) {
+		svd_ida_init(&key_ids, SV_MAX_MR + 1);
+		if (svd_ida_set(&key_ids, 0))
 			return -ENOMEM;
+	}
+	i = svd_ida_alloc(&key_ids);
+	if (i < 0)
+		return -ENOMEM; /* max_mr reached, or no memory */
+	if ((uint32_t)i >= keys_cap) {
+		uint32_t cap = key_ids.cap;
+		struct key_slot *n = realloc(keys, cap * sizeof(*n));
+
+		if (!n) {
+			svd_ida_free(&key_ids, (uint32_t)i);
+			return -ENOMEM;
+		}
 		/* Fresh slots start at a tag from the instance id, so keys
 		 * of two daemon lives rarely look alike. */
 		for (uint32_t j = keys_cap; j < cap; j++) {
@@ -80,8 +82,7 @@ static int key_alloc(struct svd_mr *mr)
 	}
 	keys[i].tag++;
 	keys[i].mr = mr;
-	keys_hint = i + 1;
-	mr->key = i << 8 | keys[i].tag;
+	mr->key = (uint32_t)i << 8 | keys[i].tag;
 	return 0;
 }
 
@@ -91,8 +92,7 @@ static void key_free(struct svd_mr *mr)
 
 	if (i < keys_cap && keys[i].mr == mr) {
 		keys[i].mr = NULL;
-		if (i < keys_hint)
-			keys_hint = i;
+		svd_ida_free(&key_ids, i);
 	}
 }
 
@@ -132,6 +132,9 @@ static int check_range(uint64_t addr, uint64_t length, uint32_t access)
 	return 0;
 }
 
+/* dma-buf MRs alive: each holds a descriptor in the daemon. */
+static uint32_t ndmabuf;
+
 static void mr_destroy(struct svd_obj *obj)
 {
 	struct svd_mr *mr = (struct svd_mr *)obj;
@@ -142,8 +145,10 @@ static void mr_destroy(struct svd_obj *obj)
 		mr->pd->obj.usecnt--;
 	if (mr->dm && mr->dm->usecnt)
 		mr->dm->usecnt--;
-	if (mr->fd >= 0)
+	if (mr->fd >= 0) {
 		close(mr->fd);
+		ndmabuf--;
+	}
 	free(mr);
 }
 
@@ -221,8 +226,10 @@ int svd_mr_new(struct svd_ufile *uf, pid_t owner, struct svd_pd *pd,
 		mr->dm = a->dm;
 		mr->dm->usecnt++;
 	}
-	if (a->kind == SVD_MR_DMABUF)
+	if (a->kind == SVD_MR_DMABUF) {
 		mr->fd = a->fd;
+		ndmabuf++;
+	}
 	svd_keytab_publish(mr);
 	*out = mr;
 	sv_dbg("ufile %#x mr#%u: key %#x len %#llx access %#x pid %d", uf->id,
@@ -330,6 +337,8 @@ int svd_op_reg_dmabuf_mr(struct svd_req *r)
 
 	if (size < 0)
 		return (int)size;
+	if (ndmabuf >= SV_MAX_DMABUF_MR)
+		return -ENOMEM; /* the descriptors the daemon can afford */
 	if (req->addr + req->length < req->addr ||
 	    req->addr + req->length > (uint64_t)size)
 		return -EINVAL;

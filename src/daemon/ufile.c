@@ -53,6 +53,7 @@ int svd_ufile_create(struct svd_conn *c, int *client_fd,
 		err = -errno;
 		goto err_close;
 	}
+	svd_ida_init(&uf->ids, SV_MAX_HANDLES);
 	uf->w.kind = SVD_W_UFILE;
 	uf->w.fd = sv[0];
 	uf->dev = st.st_dev;
@@ -183,6 +184,7 @@ void svd_ufile_destroy(struct svd_ufile *uf)
 	} while (left);
 	svd_engines_ufile_gone(uf->id);
 	free(uf->handles);
+	svd_ida_destroy(&uf->ids);
 	svd_watch_del(&uf->w);
 	close(uf->w.fd);
 	uf->w.fd = -1;
@@ -196,9 +198,14 @@ void svd_ufile_destroy(struct svd_ufile *uf)
 int svd_ctx_create(struct svd_conn *c, struct svd_ufile *uf, int want_async,
 		   int *client_async_fd, struct svd_ctx **out)
 {
-	struct svd_ctx *ctx = calloc(1, sizeof(*ctx));
+	struct svd_ctx *ctx;
 	int sv[2] = { -1, -1 };
 
+	/* Each view holds a socket in the daemon: bounded, as descriptors
+	 * are (the kernel would answer a process out of them EMFILE). */
+	if (svd.nctxs >= SV_MAX_CONTEXTS)
+		return -EMFILE;
+	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
 	ctx->async_fd = -1;
@@ -261,30 +268,34 @@ struct svd_ctx *svd_conn_view(struct svd_conn *c, struct svd_ufile *uf)
 
 int svd_handle_alloc(struct svd_ufile *uf, struct svd_obj *obj)
 {
-	uint32_t h;
+	int64_t h;
 
-	for (h = 0; h < uf->handles_cap; h++)
-		if (!uf->handles[h])
-			break;
-	if (h == uf->handles_cap) {
-		uint32_t cap = uf->handles_cap ? uf->handles_cap * 2 : 64;
-		struct svd_obj **n;
+	if (obj->type <= 0 || obj->type >= SVD_OBJ_NTYPES)
+		return -EINVAL;
+	if (svd.ntype[obj->type] >= svd.limit[obj->type])
+		return -ENOMEM; /* the device's max_<type> */
+	h = svd_ida_alloc(&uf->ids);
+	if (h < 0)
+		return -ENOMEM;
+	if (uf->ids.cap > uf->handles_cap) {
+		uint32_t cap = uf->ids.cap;
+		struct svd_obj **n = realloc(uf->handles, cap * sizeof(*n));
 
-		if (cap > SV_MAX_HANDLES)
-			return -ENOSPC;
-		n = realloc(uf->handles, cap * sizeof(*n));
-		if (!n)
+		if (!n) {
+			svd_ida_free(&uf->ids, (uint32_t)h);
 			return -ENOMEM;
+		}
 		memset(n + uf->handles_cap, 0,
 		       (cap - uf->handles_cap) * sizeof(*n));
 		uf->handles = n;
 		uf->handles_cap = cap;
 	}
 	uf->handles[h] = obj;
-	obj->handle = h;
+	obj->handle = (uint32_t)h;
 	obj->uf = uf;
 	uf->nobjs++;
 	svd.nobjs++;
+	svd.ntype[obj->type]++;
 	return 0;
 }
 
@@ -294,8 +305,10 @@ void svd_handle_free(struct svd_obj *obj)
 
 	if (obj->handle < uf->handles_cap && uf->handles[obj->handle] == obj) {
 		uf->handles[obj->handle] = NULL;
+		svd_ida_free(&uf->ids, obj->handle);
 		uf->nobjs--;
 		svd.nobjs--;
+		svd.ntype[obj->type]--;
 	}
 }
 
