@@ -114,8 +114,10 @@ int64_t svd_ida_alloc(struct svd_ida *a)
 	for (uint32_t k = 0; k < n2(a->cap); k++) {
 		uint32_t j, i;
 
+		a->words_read++;
 		if (a->l2[k] == FULL)
 			continue;
+		a->words_read += 2;
 		j = k * 64 + (uint32_t)__builtin_ctzll(~a->l2[k]);
 		i = j * 64 + (uint32_t)__builtin_ctzll(~a->l1[j]);
 		id = i * 64 + (uint32_t)__builtin_ctzll(~a->l0[i]);

@@ -22,6 +22,8 @@ struct svd_ida {
 	uint32_t cap;	/* ids 0..cap-1 have bits; a multiple of 4096 */
 	uint32_t limit; /* ids are < limit */
 	uint32_t used;
+	uint64_t words_read; /* by svd_ida_alloc's search: its cost, which
+				the unit test checks does not grow */
 };
 
 /* An empty allocator for ids 0..limit-1. */
