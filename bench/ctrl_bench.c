@@ -194,6 +194,104 @@ static void bench_import(struct ibv_context *ctx, struct ibv_pd *pd)
 	free(t);
 }
 
+/*
+ * Cost flat with scale (issue 8): reg+dereg of one more MR while `live`
+ * others stay registered in the same context (handles, key indices and
+ * lookups must not cost more with 100,000 than with 1,000).
+ */
+static void bench_reg_live(struct ibv_pd *pd, int live, const char *name)
+{
+	double *t = calloc(iters, sizeof(*t));
+	struct ibv_mr **keep = calloc(live, sizeof(*keep));
+	char *buf = malloc(4096);
+	int n = 0, made = 0;
+
+	if (!t || !keep || !buf)
+		die("calloc");
+	for (; made < live; made++) {
+		keep[made] = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+		if (!keep[made])
+			break;
+	}
+	if (made == live) {
+		for (int i = 0; i < iters; i++) {
+			double t0 = now_us();
+			struct ibv_mr *mr = ibv_reg_mr(pd, buf, 4096,
+						       IBV_ACCESS_LOCAL_WRITE);
+
+			if (!mr || ibv_dereg_mr(mr))
+				break;
+			t[n++] = now_us() - t0;
+		}
+	} else {
+		fprintf(stderr, "ctrl_bench: %d live MRs: %s\n", live,
+			strerror(errno));
+	}
+	record(name, t, n);
+	while (made--)
+		ibv_dereg_mr(keep[made]);
+	free(keep);
+	free(buf);
+	free(t);
+}
+
+/* The same for ibv_create_qp + ibv_destroy_qp with `live` other QPs. */
+static void bench_qp_live(struct ibv_context *ctx, struct ibv_pd *pd, int live,
+			  const char *name)
+{
+	double *t = calloc(iters, sizeof(*t));
+	struct ibv_qp **keep = calloc(live, sizeof(*keep));
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	struct ibv_qp_init_attr ia;
+	int n = 0, made = 0;
+
+	if (!t || !keep || !cq)
+		die("calloc/create_cq");
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = ia.recv_cq = cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	for (; made < live; made++) {
+		keep[made] = ibv_create_qp(pd, &ia);
+		if (!keep[made])
+			break;
+	}
+	if (made == live) {
+		for (int i = 0; i < iters; i++) {
+			double t0 = now_us();
+			struct ibv_qp *qp = ibv_create_qp(pd, &ia);
+
+			if (!qp || ibv_destroy_qp(qp))
+				break;
+			t[n++] = now_us() - t0;
+		}
+	} else {
+		fprintf(stderr, "ctrl_bench: %d live QPs: %s\n", live,
+			strerror(errno));
+	}
+	record(name, t, n);
+	while (made--)
+		ibv_destroy_qp(keep[made]);
+	ibv_destroy_cq(cq);
+	free(keep);
+	free(t);
+}
+
+/* The result row called name, or NULL. */
+static const struct result *row(const char *name)
+{
+	for (int i = 0; i < nresults; i++)
+		if (!strcmp(results[i].name, name) && results[i].ok)
+			return &results[i];
+	return NULL;
+}
+
+#define ROW_MR_LO "ibv_reg_mr + ibv_dereg_mr, 1,000 live MRs"
+#define ROW_MR_HI "ibv_reg_mr + ibv_dereg_mr, 100,000 live MRs"
+#define ROW_QP_LO "ibv_create_qp + ibv_destroy_qp, 100 live QPs"
+#define ROW_QP_HI "ibv_create_qp + ibv_destroy_qp, 10,000 live QPs"
+
 static void write_report(const char *path)
 {
 	struct utsname u;
@@ -242,6 +340,24 @@ static void write_report(const char *path)
 			"microseconds on a busy 2-CPU machine: the wake-ups, not "
 			"the work in the daemon, are what a control verb costs.\n",
 			results[2].median / rt, results[4].median / results[2].median);
+	}
+	{
+		const struct result *ml = row(ROW_MR_LO), *mh = row(ROW_MR_HI);
+		const struct result *ql = row(ROW_QP_LO), *qh = row(ROW_QP_HI);
+
+		if (ml && mh && ql && qh)
+			fprintf(f,
+				"- cost flat with scale (aim: at most 1.2x): "
+				"reg+dereg with 100,000 live MRs costs %.2fx "
+				"what it costs with 1,000; create+destroy QP "
+				"with 10,000 live QPs %.2fx what it costs with "
+				"100.  Handles, MR key indices and window keys "
+				"come from a three-level bitmap (lowest free "
+				"first, as the kernel's IDA), the QPN table has "
+				"as many buckets as max_qp, and every lookup is "
+				"by index or hash.\n",
+				mh->median / ml->median,
+				qh->median / ql->median);
 	}
 	fclose(f);
 	printf("report: %s\n", path);
@@ -301,6 +417,10 @@ int main(int argc, char **argv)
 			    IBV_REREG_MR_CHANGE_ACCESS,
 		    "ibv_rereg_mr all three flags");
 	bench_import(ctx, pd);
+	bench_reg_live(pd, 1000, ROW_MR_LO);
+	bench_reg_live(pd, 100000, ROW_MR_HI);
+	bench_qp_live(ctx, pd, 100, ROW_QP_LO);
+	bench_qp_live(ctx, pd, 10000, ROW_QP_HI);
 
 	ibv_dealloc_pd(pd2);
 	ibv_dealloc_pd(pd);
