@@ -376,6 +376,28 @@ out:
 	return closed;
 }
 
+/* A client that keeps sending garbage must not fill the log: one line a
+ * second at most, with the count of the others. */
+static void warn_garbage(const struct svd_conn *c)
+{
+	static uint64_t last_ms;
+	static unsigned suppressed;
+	uint64_t now = svd_now_ms();
+
+	if (last_ms && now - last_ms < 1000) {
+		suppressed++;
+		return;
+	}
+	if (suppressed)
+		sv_warn("pid %d: garbage on the control channel (and %u more "
+			"times since the last report)",
+			(int)c->pid, suppressed);
+	else
+		sv_warn("pid %d: garbage on the control channel", (int)c->pid);
+	last_ms = now;
+	suppressed = 0;
+}
+
 void svd_conn_readable(struct svd_conn *c)
 {
 	static union {
@@ -418,7 +440,7 @@ void svd_conn_readable(struct svd_conn *c)
 			/* Not our protocol at all: hang up. */
 			sv_close_fds(fds, nfds);
 			svd.bad_requests++;
-			sv_warn("pid %d: garbage on the control channel", (int)c->pid);
+			warn_garbage(c);
 			svd_conn_close(c);
 			return;
 		}

@@ -124,7 +124,8 @@ static int request(uint16_t op, uint32_t ufile, const void *body, size_t len,
 	m.h.len = (uint32_t)(sizeof(m.h) + len);
 	m.h.seq = (uint32_t)++f.sent;
 	m.h.ufile = ufile;
-	memcpy(m.b + sizeof(m.h), body, len);
+	if (len)
+		memcpy(m.b + sizeof(m.h), body, len);
 	CHECK_EQ(sv_send_msg(f.chan, m.b, m.h.len, fds, nfds, 0), 0);
 	if (!reply(first8))
 		return 1;
