@@ -165,6 +165,9 @@ struct sv_status_rep {
 	uint64_t requests; /* requests served */
 	uint64_t bad_requests; /* requests refused as malformed */
 	char name[64];
+	uint64_t busy_ns;  /* time spent in op handlers but STATUS's
+			      (benchmarks: the daemon's own cost of a verb,
+			      without the trip) */
 };
 
 /* RES_LIST: the live objects, for `softverbs res show`.  Paged: the reply

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 /*
@@ -290,6 +291,7 @@ static int op_status(struct svd_req *r)
 	rep->open_fds = svd_count_fds();
 	rep->requests = svd.requests;
 	rep->bad_requests = svd.bad_requests;
+	rep->busy_ns = svd.busy_ns;
 	snprintf(rep->name, sizeof(rep->name), "%s", svd.name);
 	r->rep_len = sizeof(*rep);
 	return 0;
@@ -363,7 +365,18 @@ static int dispatch(struct svd_conn *c, struct sv_msg_hdr *hdr, size_t n,
 			goto out;
 		}
 	}
-	status = op->fn(&r);
+	{
+		struct timespec t0, t1;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		status = op->fn(&r);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		/* STATUS, which reads it, does not count itself. */
+		if (hdr->op != SV_OP_STATUS)
+			svd.busy_ns += (uint64_t)(t1.tv_sec - t0.tv_sec) *
+					       1000000000ULL +
+				       (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+	}
 	goto out;
 bad:
 	svd.bad_requests++;

@@ -113,6 +113,7 @@ struct svd_state {
 	uint32_t next_ctx_id;
 	uint64_t requests;
 	uint64_t bad_requests;
+	uint64_t busy_ns; /* in op handlers (SV_OP_STATUS) */
 	/* Device-wide objects of each type and the limits the device
 	 * advertises for them (device.c: sv_param.h, lowered by
 	 * SOFTVERBS_LIMITS); svd_handle_alloc enforces them. */
