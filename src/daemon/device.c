@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,17 +51,62 @@ void svd_device_init(void)
 	svd.node_guid = htobe64(h);
 }
 
+/* .fd: each object of the type holds a descriptor in the daemon. */
 static const struct {
 	const char *name;
 	enum svd_obj_type type;
 	uint32_t max;
+	int fd;
 } limit_tab[] = {
-	{ "pd", SVD_OBJ_PD, SV_MAX_PD },   { "mr", SVD_OBJ_MR, SV_MAX_MR },
-	{ "dm", SVD_OBJ_DM, SV_MAX_DM },   { "mw", SVD_OBJ_MW, SV_MAX_MW },
-	{ "cq", SVD_OBJ_CQ, SV_MAX_CQ },   { "qp", SVD_OBJ_QP, SV_MAX_QP },
-	{ "srq", SVD_OBJ_SRQ, SV_MAX_SRQ }, { "ah", SVD_OBJ_AH, SV_MAX_AH },
+	{ "pd", SVD_OBJ_PD, SV_MAX_PD, 0 },   { "mr", SVD_OBJ_MR, SV_MAX_MR, 0 },
+	{ "dm", SVD_OBJ_DM, SV_MAX_DM, 1 },   { "mw", SVD_OBJ_MW, SV_MAX_MW, 0 },
+	{ "cq", SVD_OBJ_CQ, SV_MAX_CQ, 0 },   { "qp", SVD_OBJ_QP, SV_MAX_QP, 0 },
+	{ "srq", SVD_OBJ_SRQ, SV_MAX_SRQ, 0 }, { "ah", SVD_OBJ_AH, SV_MAX_AH, 0 },
 };
 #define NLIMITS (sizeof(limit_tab) / sizeof(limit_tab[0]))
+
+/* Descriptors kept free of every limit: the listener, epoll, signalfd,
+ * key table, log, the reserve (conn.c), engines' sockets and doorbells,
+ * control channels, /proc reads. */
+#define FD_HEADROOM 256
+
+/*
+ * The daemon must never promise what it cannot hold: ufiles, contexts,
+ * dma-buf MRs and objects of the .fd types each take a descriptor, so if
+ * their limits add up to more than RLIMIT_NOFILE allows (after the daemon
+ * raised it, main.c), all of them shrink in proportion, and the device
+ * reports the smaller object limits.
+ */
+static void fit_descriptors(uint32_t *lim)
+{
+	struct rlimit rl;
+	uint64_t need = (uint64_t)SV_MAX_UFILES + SV_MAX_CONTEXTS +
+			SV_MAX_DMABUF_MR, budget;
+
+	svd.max_ufiles = SV_MAX_UFILES;
+	svd.max_contexts = SV_MAX_CONTEXTS;
+	svd.max_dmabuf = SV_MAX_DMABUF_MR;
+	for (unsigned i = 0; i < NLIMITS; i++)
+		if (limit_tab[i].fd)
+			need += lim[limit_tab[i].type];
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur >= need + FD_HEADROOM)
+		return;
+	budget = rl.rlim_cur > 2 * FD_HEADROOM ? rl.rlim_cur - FD_HEADROOM :
+						 FD_HEADROOM;
+#define FIT(x) ((uint32_t)((uint64_t)(x) * budget / need) ?: 1)
+	svd.max_ufiles = FIT(SV_MAX_UFILES);
+	svd.max_contexts = FIT(SV_MAX_CONTEXTS);
+	svd.max_dmabuf = FIT(SV_MAX_DMABUF_MR);
+	for (unsigned i = 0; i < NLIMITS; i++)
+		if (limit_tab[i].fd)
+			lim[limit_tab[i].type] = FIT(lim[limit_tab[i].type]);
+#undef FIT
+	sv_info("descriptor limit %llu: %u ufiles, %u contexts, %u dma-buf "
+		"MRs, %u DMs at most",
+		(unsigned long long)rl.rlim_cur, svd.max_ufiles,
+		svd.max_contexts, svd.max_dmabuf, lim[SVD_OBJ_DM]);
+}
 
 int svd_limits_init(const char *spec)
 {
@@ -92,11 +138,14 @@ int svd_limits_init(const char *spec)
 			lim[limit_tab[i].type] = (uint32_t)v;
 		}
 	}
+	fit_descriptors(lim);
 	memcpy(svd.limit, lim, sizeof(lim));
 	return 0;
 bad:
 	for (unsigned i = 0; i < NLIMITS; i++)
-		svd.limit[limit_tab[i].type] = limit_tab[i].max;
+		lim[limit_tab[i].type] = limit_tab[i].max;
+	fit_descriptors(lim);
+	memcpy(svd.limit, lim, sizeof(lim));
 	sv_warn("SOFTVERBS_LIMITS=%s: want name=N,... with names pd mr dm "
 		"mw cq qp srq ah and N no more than the default; ignored",
 		spec);

@@ -337,7 +337,7 @@ int svd_op_reg_dmabuf_mr(struct svd_req *r)
 
 	if (size < 0)
 		return (int)size;
-	if (ndmabuf >= SV_MAX_DMABUF_MR)
+	if (ndmabuf >= svd.max_dmabuf)
 		return -ENOMEM; /* the descriptors the daemon can afford */
 	if (req->addr + req->length < req->addr ||
 	    req->addr + req->length > (uint64_t)size)

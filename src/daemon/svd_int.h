@@ -119,6 +119,9 @@ struct svd_state {
 	 * SOFTVERBS_LIMITS); svd_handle_alloc enforces them. */
 	uint32_t ntype[SVD_OBJ_NTYPES];
 	uint32_t limit[SVD_OBJ_NTYPES];
+	/* What holds a descriptor in the daemon, bounded so that all of it
+	 * fits in RLIMIT_NOFILE (device.c, svd_limits_init). */
+	uint32_t max_ufiles, max_contexts, max_dmabuf;
 	struct svd_ufile *ufiles[SV_MAX_UFILES];
 	uint16_t ufile_gen[SV_MAX_UFILES];
 };
@@ -181,7 +184,9 @@ int svd_destroy_unused(struct svd_ufile *uf, uint32_t handle,
 /* device.c */
 void svd_device_init(void);
 /* svd.limit from sv_param.h and $SOFTVERBS_LIMITS ("qp=64,mr=1000,..."),
- * which may only lower them.  Returns 0, or -EINVAL for a bad string
+ * which may only lower them; then everything that holds a descriptor in
+ * the daemon is scaled down together if it would not fit in the
+ * process's descriptor limit.  Returns 0, or -EINVAL for a bad string
  * (then the defaults stand). */
 int svd_limits_init(const char *spec);
 void svd_query_device(struct ibv_device_attr_ex *attr);

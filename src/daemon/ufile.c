@@ -29,6 +29,8 @@ int svd_ufile_create(struct svd_conn *c, int *client_fd,
 	struct stat st;
 	int sv[2], slot, err;
 
+	if (svd.nufiles >= svd.max_ufiles)
+		return -EMFILE; /* each holds a socket in the daemon */
 	for (slot = 1; slot < SV_MAX_UFILES; slot++)
 		if (!svd.ufiles[slot])
 			break;
@@ -203,7 +205,7 @@ int svd_ctx_create(struct svd_conn *c, struct svd_ufile *uf, int want_async,
 
 	/* Each view holds a socket in the daemon: bounded, as descriptors
 	 * are (the kernel would answer a process out of them EMFILE). */
-	if (svd.nctxs >= SV_MAX_CONTEXTS)
+	if (svd.nctxs >= svd.max_contexts)
 		return -EMFILE;
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)

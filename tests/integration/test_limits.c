@@ -17,6 +17,7 @@
 #include "pd_mr_util.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 /* A private daemon for the case, optionally with lowered limits. */
 static void daemon_with(const char *limits, struct sv_status_rep *base)
@@ -538,6 +539,61 @@ SV_TEST_T(size_limits, 120)
 	CHECK_EQ(ibv_destroy_cq(cq), 0);
 	CHECK_EQ(objects_now(), before);
 	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	done(&base);
+}
+
+/* ---- a daemon with few descriptors ------------------------------------ */
+
+/*
+ * Started where RLIMIT_NOFILE is small, the daemon shrinks what holds a
+ * descriptor of its own (open devices, contexts, DMs, dma-buf MRs) to fit,
+ * so it refuses cleanly (ENOMEM for DMs, EMFILE for devices) long before it
+ * would run out itself, and keeps serving.
+ */
+SV_TEST_T(descriptor_budget, 120)
+{
+	struct rlimit rl = { 1500, 1500 };
+	struct sv_status_rep base, st;
+	struct ibv_alloc_dm_attr da = { .length = 4096 };
+	static struct ibv_context *ctxs[1500];
+	static struct ibv_dm *dms[1500];
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	int ndm = 0, nctx = 0;
+
+	CHECK_EQ(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	daemon_with(NULL, &base);
+	ctx = sv_test_open_dev();
+	while (ndm < 1500 && (dms[ndm] = ibv_alloc_dm(ctx, &da)))
+		ndm++;
+	CHECK_EQ(errno, ENOMEM);
+	CHECK(ndm > 0 && ndm < 1500);
+	/* More devices than it can hold: EMFILE, from the daemon. */
+	while (nctx < 1500) {
+		struct ibv_device **l = ibv_get_device_list(NULL);
+
+		CHECK(l);
+		ctxs[nctx] = ibv_open_device(l[0]);
+		ibv_free_device_list(l);
+		if (!ctxs[nctx])
+			break;
+		nctx++;
+	}
+	CHECK_EQ(errno, EMFILE);
+	CHECK(nctx > 0 && nctx < 700); /* the daemon's limit, not ours */
+	/* Still serving, with descriptors to spare. */
+	CHECK_EQ(sv_test_status(&st), 0);
+	CHECK(st.open_fds < 1500 - 100);
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	while (nctx--)
+		CHECK_EQ(ibv_close_device(ctxs[nctx]), 0);
+	CHECK((ctxs[0] = sv_test_open_dev()));
+	CHECK_EQ(ibv_close_device(ctxs[0]), 0);
+	while (ndm--)
+		CHECK_EQ(ibv_free_dm(dms[ndm]), 0);
 	CHECK_EQ(ibv_close_device(ctx), 0);
 	done(&base);
 }
