@@ -1,7 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Device limits in one place (as rxe_param.h).  These are what
- * ibv_query_device reports and what the daemon enforces.
+ * ibv_query_device reports and what the daemon enforces: past a count
+ * limit creating the object fails with ENOMEM, past a size limit with
+ * EINVAL, as the kernel answers.  The daemon may be told lower counts
+ * ($SOFTVERBS_LIMITS, daemon/device.c); it then reports those.
+ *
+ * What they cost the daemon: an object is ~100 bytes and a handle slot
+ * 8 (plus 0.25 bit of bitmap); an MR or window key is a 64-byte entry of
+ * the shared key table (SV_KEYTAB_ENTRIES x 64 = 21 MiB of address space,
+ * pages only where keys live).  Descriptors are the scarce thing: a ufile,
+ * a context (its async socket), a DM (its memfd) and a dma-buf MR (its
+ * fd) each hold one in the daemon, so those are bounded to fit in the
+ * descriptor limit the daemon raises itself to (main.c).
  */
 #ifndef SV_PARAM_H
 #define SV_PARAM_H
@@ -34,9 +45,16 @@
 #define SV_MAX_MCAST_QP_ATTACH 56
 #define SV_NUM_COMP_VECTORS 1
 #define SV_MAX_DM_SIZE (64ULL << 20) /* per allocation */
+#define SV_MAX_DM 1024		     /* allocations, device wide */
+#define SV_MAX_DMABUF_MR 1024	     /* dma-buf MRs, device wide */
 #define SV_MAX_MSG_SZ 0x80000000U
-#define SV_MAX_UFILES 4096
-#define SV_MAX_HANDLES 0x40000 /* objects per ufile */
+#define SV_MAX_UFILES 4096	     /* open devices (ufiles), device wide */
+#define SV_MAX_CONTEXTS 8192	     /* context views, device wide */
+/* Handles per ufile: every object the device allows fits in one ufile,
+ * so the per-type limits above are the ones that bite. */
+#define SV_MAX_HANDLES                                                         \
+	(SV_MAX_PD + SV_MAX_MR + SV_MAX_DM + SV_MAX_MW + SV_MAX_CQ +           \
+	 SV_MAX_QP + SV_MAX_SRQ + SV_MAX_AH)
 
 #define SV_DEFAULT_IDLE_MS 30000 /* daemon exit after this long with no ufile */
 

@@ -167,6 +167,9 @@ struct sv_status_rep {
 	uint64_t requests; /* requests served */
 	uint64_t bad_requests; /* requests refused as malformed */
 	char name[64];
+	uint64_t busy_ns;  /* time spent in op handlers but STATUS's
+			      (benchmarks: the daemon's own cost of a verb,
+			      without the trip) */
 };
 
 /* RES_LIST: the live objects, for `softverbs res show`.  Paged: the reply
@@ -274,6 +277,10 @@ struct sv_obj_rep {
  * | iova      | address the keys use; page offset must equal addr's     |
  * | pd_handle | PD in hdr.ufile                                          |
  * | access    | enum ibv_access_flags, after the library's masking      |
+ * | mem_fault | 0, or 1: the caller's pages would not pin (a hole, or    |
+ * |           | not writable for a writable MR): -EFAULT, answered after |
+ * |           | every other check, where the kernel's pinning fails      |
+ * | pad       | 0                                                        |
  */
 struct sv_reg_mr_req {
 	uint64_t addr;
@@ -281,8 +288,10 @@ struct sv_reg_mr_req {
 	uint64_t iova;
 	uint32_t pd_handle;
 	uint32_t access;
+	uint32_t mem_fault;
+	uint32_t pad;
 };
-static_assert(sizeof(struct sv_reg_mr_req) == 32, "reg_mr layout");
+static_assert(sizeof(struct sv_reg_mr_req) == 40, "reg_mr layout");
 
 /*
  * | field     | meaning                                                 |
@@ -294,6 +303,8 @@ static_assert(sizeof(struct sv_reg_mr_req) == 32, "reg_mr layout");
  * | flags     | enum ibv_rereg_mr_flags (0 or unknown bits: refused)     |
  * | pd_handle | CHANGE_PD: the new PD                                    |
  * | access    | CHANGE_ACCESS: the new access flags                      |
+ * | mem_fault | CHANGE_TRANSLATION: as sv_reg_mr_req (the new range)     |
+ * | pad       | 0                                                        |
  */
 struct sv_rereg_mr_req {
 	uint64_t addr;
@@ -303,8 +314,10 @@ struct sv_rereg_mr_req {
 	uint32_t flags;
 	uint32_t pd_handle;
 	uint32_t access;
+	uint32_t mem_fault;
+	uint32_t pad;
 };
-static_assert(sizeof(struct sv_rereg_mr_req) == 40, "rereg_mr layout");
+static_assert(sizeof(struct sv_rereg_mr_req) == 48, "rereg_mr layout");
 
 /*
  * | field  | meaning                                                    |

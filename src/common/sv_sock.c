@@ -3,6 +3,7 @@
 #include "sv_proto.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,16 @@ int sv_send_msg(int sock, const void *buf, size_t len, const int *fds,
 	if ((size_t)n != len)
 		return -EIO;
 	return 0;
+}
+
+enum sv_sock_state sv_sock_hup(int sock)
+{
+	struct pollfd pfd = { .fd = sock, .events = POLLIN | POLLRDHUP };
+
+	if (poll(&pfd, 1, 0) < 0 ||
+	    (pfd.revents & (POLLHUP | POLLERR | POLLNVAL)))
+		return SV_SOCK_HUP;
+	return (pfd.revents & POLLRDHUP) ? SV_SOCK_RDHUP : SV_SOCK_OPEN;
 }
 
 void sv_close_fds(int *fds, int n)

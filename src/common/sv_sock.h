@@ -28,6 +28,19 @@ int sv_send_msg(int sock, const void *buf, size_t len, const int *fds,
 ssize_t sv_recv_msg(int sock, void *buf, size_t cap, int *fds, int maxfds,
 		    int *nfds);
 
+/*
+ * After sv_recv_msg returned 0 with no descriptors: was that the end of the
+ * stream or an empty datagram?  SOCK_SEQPACKET answers both with 0 bytes;
+ * only the socket's hang-up state tells them apart (a peer that closed
+ * leaves POLLHUP set whether or not datagrams were still queued).
+ */
+enum sv_sock_state {
+	SV_SOCK_OPEN = 0,  /* an empty datagram: the peer is still there */
+	SV_SOCK_HUP,	   /* the last copy of the peer's end is closed */
+	SV_SOCK_RDHUP,	   /* the peer shut down writing but is still open */
+};
+enum sv_sock_state sv_sock_hup(int sock);
+
 /* Closes n descriptors of fds, ignoring -1 entries. */
 void sv_close_fds(int *fds, int n);
 

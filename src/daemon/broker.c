@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct svd_engine {
@@ -104,10 +105,21 @@ void svd_engine_readable(struct svd_engine *e)
 				&nfds);
 		if (n == -EAGAIN)
 			return;
-		if (n > 0 || n == -EMSGSIZE) {
-			if (n > 0)
-				sv_close_fds(fds, nfds);
-			continue; /* engines send nothing: ignore */
+		/* Engines send nothing: whatever comes is dropped, an empty
+		 * datagram and its descriptors included (as on a cmd_fd). */
+		if (n > 0 || n == -EMSGSIZE || nfds) {
+			sv_close_fds(fds, nfds);
+			continue;
+		}
+		if (n == 0) {
+			enum sv_sock_state st = sv_sock_hup(e->w.fd);
+
+			if (st == SV_SOCK_OPEN)
+				continue;
+			if (st == SV_SOCK_RDHUP) {
+				svd_watch_mod(&e->w, 0);
+				return;
+			}
 		}
 		engine_destroy(e);
 		return;
@@ -274,6 +286,28 @@ int svd_op_qp_peer(struct svd_req *r)
 	return 0;
 }
 
+/*
+ * A ring is shared memory two processes map: if its creator could shrink
+ * it afterwards, the receiver's next access would die of SIGBUS.  So only
+ * a memfd sealed against shrinking (and growing: the size is part of the
+ * contract), exactly as large as announced, is handed on.  The receiving
+ * engine checks the same again, since it trusts nobody's word for it.
+ */
+static int check_ring_fd(int fd, uint64_t ring_size)
+{
+	struct stat st;
+	int seals = fcntl(fd, F_GET_SEALS);
+
+	if (seals < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return -EINVAL; /* not a memfd */
+	if ((seals & (F_SEAL_SHRINK | F_SEAL_GROW)) !=
+	    (F_SEAL_SHRINK | F_SEAL_GROW))
+		return -EINVAL;
+	if ((uint64_t)st.st_size != ring_size)
+		return -EINVAL;
+	return 0;
+}
+
 int svd_op_link_connect(struct svd_req *r)
 {
 	const struct sv_link_req *req = r->body;
@@ -289,6 +323,9 @@ int svd_op_link_connect(struct svd_req *r)
 		return -ENOENT;
 	if (req->pad || req->ring_size < 8192 || req->ring_size > (1u << 30))
 		return -EINVAL;
+	err = check_ring_fd(r->fds[0], req->ring_size);
+	if (err)
+		return err;
 	db = fcntl(to->doorbell, F_DUPFD_CLOEXEC, 0);
 	if (db < 0)
 		return -errno;

@@ -11,12 +11,29 @@
 #include "sv_sock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
+
+/*
+ * A descriptor kept in reserve for the day the daemon runs out: accept()
+ * failing with EMFILE leaves the connection queued and the listening
+ * socket readable, so the loop would spin.  Giving the reserve back for a
+ * moment lets the daemon accept the connection and close it (the client
+ * sees EOF and an error), then the reserve is taken again.
+ */
+static int reserve_fd = -1;
+
+void svd_conn_reserve_fd(void)
+{
+	if (reserve_fd < 0)
+		reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
 
 void svd_conn_accept(int lfd)
 {
@@ -26,6 +43,16 @@ void svd_conn_accept(int lfd)
 	int fd;
 
 	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (fd < 0 && (errno == EMFILE || errno == ENFILE) && reserve_fd >= 0) {
+		sv_warn("out of descriptors: refusing a client");
+		close(reserve_fd);
+		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd >= 0)
+			close(fd);
+		reserve_fd = -1;
+		svd_conn_reserve_fd();
+		return;
+	}
 	if (fd < 0)
 		return;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
@@ -264,6 +291,7 @@ static int op_status(struct svd_req *r)
 	rep->open_fds = svd_count_fds();
 	rep->requests = svd.requests;
 	rep->bad_requests = svd.bad_requests;
+	rep->busy_ns = svd.busy_ns;
 	snprintf(rep->name, sizeof(rep->name), "%s", svd.name);
 	r->rep_len = sizeof(*rep);
 	return 0;
@@ -337,7 +365,18 @@ static int dispatch(struct svd_conn *c, struct sv_msg_hdr *hdr, size_t n,
 			goto out;
 		}
 	}
-	status = op->fn(&r);
+	{
+		struct timespec t0, t1;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		status = op->fn(&r);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		/* STATUS, which reads it, does not count itself. */
+		if (hdr->op != SV_OP_STATUS)
+			svd.busy_ns += (uint64_t)(t1.tv_sec - t0.tv_sec) *
+					       1000000000ULL +
+				       (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+	}
 	goto out;
 bad:
 	svd.bad_requests++;
@@ -348,6 +387,28 @@ out:
 	/* The client ends were sent (or not): the daemon keeps none. */
 	sv_close_fds(r.out_fds, r.n_out_fds);
 	return closed;
+}
+
+/* A client that keeps sending garbage must not fill the log: one line a
+ * second at most, with the count of the others. */
+static void warn_garbage(const struct svd_conn *c)
+{
+	static uint64_t last_ms;
+	static unsigned suppressed;
+	uint64_t now = svd_now_ms();
+
+	if (last_ms && now - last_ms < 1000) {
+		suppressed++;
+		return;
+	}
+	if (suppressed)
+		sv_warn("pid %d: garbage on the control channel (and %u more "
+			"times since the last report)",
+			(int)c->pid, suppressed);
+	else
+		sv_warn("pid %d: garbage on the control channel", (int)c->pid);
+	last_ms = now;
+	suppressed = 0;
 }
 
 void svd_conn_readable(struct svd_conn *c)
@@ -380,6 +441,11 @@ void svd_conn_readable(struct svd_conn *c)
 			return;
 		}
 		if (n <= 0) {
+			/* EOF, or an empty datagram (not our protocol: hang
+			 * up), whose descriptors are not ours to keep. */
+			sv_close_fds(fds, nfds);
+			if (n == 0 && nfds)
+				svd.bad_requests++;
 			svd_conn_close(c);
 			return;
 		}
@@ -387,7 +453,7 @@ void svd_conn_readable(struct svd_conn *c)
 			/* Not our protocol at all: hang up. */
 			sv_close_fds(fds, nfds);
 			svd.bad_requests++;
-			sv_warn("pid %d: garbage on the control channel", (int)c->pid);
+			warn_garbage(c);
 			svd_conn_close(c);
 			return;
 		}

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,6 +51,107 @@ void svd_device_init(void)
 	svd.node_guid = htobe64(h);
 }
 
+/* .fd: each object of the type holds a descriptor in the daemon. */
+static const struct {
+	const char *name;
+	enum svd_obj_type type;
+	uint32_t max;
+	int fd;
+} limit_tab[] = {
+	{ "pd", SVD_OBJ_PD, SV_MAX_PD, 0 },   { "mr", SVD_OBJ_MR, SV_MAX_MR, 0 },
+	{ "dm", SVD_OBJ_DM, SV_MAX_DM, 1 },   { "mw", SVD_OBJ_MW, SV_MAX_MW, 0 },
+	{ "cq", SVD_OBJ_CQ, SV_MAX_CQ, 1 },   { "qp", SVD_OBJ_QP, SV_MAX_QP, 1 },
+	{ "srq", SVD_OBJ_SRQ, SV_MAX_SRQ, 1 }, { "ah", SVD_OBJ_AH, SV_MAX_AH, 0 },
+};
+#define NLIMITS (sizeof(limit_tab) / sizeof(limit_tab[0]))
+
+/* Descriptors kept free of every limit: the listener, epoll, signalfd,
+ * key table, log, the reserve (conn.c), engines' sockets and doorbells,
+ * control channels, /proc reads. */
+#define FD_HEADROOM 256
+
+/*
+ * The daemon must never promise what it cannot hold: ufiles, contexts,
+ * dma-buf MRs and objects of the .fd types each take a descriptor, so if
+ * their limits add up to more than RLIMIT_NOFILE allows (after the daemon
+ * raised it, main.c), all of them shrink in proportion, and the device
+ * reports the smaller object limits.
+ */
+static void fit_descriptors(uint32_t *lim)
+{
+	struct rlimit rl;
+	uint64_t need = (uint64_t)SV_MAX_UFILES + SV_MAX_CONTEXTS +
+			SV_MAX_DMABUF_MR, budget;
+
+	svd.max_ufiles = SV_MAX_UFILES;
+	svd.max_contexts = SV_MAX_CONTEXTS;
+	svd.max_dmabuf = SV_MAX_DMABUF_MR;
+	for (unsigned i = 0; i < NLIMITS; i++)
+		if (limit_tab[i].fd)
+			need += lim[limit_tab[i].type];
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur >= need + FD_HEADROOM)
+		return;
+	budget = rl.rlim_cur > 2 * FD_HEADROOM ? rl.rlim_cur - FD_HEADROOM :
+						 FD_HEADROOM;
+#define FIT(x) ((uint32_t)((uint64_t)(x) * budget / need) ?: 1)
+	svd.max_ufiles = FIT(SV_MAX_UFILES);
+	svd.max_contexts = FIT(SV_MAX_CONTEXTS);
+	svd.max_dmabuf = FIT(SV_MAX_DMABUF_MR);
+	for (unsigned i = 0; i < NLIMITS; i++)
+		if (limit_tab[i].fd)
+			lim[limit_tab[i].type] = FIT(lim[limit_tab[i].type]);
+#undef FIT
+	sv_info("descriptor limit %llu: %u ufiles, %u contexts, %u dma-buf "
+		"MRs, %u DMs at most",
+		(unsigned long long)rl.rlim_cur, svd.max_ufiles,
+		svd.max_contexts, svd.max_dmabuf, lim[SVD_OBJ_DM]);
+}
+
+int svd_limits_init(const char *spec)
+{
+	uint32_t lim[SVD_OBJ_NTYPES];
+	char buf[256], *tok, *save;
+
+	for (unsigned i = 0; i < NLIMITS; i++)
+		lim[limit_tab[i].type] = limit_tab[i].max;
+	if (spec && *spec) {
+		if (strlen(spec) >= sizeof(buf))
+			goto bad;
+		snprintf(buf, sizeof(buf), "%s", spec);
+		for (tok = strtok_r(buf, ",", &save); tok;
+		     tok = strtok_r(NULL, ",", &save)) {
+			char *eq = strchr(tok, '='), *end;
+			unsigned long v;
+			unsigned i;
+
+			if (!eq)
+				goto bad;
+			*eq = 0;
+			for (i = 0; i < NLIMITS; i++)
+				if (!strcmp(tok, limit_tab[i].name))
+					break;
+			v = strtoul(eq + 1, &end, 10);
+			if (i == NLIMITS || end == eq + 1 || *end ||
+			    v > limit_tab[i].max)
+				goto bad;
+			lim[limit_tab[i].type] = (uint32_t)v;
+		}
+	}
+	fit_descriptors(lim);
+	memcpy(svd.limit, lim, sizeof(lim));
+	return 0;
+bad:
+	for (unsigned i = 0; i < NLIMITS; i++)
+		lim[limit_tab[i].type] = limit_tab[i].max;
+	fit_descriptors(lim);
+	memcpy(svd.limit, lim, sizeof(lim));
+	sv_warn("SOFTVERBS_LIMITS=%s: want name=N,... with names pd mr dm "
+		"mw cq qp srq ah and N no more than the default; ignored",
+		spec);
+	return -EINVAL;
+}
+
 void svd_query_device(struct ibv_device_attr_ex *ax)
 {
 	struct ibv_device_attr *a = &ax->orig_attr;
@@ -63,7 +165,7 @@ void svd_query_device(struct ibv_device_attr_ex *ax)
 	a->vendor_id = SV_VENDOR_ID;
 	a->vendor_part_id = SV_VENDOR_PART_ID;
 	a->hw_ver = SV_HW_VER;
-	a->max_qp = SV_MAX_QP;
+	a->max_qp = (int)svd.limit[SVD_OBJ_QP];
 	a->max_qp_wr = SV_MAX_QP_WR;
 	a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
 			      IBV_DEVICE_AUTO_PATH_MIG | IBV_DEVICE_CHANGE_PHY_PORT |
@@ -74,22 +176,22 @@ void svd_query_device(struct ibv_device_attr_ex *ax)
 			      IBV_DEVICE_MEM_WINDOW_TYPE_2B;
 	a->max_sge = SV_MAX_SGE;
 	a->max_sge_rd = SV_MAX_SGE_RD;
-	a->max_cq = SV_MAX_CQ;
+	a->max_cq = (int)svd.limit[SVD_OBJ_CQ];
 	a->max_cqe = SV_MAX_CQE;
-	a->max_mr = SV_MAX_MR;
-	a->max_pd = SV_MAX_PD;
+	a->max_mr = (int)svd.limit[SVD_OBJ_MR];
+	a->max_pd = (int)svd.limit[SVD_OBJ_PD];
 	a->max_qp_rd_atom = SV_MAX_QP_RD_ATOM;
 	a->max_ee_rd_atom = 0;
 	a->max_res_rd_atom = SV_MAX_RES_RD_ATOM;
 	a->max_qp_init_rd_atom = SV_MAX_QP_RD_ATOM;
 	a->max_ee_init_rd_atom = 0;
 	a->atomic_cap = IBV_ATOMIC_HCA;
-	a->max_mw = SV_MAX_MW;
+	a->max_mw = (int)svd.limit[SVD_OBJ_MW];
 	a->max_mcast_grp = SV_MAX_MCAST_GRP;
 	a->max_mcast_qp_attach = SV_MAX_MCAST_QP_ATTACH;
 	a->max_total_mcast_qp_attach = SV_MAX_MCAST_GRP * SV_MAX_MCAST_QP_ATTACH;
-	a->max_ah = SV_MAX_AH;
-	a->max_srq = SV_MAX_SRQ;
+	a->max_ah = (int)svd.limit[SVD_OBJ_AH];
+	a->max_srq = (int)svd.limit[SVD_OBJ_SRQ];
 	a->max_srq_wr = SV_MAX_SRQ_WR;
 	a->max_srq_sge = SV_MAX_SRQ_SGE;
 	a->max_pkeys = SV_MAX_PKEYS;

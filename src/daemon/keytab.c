@@ -35,10 +35,10 @@ static struct sv_key_entry *ents;
 static int kt_fd = -1;
 static uint64_t obj_serial;
 
-/* Windows: index SV_KEYTAB_MW_BASE + i. */
+/* Windows: index SV_KEYTAB_MW_BASE + i, i lowest free first. */
 static struct svd_mw *mw_tab[SV_MAX_MW];
 static uint8_t mw_tag[SV_MAX_MW];
-static uint32_t mw_hint;
+static struct svd_ida mw_ids;
 
 int svd_keytab_init(void)
 {
@@ -181,20 +181,21 @@ static void mw_unbind(uint32_t idx, struct sv_key_entry *v)
 int svd_mw_key_alloc(struct svd_mw *mw)
 {
 	struct sv_key_entry v = { 0 };
+	int64_t id;
 	uint32_t i;
 
 	if (!kt)
 		return -ENODEV;
-	for (i = mw_hint; i < SV_MAX_MW; i++)
-		if (!mw_tab[i])
-			break;
-	if (i >= SV_MAX_MW)
+	if (!mw_ids.limit)
+		svd_ida_init(&mw_ids, SV_MAX_MW);
+	id = svd_ida_alloc(&mw_ids);
+	if (id < 0)
 		return -ENOMEM;
+	i = (uint32_t)id;
 	if (!mw_tag[i])
 		mw_tag[i] = (uint8_t)(svd.instance >> (8 * (i & 7)));
 	mw_tag[i]++;
 	mw_tab[i] = mw;
-	mw_hint = i + 1;
 	mw->rkey = (SV_KEYTAB_MW_BASE + i) << 8 | mw_tag[i];
 	v.tag = mw_tag[i];
 	v.kind = mw->mw_type == IBV_MW_TYPE_2 ? SV_KEY_MW2 : SV_KEY_MW1;
@@ -216,8 +217,7 @@ void svd_mw_key_free(struct svd_mw *mw)
 	memset((char *)&v + sizeof(v.seq), 0, sizeof(v) - sizeof(v.seq));
 	entry_write(idx, &v);
 	mw_tab[i] = NULL;
-	if (i < mw_hint)
-		mw_hint = i;
+	svd_ida_free(&mw_ids, i);
 }
 
 /* The window at key's index (any tag: callers check it), or NULL. */
@@ -231,9 +231,23 @@ static struct svd_mw *mw_by_key(uint32_t key, struct sv_key_entry *v)
 	return mw_tab[i];
 }
 
+/* The kernel's flush bits (ib_user_ioctl_verbs.h; rdma-core v44's verbs.h
+ * does not name them yet). */
+#define SV_ACCESS_FLUSH_GLOBAL (1u << 8)
+#define SV_ACCESS_FLUSH_PERSISTENT (1u << 9)
+/*
+ * What a bind may ask for: rxe's RXE_ACCESS_SUPPORTED_MW (every MR bit it
+ * supports, ZERO_BASED, the optional range).  mlx5 and rxe bind windows
+ * with IBV_ACCESS_LOCAL_WRITE in the flags (ibv_bind_mw(3) lists it among
+ * the window's access; programs pass their MR's flags along): it means
+ * nothing for a remote key, and only the remote bits gate the window.
+ */
 #define MW_ACCESS                                                              \
-	(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |                    \
-	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED)
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                    \
+	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |                   \
+	 IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND |   \
+	 SV_ACCESS_FLUSH_GLOBAL | SV_ACCESS_FLUSH_PERSISTENT |                 \
+	 IBV_ACCESS_OPTIONAL_RANGE)
 
 /* The checks of IBTA 10.6.7.2 (rxe_check_bind_mw), in that order. */
 int svd_op_mw_bind(struct svd_req *r)

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -37,6 +38,13 @@ int svd_watch_add(struct svd_watch *w, uint32_t events)
 	struct epoll_event ev = { .events = events, .data.ptr = w };
 
 	return epoll_ctl(svd.epfd, EPOLL_CTL_ADD, w->fd, &ev) < 0 ? -errno : 0;
+}
+
+int svd_watch_mod(struct svd_watch *w, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = w };
+
+	return epoll_ctl(svd.epfd, EPOLL_CTL_MOD, w->fd, &ev) < 0 ? -errno : 0;
 }
 
 void svd_watch_del(struct svd_watch *w)
@@ -215,6 +223,28 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	/* Every ufile, context, DM and dma-buf MR holds a descriptor here
+	 * (sv_param.h): take all the process may have, as servers do. */
+	{
+		struct rlimit rl;
+
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+			rlim_t want = rl.rlim_max > (1u << 20) ? (1u << 20) :
+								 rl.rlim_max;
+			struct rlimit big = { 1u << 20, 1u << 20 };
+
+			/* Every CQ, QP and SRQ holds its queue region's
+			 * descriptor here: where allowed (root), beyond the
+			 * hard limit, up to the kernel's nr_open default. */
+			if (rl.rlim_max < big.rlim_max &&
+			    setrlimit(RLIMIT_NOFILE, &big) == 0) {
+				rl = big;
+			} else if (want > rl.rlim_cur) {
+				rl.rlim_cur = want;
+				setrlimit(RLIMIT_NOFILE, &rl);
+			}
+		}
+	}
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
@@ -250,9 +280,11 @@ int main(int argc, char **argv)
 	svd.start_ms = svd_now_ms();
 	svd.idle_since_ms = svd.start_ms;
 	svd_device_init();
+	svd_limits_init(getenv("SOFTVERBS_LIMITS"));
 	if (svd_keytab_init())
 		sv_warn("no key table: the data path is unavailable");
 
+	svd_conn_reserve_fd();
 	svd.epfd = epoll_create1(EPOLL_CLOEXEC);
 	sw.fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (svd.epfd < 0 || sw.fd < 0 || svd_watch_add(&lw, EPOLLIN) ||

@@ -39,36 +39,38 @@
 		       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | \
 		       IBV_ACCESS_RELAXED_ORDERING)
 
-/* Key table.  Slot 0 is never used, so no valid key is below 256. */
+/* Key table.  Slot 0 is never used, so no valid key is below 256.  Slots
+ * are handed out lowest free first (svd_ida: O(1) whatever the number of
+ * live MRs). */
 struct key_slot {
 	struct svd_mr *mr;
 	uint8_t tag;
 };
 
 static struct key_slot *keys;
-static uint32_t keys_cap;  /* slots allocated */
-static uint32_t keys_hint; /* no free slot below this one */
+static uint32_t keys_cap; /* slots allocated */
+static struct svd_ida key_ids;
 
 static int key_alloc(struct svd_mr *mr)
 {
-	uint32_t i;
+	int64_t i;
 
-	if (!keys_hint)
-		keys_hint = 1;
-	for (i = keys_hint; i < keys_cap; i++)
-		if (!keys[i].mr)
-			break;
-	if (i >= keys_cap) {
-		uint32_t cap = keys_cap ? keys_cap * 2 : 1024;
-		struct key_slot *n;
-
-		if (cap > SV_MAX_MR + 1)
-			cap = SV_MAX_MR + 1;
-		if (i >= cap)
-			return -ENOMEM; /* max_mr reached */
-		n = realloc(keys, cap * sizeof(*n));
-		if (!n)
+	if (!key_ids.limit) {
+		svd_ida_init(&key_ids, SV_MAX_MR + 1);
+		if (svd_ida_set(&key_ids, 0))
 			return -ENOMEM;
+	}
+	i = svd_ida_alloc(&key_ids);
+	if (i < 0)
+		return -ENOMEM; /* max_mr reached, or no memory */
+	if ((uint32_t)i >= keys_cap) {
+		uint32_t cap = key_ids.cap;
+		struct key_slot *n = realloc(keys, cap * sizeof(*n));
+
+		if (!n) {
+			svd_ida_free(&key_ids, (uint32_t)i);
+			return -ENOMEM;
+		}
 		/* Fresh slots start at a tag from the instance id, so keys
 		 * of two daemon lives rarely look alike. */
 		for (uint32_t j = keys_cap; j < cap; j++) {
@@ -80,8 +82,7 @@ static int key_alloc(struct svd_mr *mr)
 	}
 	keys[i].tag++;
 	keys[i].mr = mr;
-	keys_hint = i + 1;
-	mr->key = i << 8 | keys[i].tag;
+	mr->key = (uint32_t)i << 8 | keys[i].tag;
 	return 0;
 }
 
@@ -91,8 +92,7 @@ static void key_free(struct svd_mr *mr)
 
 	if (i < keys_cap && keys[i].mr == mr) {
 		keys[i].mr = NULL;
-		if (i < keys_hint)
-			keys_hint = i;
+		svd_ida_free(&key_ids, i);
 	}
 }
 
@@ -132,6 +132,9 @@ static int check_range(uint64_t addr, uint64_t length, uint32_t access)
 	return 0;
 }
 
+/* dma-buf MRs alive: each holds a descriptor in the daemon. */
+static uint32_t ndmabuf;
+
 static void mr_destroy(struct svd_obj *obj)
 {
 	struct svd_mr *mr = (struct svd_mr *)obj;
@@ -142,8 +145,10 @@ static void mr_destroy(struct svd_obj *obj)
 		mr->pd->obj.usecnt--;
 	if (mr->dm && mr->dm->usecnt)
 		mr->dm->usecnt--;
-	if (mr->fd >= 0)
+	if (mr->fd >= 0) {
 		close(mr->fd);
+		ndmabuf--;
+	}
 	free(mr);
 }
 
@@ -175,9 +180,17 @@ int svd_mr_new(struct svd_ufile *uf, pid_t owner, struct svd_pd *pd,
 	if (err)
 		return err;
 	access &= KEPT_ACCESS;
-	if (a->kind == SVD_MR_USER)
+	/* A DM MR may be empty: the kernel's DM_MR_REG handler checks only
+	 * that [offset, offset + length) lies in the DM (dm.c did). */
+	if (a->kind == SVD_MR_USER) {
 		err = check_range(a->addr, a->length, access);
-	else if (!a->length || a->addr + a->length < a->addr)
+		/* Where ib_umem_get fails: after the range, never for ODP
+		 * (not pinned). */
+		if (!err && a->mem_fault && !(access & IBV_ACCESS_ON_DEMAND))
+			err = -EFAULT;
+	}
+	else if ((a->kind != SVD_MR_DM && !a->length) ||
+		 a->addr + a->length < a->addr)
 		err = -EINVAL;
 	if (err)
 		return err;
@@ -213,8 +226,10 @@ int svd_mr_new(struct svd_ufile *uf, pid_t owner, struct svd_pd *pd,
 		mr->dm = a->dm;
 		mr->dm->usecnt++;
 	}
-	if (a->kind == SVD_MR_DMABUF)
+	if (a->kind == SVD_MR_DMABUF) {
 		mr->fd = a->fd;
+		ndmabuf++;
+	}
 	svd_keytab_publish(mr);
 	*out = mr;
 	sv_dbg("ufile %#x mr#%u: key %#x len %#llx access %#x pid %d", uf->id,
@@ -257,11 +272,14 @@ static int reg_common(struct svd_req *r, enum svd_mr_kind kind, int fd)
 				 .length = req->length,
 				 .iova = req->iova,
 				 .access = req->access,
-				 .fd = fd };
+				 .fd = fd,
+				 .mem_fault = req->mem_fault };
 	struct svd_pd *pd;
 	struct svd_mr *mr;
 	int err;
 
+	if (req->pad || req->mem_fault > 1)
+		return -EINVAL;
 	/* The kernel checks access before it looks the PD up. */
 	err = svd_mr_check_access(req->access);
 	if (err)
@@ -319,6 +337,8 @@ int svd_op_reg_dmabuf_mr(struct svd_req *r)
 
 	if (size < 0)
 		return (int)size;
+	if (ndmabuf >= svd.max_dmabuf)
+		return -ENOMEM; /* the descriptors the daemon can afford */
 	if (req->addr + req->length < req->addr ||
 	    req->addr + req->length > (uint64_t)size)
 		return -EINVAL;
@@ -338,7 +358,7 @@ int svd_op_rereg_mr(struct svd_req *r)
 	int err;
 
 	/* The order of ib_uverbs_rereg_mr (notes section 9.4). */
-	if (!flags)
+	if (!flags || req->pad || req->mem_fault > 1)
 		return -EINVAL;
 	if (flags & ~(uint32_t)IBV_REREG_MR_FLAGS_SUPPORTED)
 		return -EOPNOTSUPP;
@@ -369,6 +389,11 @@ int svd_op_rereg_mr(struct svd_req *r)
 	err = check_range(addr, length, access);
 	if (err)
 		return err;
+	/* A new translation is pinned anew (ib_umem_get of the new range);
+	 * an access change alone keeps the old pages (mlx5, rxe). */
+	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && req->mem_fault &&
+	    !(access & IBV_ACCESS_ON_DEMAND))
+		return -EFAULT;
 
 	/* Nothing can fail from here: the MR changes in place, under the
 	 * same handle and keys. */

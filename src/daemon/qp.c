@@ -19,7 +19,10 @@
 #include <unistd.h>
 
 #define QPN_MASK 0xffffffu
-#define QPN_BUCKETS 4096u
+/* As many buckets as the device has QPs: chains of one on average, so a
+ * lookup (every packet steering, every QPN_LOOKUP) costs the same with
+ * 100 live QPs as with max_qp. */
+#define QPN_BUCKETS ((uint32_t)SV_MAX_QP)
 
 static struct svd_qp *qpn_hash[QPN_BUCKETS];
 static struct svd_qp **qpn_next_link(struct svd_qp *qp);

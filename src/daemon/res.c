@@ -30,6 +30,7 @@ static uint32_t res_type(enum svd_obj_type t)
 	case SVD_OBJ_QP: return SV_RES_QP;
 	case SVD_OBJ_SRQ: return SV_RES_SRQ;
 	case SVD_OBJ_AH: return SV_RES_AH;
+	case SVD_OBJ_NTYPES: break;
 	}
 	return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "sv_param.h"
 #include "sv_proto.h"
+#include "svd_ida.h"
 
 /* What an epoll event points at. */
 enum svd_watch_kind {
@@ -59,6 +60,7 @@ enum svd_obj_type {
 	SVD_OBJ_QP,
 	SVD_OBJ_SRQ,
 	SVD_OBJ_AH,
+	SVD_OBJ_NTYPES
 };
 
 /* Common head of every object a ufile owns.  Handles are per ufile, lowest
@@ -91,6 +93,7 @@ struct svd_ufile {
 	struct svd_obj **handles; /* handle -> object, NULL = free */
 	uint32_t handles_cap;
 	uint32_t nobjs;
+	struct svd_ida ids;	  /* which handles are taken (lowest free) */
 };
 
 struct svd_state {
@@ -110,6 +113,15 @@ struct svd_state {
 	uint32_t next_ctx_id;
 	uint64_t requests;
 	uint64_t bad_requests;
+	uint64_t busy_ns; /* in op handlers (SV_OP_STATUS) */
+	/* Device-wide objects of each type and the limits the device
+	 * advertises for them (device.c: sv_param.h, lowered by
+	 * SOFTVERBS_LIMITS); svd_handle_alloc enforces them. */
+	uint32_t ntype[SVD_OBJ_NTYPES];
+	uint32_t limit[SVD_OBJ_NTYPES];
+	/* What holds a descriptor in the daemon, bounded so that all of it
+	 * fits in RLIMIT_NOFILE (device.c, svd_limits_init). */
+	uint32_t max_ufiles, max_contexts, max_dmabuf;
 	struct svd_ufile *ufiles[SV_MAX_UFILES];
 	uint16_t ufile_gen[SV_MAX_UFILES];
 };
@@ -121,11 +133,15 @@ uint64_t svd_now_ms(void);
 /* epoll registration helpers (main.c). */
 int svd_watch_add(struct svd_watch *w, uint32_t events);
 void svd_watch_del(struct svd_watch *w);
+/* Changes what w waits for (0: only hang-up and errors). */
+int svd_watch_mod(struct svd_watch *w, uint32_t events);
 /* Frees p after the current epoll batch (its watch must have fd -1). */
 void svd_defer_free(void *p);
 void svd_reap_deferred(void);
 
 /* conn.c */
+/* Keeps one descriptor in reserve (see conn.c); call once at start. */
+void svd_conn_reserve_fd(void);
 void svd_conn_accept(int lfd);
 void svd_conn_readable(struct svd_conn *c);
 void svd_conn_close(struct svd_conn *c);
@@ -145,7 +161,9 @@ int svd_ctx_create(struct svd_conn *c, struct svd_ufile *uf, int want_async,
 		   int *client_async_fd, struct svd_ctx **out);
 void svd_ctx_destroy(struct svd_ctx *ctx);
 struct svd_ctx *svd_conn_view(struct svd_conn *c, struct svd_ufile *uf);
-/* Handles: reserve the lowest free handle for obj, or -ENOMEM/-ENOSPC. */
+/* Handles: reserve the lowest free handle for obj (type set), counting
+ * it against the device's limit for its type: 0, or -ENOMEM (the limit,
+ * as the kernel answers for exhausted objects, or no memory). */
 int svd_handle_alloc(struct svd_ufile *uf, struct svd_obj *obj);
 void svd_handle_free(struct svd_obj *obj);
 struct svd_obj *svd_handle_get(struct svd_ufile *uf, uint32_t handle,
@@ -165,6 +183,12 @@ int svd_destroy_unused(struct svd_ufile *uf, uint32_t handle,
 
 /* device.c */
 void svd_device_init(void);
+/* svd.limit from sv_param.h and $SOFTVERBS_LIMITS ("qp=64,mr=1000,..."),
+ * which may only lower them; then everything that holds a descriptor in
+ * the daemon is scaled down together if it would not fit in the
+ * process's descriptor limit.  Returns 0, or -EINVAL for a bad string
+ * (then the defaults stand). */
+int svd_limits_init(const char *spec);
 void svd_query_device(struct ibv_device_attr_ex *attr);
 int svd_query_port(uint32_t port, struct ibv_port_attr *attr);
 int svd_query_gids(uint32_t port, struct sv_gid_table *tbl);

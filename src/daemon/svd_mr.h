@@ -45,6 +45,8 @@ struct svd_mr_attr {
 	struct svd_obj *dm; /* SVD_MR_DM; svd_mr_new takes a use count */
 	int fd;		    /* SVD_MR_DMABUF; svd_mr_new takes ownership
 			       on success only */
+	int mem_fault;	    /* SVD_MR_USER: the owner's pages would not pin
+			       (sv_reg_mr_req.mem_fault): -EFAULT */
 };
 
 /* pd.c */

@@ -29,6 +29,8 @@ int svd_ufile_create(struct svd_conn *c, int *client_fd,
 	struct stat st;
 	int sv[2], slot, err;
 
+	if (svd.nufiles >= svd.max_ufiles)
+		return -EMFILE; /* each holds a socket in the daemon */
 	for (slot = 1; slot < SV_MAX_UFILES; slot++)
 		if (!svd.ufiles[slot])
 			break;
@@ -53,6 +55,7 @@ int svd_ufile_create(struct svd_conn *c, int *client_fd,
 		err = -errno;
 		goto err_close;
 	}
+	svd_ida_init(&uf->ids, SV_MAX_HANDLES);
 	uf->w.kind = SVD_W_UFILE;
 	uf->w.fd = sv[0];
 	uf->dev = st.st_dev;
@@ -104,8 +107,15 @@ struct svd_ufile *svd_ufile_by_fd(int fd)
 	return NULL;
 }
 
-/* Data written into a cmd_fd by an application means nothing: drop it.
- * EOF means the last copy of the cmd_fd is closed. */
+/*
+ * Data written into a cmd_fd by an application means nothing: drop it,
+ * descriptors included (a cmd_fd sent into its own ufile would otherwise
+ * keep that ufile alive forever).  Only the hang-up of the last copy of
+ * the cmd_fd ends the ufile: an empty datagram reads as 0 bytes too, and
+ * must change nothing (sv_sock_hup tells the two apart).  A client that
+ * shut down writing on its cmd_fd can send nothing more: the daemon stops
+ * reading and waits for the hang-up.
+ */
 void svd_ufile_readable(struct svd_ufile *uf)
 {
 	char buf[256];
@@ -117,12 +127,22 @@ void svd_ufile_readable(struct svd_ufile *uf)
 				&nfds);
 		if (n == -EAGAIN || n == -EMSGSIZE)
 			return;
-		if (n > 0) {
+		if (n > 0 || nfds) {
 			sv_close_fds(fds, nfds);
 			continue;
 		}
 		if (n < 0 && n != -ECONNRESET)
 			return;
+		if (n == 0) {
+			enum sv_sock_state st = sv_sock_hup(uf->w.fd);
+
+			if (st == SV_SOCK_OPEN)
+				continue;
+			if (st == SV_SOCK_RDHUP) {
+				svd_watch_mod(&uf->w, 0);
+				return;
+			}
+		}
 		sv_dbg("ufile %#x: last cmd_fd closed", uf->id);
 		svd_ufile_destroy(uf);
 		return;
@@ -166,6 +186,7 @@ void svd_ufile_destroy(struct svd_ufile *uf)
 	} while (left);
 	svd_engines_ufile_gone(uf->id);
 	free(uf->handles);
+	svd_ida_destroy(&uf->ids);
 	svd_watch_del(&uf->w);
 	close(uf->w.fd);
 	uf->w.fd = -1;
@@ -179,9 +200,14 @@ void svd_ufile_destroy(struct svd_ufile *uf)
 int svd_ctx_create(struct svd_conn *c, struct svd_ufile *uf, int want_async,
 		   int *client_async_fd, struct svd_ctx **out)
 {
-	struct svd_ctx *ctx = calloc(1, sizeof(*ctx));
+	struct svd_ctx *ctx;
 	int sv[2] = { -1, -1 };
 
+	/* Each view holds a socket in the daemon: bounded, as descriptors
+	 * are (the kernel would answer a process out of them EMFILE). */
+	if (svd.nctxs >= svd.max_contexts)
+		return -EMFILE;
+	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
 	ctx->async_fd = -1;
@@ -244,30 +270,34 @@ struct svd_ctx *svd_conn_view(struct svd_conn *c, struct svd_ufile *uf)
 
 int svd_handle_alloc(struct svd_ufile *uf, struct svd_obj *obj)
 {
-	uint32_t h;
+	int64_t h;
 
-	for (h = 0; h < uf->handles_cap; h++)
-		if (!uf->handles[h])
-			break;
-	if (h == uf->handles_cap) {
-		uint32_t cap = uf->handles_cap ? uf->handles_cap * 2 : 64;
-		struct svd_obj **n;
+	if (obj->type <= 0 || obj->type >= SVD_OBJ_NTYPES)
+		return -EINVAL;
+	if (svd.ntype[obj->type] >= svd.limit[obj->type])
+		return -ENOMEM; /* the device's max_<type> */
+	h = svd_ida_alloc(&uf->ids);
+	if (h < 0)
+		return -ENOMEM;
+	if (uf->ids.cap > uf->handles_cap) {
+		uint32_t cap = uf->ids.cap;
+		struct svd_obj **n = realloc(uf->handles, cap * sizeof(*n));
 
-		if (cap > SV_MAX_HANDLES)
-			return -ENOSPC;
-		n = realloc(uf->handles, cap * sizeof(*n));
-		if (!n)
+		if (!n) {
+			svd_ida_free(&uf->ids, (uint32_t)h);
 			return -ENOMEM;
+		}
 		memset(n + uf->handles_cap, 0,
 		       (cap - uf->handles_cap) * sizeof(*n));
 		uf->handles = n;
 		uf->handles_cap = cap;
 	}
 	uf->handles[h] = obj;
-	obj->handle = h;
+	obj->handle = (uint32_t)h;
 	obj->uf = uf;
 	uf->nobjs++;
 	svd.nobjs++;
+	svd.ntype[obj->type]++;
 	return 0;
 }
 
@@ -277,8 +307,10 @@ void svd_handle_free(struct svd_obj *obj)
 
 	if (obj->handle < uf->handles_cap && uf->handles[obj->handle] == obj) {
 		uf->handles[obj->handle] = NULL;
+		svd_ida_free(&uf->ids, obj->handle);
 		uf->nobjs--;
 		svd.nobjs--;
+		svd.ntype[obj->type]--;
 	}
 }
 

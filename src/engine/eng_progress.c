@@ -392,6 +392,7 @@ static void sock_readable(struct sv_engine *eng)
 		if (n == -EAGAIN)
 			return;
 		if (n <= 0) {
+			sv_close_fds(fds, nfds);
 			/* The daemon is gone: every link is. */
 			sv_warn("engine %u: the device went away", eng->id);
 			epoll_ctl(eng->epfd, EPOLL_CTL_DEL, eng->sock, NULL);

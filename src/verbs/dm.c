@@ -29,12 +29,19 @@ static inline struct sv_dm *to_svdm(struct ibv_dm *dm)
 	return sv_container_of(dm, struct sv_dm, dm);
 }
 
-/* Out of range is EFAULT, as mlx5 (the only provider with DM in v44).  No
- * 4-byte granularity rule: that is a limit of mlx5's MEMIC BAR, not of
- * memory the CPU reaches directly. */
+/*
+ * The rules of mlx5, the only v44 provider with device memory: out of
+ * range is EFAULT, then an offset or a length that is not a multiple of 4
+ * is EINVAL (MEMIC is reached in 4-byte words).  Our memory has no such
+ * limit, but a program that works here must work on the hardware.
+ */
 static int check_bounds(const struct sv_dm *d, uint64_t off, size_t len)
 {
-	return off > d->length || len > d->length - off ? EFAULT : 0;
+	if (off > d->length || len > d->length - off)
+		return EFAULT;
+	if ((off & 3) || (len & 3))
+		return EINVAL;
+	return 0;
 }
 
 static int memcpy_to_dm(struct ibv_dm *dm, uint64_t off, const void *src,

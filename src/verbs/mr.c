@@ -39,6 +39,14 @@ static unsigned int mask_optional(unsigned int access)
 			  ~(unsigned int)SV_OPTIONAL_KEPT);
 }
 
+/* ib_access_writable: the access flags that make the kernel pin the
+ * pages for writing. */
+static int writable(unsigned int access)
+{
+	return !!(access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			    IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND));
+}
+
 static int fault(const char *what)
 {
 	const char *f = getenv("SOFTVERBS_FAULT");
@@ -120,7 +128,9 @@ static struct ibv_mr *reg_common(struct ibv_pd *pd, void *addr, size_t length,
 				      .length = length,
 				      .iova = iova,
 				      .pd_handle = pd->handle,
-				      .access = access };
+				      .access = access,
+				      .mem_fault = dontfork && sv_mem_check(
+					      addr, length, writable(access)) };
 	err = sv_ctx_call_simple(pd->context, SV_OP_REG_MR, &req, sizeof(req),
 				 &rep, sizeof(rep));
 	if (err)
@@ -152,7 +162,8 @@ err_dofork:
 /*
  * The three registration symbols.  All mask optional access bits (as v44
  * does even for plain ibv_reg_mr); ibv_reg_mr's iova is the address.
- * NULL with errno: EINVAL (access, range, PD), EFAULT, ENOMEM, EIO.
+ * NULL with errno: EINVAL (access, range, PD), EFAULT (the pages would
+ * not pin: sv_mem_check), ENOMEM, EIO.
  */
 SV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr,
 				    size_t length, int access)
@@ -277,6 +288,8 @@ SV_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		.flags = (uint32_t)flags,
 		.pd_handle = (flags & IBV_REREG_MR_CHANGE_PD) ? pd->handle : 0,
 		.access = (uint32_t)access,
+		.mem_fault = trans && new_dontfork &&
+			     sv_mem_check(addr, length, writable(new_access)),
 	};
 	err = sv_ctx_call_simple(mr->context, SV_OP_REREG_MR, &req, sizeof(req),
 				 &rep, sizeof(rep));

@@ -141,6 +141,15 @@ static int gid_exists(struct ibv_context *ctx, uint8_t port, unsigned index,
 	return 1;
 }
 
+/* qp_access_flags a QP takes: rxe's RXE_ACCESS_SUPPORTED_QP, i.e. every
+ * MR bit it supports (ODP programs pass IBV_ACCESS_ON_DEMAND here), the
+ * kernel's flush bits (1 << 8, 1 << 9) and the optional range. */
+#define SV_QP_ACCESS                                                           \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                    \
+	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |                   \
+	 IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND | (1u << 8) | (1u << 9) |   \
+	 IBV_ACCESS_OPTIONAL_RANGE)
+
 /* The attribute values the device checks (rxe_qp_chk_attr's list, for a
  * RoCE port): 0 or EINVAL. */
 static int check_values(struct sv_qp *qp, const struct ibv_qp_attr *a,
@@ -153,11 +162,7 @@ static int check_values(struct sv_qp *qp, const struct ibv_qp_attr *a,
 	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index >= SV_MAX_PKEYS)
 		return EINVAL;
 	if ((mask & IBV_QP_ACCESS_FLAGS) &&
-	    (a->qp_access_flags & ~(unsigned)(IBV_ACCESS_LOCAL_WRITE |
-					      IBV_ACCESS_REMOTE_WRITE |
-					      IBV_ACCESS_REMOTE_READ |
-					      IBV_ACCESS_REMOTE_ATOMIC |
-					      IBV_ACCESS_MW_BIND)))
+	    (a->qp_access_flags & ~(unsigned)SV_QP_ACCESS))
 		return EINVAL;
 	if (mask & IBV_QP_AV) {
 		/* RoCE: every address is a GRH address. */

@@ -136,6 +136,12 @@ struct ibv_mr *sv_mr_wrap(struct ibv_pd *pd, enum sv_mr_kind kind,
  * Returns 0 or a positive errno (ibv_dereg_mr's convention). */
 int sv_mr_dereg(struct ibv_mr *mr);
 
+/* memcheck.c: 0 when the kernel's pinning would take [addr, addr + len)
+ * (mapped throughout; writable when write, else readable), -EFAULT when
+ * it would fail.  Ranges that are empty or wrap answer 0 (the daemon
+ * refuses them with EINVAL). */
+int sv_mem_check(const void *addr, size_t len, int write);
+
 /* dm.c: sets alloc_dm, free_dm and reg_dm_mr on a new context. */
 void sv_set_dm_ops(struct verbs_context *vctx);
 

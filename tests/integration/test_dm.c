@@ -95,20 +95,57 @@ SV_TEST(memcpy_bounds)
 	CHECK_EQ(ibv_memcpy_to_dm(dm, 0, buf, 100), 0);
 	/* Out of range: EFAULT (mlx5), and nothing written. */
 	memset(buf, 'y', sizeof(buf));
+	CHECK_EQ(ibv_memcpy_to_dm(dm, 4, buf, 100), EFAULT);
+	CHECK_EQ(ibv_memcpy_to_dm(dm, 0, buf, 104), EFAULT);
+	CHECK_EQ(ibv_memcpy_to_dm(dm, UINT64_MAX - 3, buf, 4), EFAULT);
+	CHECK_EQ(ibv_memcpy_to_dm(dm, 4, buf, SIZE_MAX - 3), EFAULT);
+	CHECK_EQ(ibv_memcpy_from_dm(buf, dm, 100, 4), EFAULT);
+	CHECK_EQ(ibv_memcpy_from_dm(buf, dm, 104, 0), EFAULT);
+	/* Out of range wins over misalignment (mlx5's order). */
 	CHECK_EQ(ibv_memcpy_to_dm(dm, 1, buf, 100), EFAULT);
-	CHECK_EQ(ibv_memcpy_to_dm(dm, 0, buf, 101), EFAULT);
-	CHECK_EQ(ibv_memcpy_to_dm(dm, UINT64_MAX, buf, 2), EFAULT);
-	CHECK_EQ(ibv_memcpy_to_dm(dm, 2, buf, SIZE_MAX), EFAULT);
 	CHECK_EQ(ibv_memcpy_from_dm(buf, dm, 99, 2), EFAULT);
 	CHECK_EQ(ibv_memcpy_from_dm(buf, dm, 101, 0), EFAULT);
 	CHECK_EQ(ibv_memcpy_from_dm(buf, dm, 100, 0), 0);
 	CHECK_EQ(ibv_memcpy_from_dm(buf, dm, 0, 100), 0);
 	for (int i = 0; i < 100; i++)
 		CHECK_EQ(buf[i], 'x');
-	/* Any byte granularity works (no MEMIC 4-byte rule). */
-	CHECK_EQ(ibv_memcpy_to_dm(dm, 3, "abcde", 5), 0);
-	CHECK_EQ(ibv_memcpy_from_dm(buf, dm, 2, 7), 0);
-	CHECK(!memcmp(buf, "xabcdex", 7));
+	CHECK_EQ(ibv_free_dm(dm), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+}
+
+/* In range, an offset or a length that is not a multiple of 4 is EINVAL
+ * (mlx5's MEMIC words), and nothing is copied either way. */
+SV_TEST(memcpy_granularity)
+{
+	struct ibv_context *ctx = sv_test_open_dev();
+	struct ibv_dm *dm = alloc_dm(ctx, 64);
+	char buf[64];
+
+	memset(buf, 'x', sizeof(buf));
+	CHECK_EQ(ibv_memcpy_to_dm(dm, 0, buf, 64), 0);
+	memset(buf, 'y', sizeof(buf));
+	for (int off = 0; off < 4; off++)
+		for (int len = 0; len < 9; len++) {
+			int want = (off % 4 || len % 4) ? EINVAL : 0;
+
+			CHECK_EQ(ibv_memcpy_to_dm(dm, 8 + off, buf, len), want);
+			CHECK_EQ(ibv_memcpy_from_dm(buf + 32, dm, 8 + off, len),
+				 want);
+		}
+	CHECK_EQ(ibv_memcpy_to_dm(dm, 3, "abcde", 5), EINVAL);
+	CHECK_EQ(ibv_memcpy_to_dm(dm, 2, "abcd", 4), EINVAL);
+	CHECK_EQ(ibv_memcpy_to_dm(dm, 4, "abcde", 5), EINVAL);
+	/* Only the aligned copies above (all 'y') went through. */
+	CHECK_EQ(ibv_memcpy_to_dm(dm, 60, "wxyz", 4), 0);
+	memset(buf, 0, sizeof(buf));
+	CHECK_EQ(ibv_memcpy_from_dm(buf, dm, 0, 64), 0);
+	for (int i = 0; i < 8; i++)
+		CHECK_EQ(buf[i], 'x');
+	for (int i = 8; i < 16; i++)
+		CHECK_EQ(buf[i], 'y');
+	for (int i = 16; i < 60; i++)
+		CHECK_EQ(buf[i], 'x');
+	CHECK(!memcmp(buf + 60, "wxyz", 4));
 	CHECK_EQ(ibv_free_dm(dm), 0);
 	CHECK_EQ(ibv_close_device(ctx), 0);
 }
@@ -146,6 +183,16 @@ SV_TEST(reg_dm_mr_rules)
 	CHECK(pd2);
 	CHECK_NULL_ERRNO(ibv_reg_dm_mr(pd2, dm, 0, 64, zb | rw), EINVAL);
 
+	/* Empty MRs are fine anywhere in the DM, its end included (the
+	 * kernel's DM_MR_REG handler checks only the range). */
+	for (uint64_t off = 0; off <= 8192; off += 4096) {
+		mr = ibv_reg_dm_mr(pd, dm, off, 0, zb | rw);
+		CHECK(mr);
+		CHECK_EQ(mr->length, 0);
+		CHECK(mr->lkey != 0);
+		CHECK_EQ(ibv_free_dm(dm), EBUSY);
+		CHECK_EQ(ibv_dereg_mr(mr), 0);
+	}
 	mr = ibv_reg_dm_mr(pd, dm, 100, 4000, zb | rw);
 	CHECK(mr);
 	CHECK(mr->addr == NULL); /* zero based: no address */
@@ -161,7 +208,8 @@ SV_TEST(reg_dm_mr_rules)
 	/* The MRs hold the DM and the PD. */
 	CHECK_EQ(ibv_free_dm(dm), EBUSY);
 	CHECK_EQ(ibv_dealloc_pd(pd), EBUSY);
-	CHECK_EQ(ibv_memcpy_to_dm(dm, 0, "still", 5), 0); /* still usable */
+	CHECK_EQ(ibv_memcpy_to_dm(dm, 0, "still", 6), EINVAL);
+	CHECK_EQ(ibv_memcpy_to_dm(dm, 0, "still", 4), 0); /* still usable */
 	CHECK_EQ(ibv_dereg_mr(mr), 0);
 	CHECK_EQ(ibv_free_dm(dm), EBUSY);
 	CHECK_EQ(ibv_dereg_mr(mr2), 0);
@@ -207,14 +255,15 @@ SV_TEST(import_in_same_context)
 	CHECK(view);
 	CHECK(view != dm && view->handle == dm->handle);
 	CHECK(view->comp_mask & IBV_DM_MASK_HANDLE);
-	CHECK_EQ(ibv_memcpy_to_dm(dm, 290, "0123456789", 10), 0);
-	CHECK_EQ(ibv_memcpy_from_dm(buf, view, 290, 10), 0);
-	CHECK(!memcmp(buf, "0123456789", 10));
-	/* Same bounds as the original. */
-	CHECK_EQ(ibv_memcpy_from_dm(buf, view, 291, 10), EFAULT);
+	CHECK_EQ(ibv_memcpy_to_dm(dm, 288, "0123456789a", 12), 0);
+	CHECK_EQ(ibv_memcpy_from_dm(buf, view, 288, 12), 0);
+	CHECK(!memcmp(buf, "0123456789a", 12));
+	/* Same bounds and rules as the original. */
+	CHECK_EQ(ibv_memcpy_from_dm(buf, view, 292, 12), EFAULT);
+	CHECK_EQ(ibv_memcpy_from_dm(buf, view, 290, 8), EINVAL);
 	/* Unimport drops the view only. */
 	ibv_unimport_dm(view);
-	CHECK_EQ(ibv_memcpy_from_dm(buf, dm, 290, 10), 0);
+	CHECK_EQ(ibv_memcpy_from_dm(buf, dm, 288, 12), 0);
 	view = ibv_import_dm(ctx, dm->handle);
 	CHECK(view);
 	/* Freeing through any view destroys the DM for everyone. */
@@ -223,7 +272,7 @@ SV_TEST(import_in_same_context)
 	CHECK_EQ(ibv_free_dm(dm), ENOENT);
 	/* The stale view can still be unimported, and reading it does not
 	 * crash (its mapping is its own). */
-	CHECK_EQ(ibv_memcpy_from_dm(buf, dm, 0, 10), 0);
+	CHECK_EQ(ibv_memcpy_from_dm(buf, dm, 0, 12), 0);
 	ibv_unimport_dm(dm);
 	CHECK_EQ(ibv_dealloc_pd(pd), 0);
 	CHECK_EQ(ibv_close_device(ctx), 0);
@@ -235,6 +284,8 @@ struct peer {
 
 /* The importer: gets the cmd_fd and the DM handle, reads what the owner
  * wrote, writes an answer, and tells the owner. */
+static const char answer[16] = "from importer";
+
 static void importer(void *arg)
 {
 	struct peer *p = arg;
@@ -248,7 +299,7 @@ static void importer(void *arg)
 	CHECK(dm);
 	CHECK_EQ(ibv_memcpy_from_dm(buf, dm, 0, 12), 0);
 	CHECK(!memcmp(buf, "from owner!", 12));
-	CHECK_EQ(ibv_memcpy_to_dm(dm, 1000, "from importer", 14), 0);
+	CHECK_EQ(ibv_memcpy_to_dm(dm, 1000, answer, sizeof(answer)), 0);
 	ibv_unimport_dm(dm);
 	CHECK_EQ(ibv_close_device(ctx), 0);
 	CHECK_EQ(write(p->sock, "k", 1), 1);
@@ -274,7 +325,7 @@ SV_TEST(import_across_processes)
 	status = sv_test_child(importer, &p);
 	CHECK_EQ(status, 0);
 	CHECK_EQ(read(sv[0], buf, 1), 1);
-	CHECK_EQ(ibv_memcpy_from_dm(buf, dm, 1000, 14), 0);
+	CHECK_EQ(ibv_memcpy_from_dm(buf, dm, 1000, 16), 0);
 	CHECK(!memcmp(buf, "from importer", 14));
 	CHECK_EQ(ibv_free_dm(dm), 0);
 	CHECK_EQ(ibv_close_device(ctx), 0);
@@ -434,8 +485,9 @@ SV_TEST(bad_requests_change_nothing)
 	CHECK_EQ(after.objects, before.objects);
 	CHECK_EQ(after.open_fds, before.open_fds);
 	/* The DM is intact and its memory still shared with the daemon. */
-	CHECK_EQ(ibv_memcpy_to_dm(dm, 0, "ok", 2), 0);
-	CHECK_EQ(ibv_memcpy_from_dm(buf, dm, 0, 2), 0);
+	CHECK_EQ(ibv_memcpy_to_dm(dm, 0, "ok!", 4), 0);
+	CHECK_EQ(ibv_memcpy_from_dm(buf, dm, 0, 4), 0);
+	CHECK(!memcmp(buf, "ok!", 4));
 	CHECK_EQ(ibv_free_dm(dm), 0);
 	CHECK_EQ(ibv_dealloc_pd(pd), 0);
 	CHECK_EQ(ibv_close_device(ctx), 0);

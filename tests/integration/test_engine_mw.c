@@ -551,4 +551,172 @@ SV_TEST(dereg_mr_with_bound_window)
 	fix_close(&f);
 }
 
+/*
+ * LOCAL_WRITE in a bind's access flags (programs pass their MR's flags
+ * along): mlx5 and rxe bind, and the window then works, is invalidated
+ * and dies with its dealloc exactly like one bound without it.
+ */
+#define RWA_LW (RW | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE)
+
+/* a reads, writes and adds through rkey: all succeed. */
+static void win_rw_atomic(struct fix *f, uint32_t rkey)
+{
+	struct ibv_wc wc;
+	uint64_t *target = (uint64_t *)(void *)(f->b.buf + WIN_OFF + 2048), got;
+
+	fill(f->a.buf, 512, 11);
+	win_write(f, rkey, 0, 512, IBV_WC_SUCCESS);
+	CHECK(!memcmp(f->b.buf + WIN_OFF, f->a.buf, 512));
+	post_send_op(&f->a, 2, IBV_WR_RDMA_READ, f->a.buf + 8192, 512,
+		     (uintptr_t)f->b.buf + WIN_OFF, rkey);
+	EXPECT_WC(f->a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK(!memcmp(f->a.buf + 8192, f->b.buf + WIN_OFF, 512));
+	*target = 100;
+	eu_post_keyed(&f->a, 3, IBV_WR_ATOMIC_FETCH_AND_ADD,
+		      (uintptr_t)f->a.buf + 40000, 8, f->a.mr->lkey,
+		      (uintptr_t)target, rkey, 5, 0);
+	EXPECT_WC(f->a.cq, &wc, IBV_WC_SUCCESS);
+	memcpy(&got, f->a.buf + 40000, 8);
+	CHECK_EQ(got, 100);
+	CHECK_EQ(*target, 105);
+}
+
+SV_TEST(mw_bind_with_local_write)
+{
+	struct fix f;
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge s;
+	struct ibv_wc wc;
+	uint32_t k;
+
+	/* Type 1 (ibv_bind_mw): works, then dies with the window. */
+	fix_open(&f, IBV_MW_TYPE_1);
+	bind1(&f, WIN_OFF, WIN_LEN, RWA_LW, f.mr, IBV_WC_SUCCESS);
+	win_rw_atomic(&f, f.mw->rkey);
+	k = f.mw->rkey;
+	CHECK_EQ(ibv_dealloc_mw(f.mw), 0);
+	f.mw = NULL;
+	win_write(&f, k, 0, 64, IBV_WC_REM_ACCESS_ERR);
+	fix_close(&f);
+
+	/* Type 1, rebound by a zero-length bind: unbound. */
+	fix_open(&f, IBV_MW_TYPE_1);
+	bind1(&f, WIN_OFF, WIN_LEN, RWA_LW, f.mr, IBV_WC_SUCCESS);
+	bind1(&f, 0, 0, 0, NULL, IBV_WC_SUCCESS);
+	win_write(&f, f.mw->rkey, 0, 64, IBV_WC_REM_ACCESS_ERR);
+	fix_close(&f);
+
+	/* Type 2 (IBV_WR_BIND_MW), invalidated locally. */
+	fix_open(&f, IBV_MW_TYPE_2);
+	k = ibv_inc_rkey(f.mw->rkey);
+	bind2(&f, f.b.qp, f.b.cq, k, WIN_OFF, WIN_LEN, RWA_LW, IBV_WC_SUCCESS);
+	win_rw_atomic(&f, k);
+	local_inv(&f.b, k, IBV_WC_SUCCESS);
+	win_write(&f, k, 0, 64, IBV_WC_REM_ACCESS_ERR);
+	fix_close(&f);
+
+	/* Type 2, invalidated by the remote's SEND_WITH_INV. */
+	fix_open(&f, IBV_MW_TYPE_2);
+	k = ibv_inc_rkey(f.mw->rkey);
+	bind2(&f, f.b.qp, f.b.cq, k, WIN_OFF, WIN_LEN,
+	      RWA_LW | IBV_ACCESS_ZERO_BASED, IBV_WC_SUCCESS);
+	fill(f.a.buf, 64, 4);
+	post_send_op(&f.a, 1, IBV_WR_RDMA_WRITE, f.a.buf, 64, 128, k);
+	EXPECT_WC(f.a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK(!memcmp(f.b.buf + WIN_OFF + 128, f.a.buf, 64));
+	post_recv(&f.b, 80, f.b.buf + 32768, 64);
+	memset(&wr, 0, sizeof(wr));
+	s = (struct ibv_sge){ (uintptr_t)f.a.buf, 8, f.a.mr->lkey };
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND_WITH_INV;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.invalidate_rkey = k;
+	CHECK_EQ(ibv_post_send(f.a.qp, &wr, &bad), 0);
+	EXPECT_WC(f.a.cq, &wc, IBV_WC_SUCCESS);
+	EXPECT_WC(f.b.cq, &wc, IBV_WC_SUCCESS);
+	CHECK(wc.wc_flags & IBV_WC_WITH_INV);
+	CHECK_EQ(wc.invalidated_rkey, k);
+	post_send_op(&f.a, 1, IBV_WR_RDMA_WRITE, f.a.buf, 64, 128, k);
+	EXPECT_WC(f.a.cq, &wc, IBV_WC_REM_ACCESS_ERR);
+	fix_close(&f);
+
+	/* Type 2, through a dealloc. */
+	fix_open(&f, IBV_MW_TYPE_2);
+	k = ibv_inc_rkey(f.mw->rkey);
+	bind2(&f, f.b.qp, f.b.cq, k, WIN_OFF, WIN_LEN, RWA_LW, IBV_WC_SUCCESS);
+	win_write(&f, k, 0, 64, IBV_WC_SUCCESS);
+	CHECK_EQ(ibv_dealloc_mw(f.mw), 0);
+	f.mw = NULL;
+	win_write(&f, k, 0, 64, IBV_WC_REM_ACCESS_ERR);
+	fix_close(&f);
+
+	/* Still checked: LOCAL_WRITE does not stand in for the MR's own
+	 * LOCAL_WRITE that remote write needs (C10-74). */
+	fix_open(&f, IBV_MW_TYPE_1);
+	{
+		struct ibv_mr *ro = ibv_reg_mr(f.b.pd, f.b.buf, EP_BUF,
+					       IBV_ACCESS_REMOTE_READ |
+						       IBV_ACCESS_MW_BIND);
+
+		CHECK(ro);
+		bind1(&f, WIN_OFF, WIN_LEN, RWA_LW, ro, IBV_WC_MW_BIND_ERR);
+		CHECK_EQ(ibv_dereg_mr(ro), 0);
+	}
+	fix_close(&f);
+}
+
+/* The extended API binds with LOCAL_WRITE too. */
+SV_TEST(mw_qp_ex_bind_with_local_write)
+{
+	struct fix f;
+	struct ibv_qp_init_attr_ex ia;
+	struct ibv_qp_ex *qx;
+	struct ibv_mw_bind_info bi;
+	struct ibv_wc wc;
+	uint32_t k;
+
+	fix_open(&f, IBV_MW_TYPE_2);
+	CHECK_EQ(ibv_destroy_qp(f.a.qp), 0);
+	CHECK_EQ(ibv_destroy_qp(f.b.qp), 0);
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = ia.recv_cq = f.b.cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	ia.pd = f.b.pd;
+	ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	ia.send_ops_flags = IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
+	f.b.qp = ibv_create_qp_ex(f.b.ctx, &ia);
+	CHECK(f.b.qp);
+	ia.send_cq = ia.recv_cq = f.a.cq;
+	ia.pd = f.a.pd;
+	ia.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
+	f.a.qp = ibv_create_qp_ex(f.a.ctx, &ia);
+	CHECK(f.a.qp);
+	ep_connect(&f.a, f.b.qp->qp_num);
+	ep_connect(&f.b, f.a.qp->qp_num);
+	qx = ibv_qp_to_qp_ex(f.b.qp);
+	k = ibv_inc_rkey(f.mw->rkey);
+	bi = (struct ibv_mw_bind_info){ .mr = f.mr,
+					.addr = (uintptr_t)f.b.buf + WIN_OFF,
+					.length = WIN_LEN,
+					.mw_access_flags = RWA_LW };
+	ibv_wr_start(qx);
+	qx->wr_id = 91;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_bind_mw(qx, f.mw, k, &bi);
+	CHECK_EQ(ibv_wr_complete(qx), 0);
+	EXPECT_WC(f.b.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.opcode, IBV_WC_BIND_MW);
+	win_write(&f, k, 0, 64, IBV_WC_SUCCESS);
+	ibv_wr_start(qx);
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_local_inv(qx, k);
+	CHECK_EQ(ibv_wr_complete(qx), 0);
+	EXPECT_WC(f.b.cq, &wc, IBV_WC_SUCCESS);
+	win_write(&f, k, 0, 64, IBV_WC_REM_ACCESS_ERR);
+	fix_close(&f);
+}
+
 SV_TEST_MAIN()

@@ -206,7 +206,10 @@ SV_TEST(odp_and_no_pinning)
 	struct ibv_pd *pd;
 	struct ibv_mr *mr, *huge, *odp;
 	size_t big = 1ULL << 40; /* 1 TiB of address space */
-	void *space = reserve(big);
+	/* Reserved writable address space: the kernel's pinning would need
+	 * every page, and would fail on PROT_NONE (see efault tests). */
+	void *space = mmap(NULL, big, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	char *buf = pages(1);
 	long before;
 
@@ -214,8 +217,9 @@ SV_TEST(odp_and_no_pinning)
 	ctx = sv_test_open_dev();
 	pd = ibv_alloc_pd(ctx);
 	CHECK(pd);
+	CHECK(space != MAP_FAILED);
 	before = rss_kb();
-	/* Nothing is pinned or touched: the memory is not even accessible. */
+	/* Nothing is pinned or touched: no page of it exists. */
 	huge = ibv_reg_mr(pd, space, big, IBV_ACCESS_LOCAL_WRITE);
 	CHECK(huge);
 	CHECK_EQ(huge->length, big);
@@ -485,6 +489,153 @@ SV_TEST(fork_init_after_reg_is_too_late)
 	CHECK(mr);
 	CHECK_EQ(ibv_dereg_mr(mr), 0);
 	CHECK_EQ(ibv_fork_init(), EINVAL);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+}
+
+/* ---- memory that is not there ------------------------------------------ */
+
+#define LW IBV_ACCESS_LOCAL_WRITE
+
+/* reg must fail with EFAULT and leave nothing behind. */
+static void check_efault(struct ibv_pd *pd, void *addr, size_t len,
+			 int access)
+{
+	struct sv_status_rep before, after;
+
+	CHECK_EQ(sv_test_status(&before), 0);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, addr, len, access), EFAULT);
+	CHECK_EQ(sv_test_status(&after), 0);
+	CHECK_EQ(after.objects, before.objects);
+}
+
+static void check_regs(struct ibv_pd *pd, void *addr, size_t len, int access)
+{
+	struct ibv_mr *mr = ibv_reg_mr(pd, addr, len, access);
+
+	CHECK(mr);
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+}
+
+/*
+ * ibv_reg_mr answers what the kernel's pinning (ib_umem_get) answers:
+ * EFAULT for a hole anywhere in the range, for memory that cannot be read,
+ * and for read-only memory when the MR may be written (LOCAL_WRITE, REMOTE
+ * WRITE, REMOTE_ATOMIC, MW_BIND).  ODP registrations are not pinned.
+ */
+static void efault_cases(void)
+{
+	struct sv_status_rep base;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	char *gone = pages(4), *holed = pages(3), *ro, *none, *mixed;
+
+	sv_test_baseline(&base);
+	ctx = sv_test_open_dev();
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd);
+	CHECK_EQ(munmap(gone, 4 * 4096), 0);
+	CHECK_EQ(munmap(holed + 4096, 4096), 0);
+	ro = mmap(NULL, 2 * 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	none = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(ro != MAP_FAILED && none != MAP_FAILED);
+	/* rw page then ro page, adjacent (one range, two mappings). */
+	mixed = pages(2);
+	CHECK_EQ(mprotect(mixed + 4096, 4096, PROT_READ), 0);
+
+	/* Unmapped, whole or in part. */
+	check_efault(pd, gone, 4096, 0);
+	check_efault(pd, gone + 100, 8000, LW);
+	check_efault(pd, holed, 3 * 4096, 0);
+	check_efault(pd, holed + 4000, 200, LW);
+	check_efault(pd, holed + 4095, 2, 0);
+	check_regs(pd, holed, 4096, LW);
+	check_regs(pd, holed + 2 * 4096, 4096, LW);
+	/* Read-only memory: readable MRs only. */
+	check_regs(pd, ro, 2 * 4096, 0);
+	check_regs(pd, ro + 10, 100, IBV_ACCESS_REMOTE_READ);
+	check_efault(pd, ro, 4096, LW);
+	check_efault(pd, ro, 4096, LW | IBV_ACCESS_REMOTE_WRITE);
+	check_efault(pd, ro, 4096, LW | IBV_ACCESS_REMOTE_ATOMIC);
+	check_efault(pd, ro, 4096, IBV_ACCESS_MW_BIND);
+	check_efault(pd, mixed, 2 * 4096, LW);
+	check_regs(pd, mixed, 2 * 4096, IBV_ACCESS_REMOTE_READ);
+	check_regs(pd, mixed, 4096, LW);
+	/* Memory nobody can read. */
+	check_efault(pd, none, 4096, 0);
+	check_efault(pd, none, 4096, LW);
+	/* The kernel checks access flags first: EINVAL wins. */
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, gone, 4096, IBV_ACCESS_REMOTE_WRITE),
+			 EINVAL);
+	/* ODP is not pinned: holes and read-only memory are fine. */
+	check_regs(pd, gone, 4 * 4096, IBV_ACCESS_ON_DEMAND | LW);
+	check_regs(pd, ro, 4096, IBV_ACCESS_ON_DEMAND | LW);
+	check_regs(pd, none, 4096, IBV_ACCESS_ON_DEMAND);
+
+	/* rereg: a new translation is pinned anew and may fail; the MR
+	 * keeps its old one then. */
+	mr = ibv_reg_mr(pd, holed, 4096, LW);
+	CHECK(mr);
+	CHECK_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, gone,
+			      4096, 0),
+		 IBV_REREG_MR_ERR_CMD);
+	CHECK_EQ(errno, EFAULT);
+	CHECK_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, ro,
+			      4096, 0),
+		 IBV_REREG_MR_ERR_CMD);
+	CHECK_EQ(errno, EFAULT);
+	CHECK(mr->addr == holed);
+	{
+		struct sv_res_entry e;
+
+		CHECK_EQ(res_find(SV_RES_MR, 0, 0, mr->lkey, &e), 0);
+		CHECK_EQ(e.iova, (uintptr_t)holed);
+	}
+	/* Read-only memory with a read-only MR: fine; a new access alone
+	 * is not pinned again (mlx5, rxe), so making it writable is too. */
+	CHECK_EQ(ibv_rereg_mr(mr,
+			      IBV_REREG_MR_CHANGE_TRANSLATION |
+				      IBV_REREG_MR_CHANGE_ACCESS,
+			      NULL, ro, 4096, IBV_ACCESS_REMOTE_READ),
+		 0);
+	CHECK_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			      LW),
+		 0);
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	sv_test_wait_quiet(&base, 5000);
+}
+
+SV_TEST(reg_mr_efault_like_pinning) { efault_cases(); }
+
+/* The same answers from the text of /proc/self/maps (kernels before 6.11
+ * have no PROCMAP_QUERY). */
+SV_TEST(reg_mr_efault_from_maps_text)
+{
+	setenv("SOFTVERBS_FAULT", "maps_text", 1);
+	efault_cases();
+}
+
+/* With ibv_fork_init, a registration that fails to pin gives its fork
+ * protection back. */
+SV_TEST(reg_mr_readonly_with_fork_init)
+{
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	char *ro = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
+			-1, 0);
+
+	CHECK(ro != MAP_FAILED);
+	CHECK_EQ(ibv_fork_init(), 0);
+	ctx = sv_test_open_dev();
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd);
+	/* Read-only: the dontfork works, the pinning fails and gives the
+	 * range back (a child still sees it). */
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, ro, 4096, LW), EFAULT);
+	CHECK_EQ(sv_test_child_read(ro), 0);
 	CHECK_EQ(ibv_dealloc_pd(pd), 0);
 	CHECK_EQ(ibv_close_device(ctx), 0);
 }

@@ -497,4 +497,70 @@ SV_TEST(mw_and_teardown)
 	sv_test_wait_quiet(&base, 5000);
 }
 
+/* qp_access_flags take what rxe's QPs take (RXE_ACCESS_SUPPORTED_QP):
+ * ODP programs set IBV_ACCESS_ON_DEMAND and move to INIT; bits no QP
+ * has (ZERO_BASED, HUGETLB, unknown ones) stay EINVAL. */
+SV_TEST(access_flags_accepted)
+{
+	const unsigned ok[] = {
+		IBV_ACCESS_ON_DEMAND,
+		IBV_ACCESS_ON_DEMAND | IBV_ACCESS_REMOTE_WRITE |
+			IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE,
+		IBV_ACCESS_MW_BIND | IBV_ACCESS_REMOTE_ATOMIC,
+		IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_REMOTE_WRITE,
+		1u << 8, 1u << 9, /* the kernel's FLUSH_GLOBAL, FLUSH_PERSISTENT */
+		0,
+	};
+	const unsigned bad[] = { IBV_ACCESS_ZERO_BASED, IBV_ACCESS_HUGETLB,
+				 1u << 10, 1u << 15, 1u << 30, 1u << 31 };
+	struct ibv_qp_attr a, qa;
+	struct ibv_qp_init_attr qi;
+	int init = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+		   IBV_QP_ACCESS_FLAGS;
+	struct dp d;
+
+	dp_open(&d, 8);
+	for (int t = 0; t < 2; t++) {
+		enum ibv_qp_type type = t ? IBV_QPT_UC : IBV_QPT_RC;
+
+		for (unsigned i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+			struct ibv_qp *qp = dp_qp(&d, type, NULL, 4, 0);
+
+			memset(&a, 0, sizeof(a));
+			a.qp_state = IBV_QPS_INIT;
+			a.port_num = 1;
+			a.qp_access_flags = ok[i];
+			CHECK_EQ(ibv_modify_qp(qp, &a, init), 0);
+			CHECK_EQ(qp->state, IBV_QPS_INIT);
+			CHECK_EQ(ibv_query_qp(qp, &qa, IBV_QP_ACCESS_FLAGS, &qi), 0);
+			CHECK_EQ(qa.qp_access_flags, ok[i]);
+			/* INIT -> INIT and on to RTS keep taking them. */
+			a.qp_access_flags = ok[(i + 1) % (sizeof(ok) / sizeof(ok[0]))];
+			CHECK_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE |
+							       IBV_QP_ACCESS_FLAGS),
+				 0);
+			CHECK_EQ(to_rtr(qp, qp->qp_num), 0);
+			CHECK_EQ(to_rts(qp), 0);
+			a.qp_state = IBV_QPS_RTS;
+			a.qp_access_flags = ok[i];
+			CHECK_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE |
+							       IBV_QP_ACCESS_FLAGS),
+				 0);
+			CHECK_EQ(ibv_destroy_qp(qp), 0);
+		}
+		for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			struct ibv_qp *qp = dp_qp(&d, type, NULL, 4, 0);
+
+			memset(&a, 0, sizeof(a));
+			a.qp_state = IBV_QPS_INIT;
+			a.port_num = 1;
+			a.qp_access_flags = bad[i];
+			CHECK_EQ(ibv_modify_qp(qp, &a, init), EINVAL);
+			CHECK_EQ(qp->state, IBV_QPS_RESET);
+			CHECK_EQ(ibv_destroy_qp(qp), 0);
+		}
+	}
+	dp_close(&d);
+}
+
 SV_TEST_MAIN()

@@ -1,0 +1,6 @@
+# Unit tests: one module each, linked with its source directly.
+set(U ${CMAKE_CURRENT_LIST_DIR})
+add_executable(test_ida ${U}/test_ida.c ${CMAKE_SOURCE_DIR}/src/daemon/ida.c)
+target_include_directories(test_ida PRIVATE ${CMAKE_SOURCE_DIR}/src/daemon)
+add_test(NAME test_ida COMMAND test_ida)
+set_tests_properties(test_ida PROPERTIES TIMEOUT 120 LABELS unit)
