@@ -39,6 +39,10 @@ int sv_tool_probe(void);
 /* Reads /proc/PID/comm into buf ("?" when unknown). */
 void sv_tool_comm(uint32_t pid, char *buf, size_t len);
 
+/* run_ns.c: the private mount namespace of `softverbs run` (0, or 1 when
+ * the program runs without it; the reason was printed). */
+int sv_run_namespace(void);
+
 /* Subcommands: argv[0] is the subcommand's name; return the exit code. */
 int sv_cmd_run(int argc, char **argv);
 int sv_cmd_devices(int argc, char **argv);
