@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what softverbs needs on Debian 12 when it is missing:
 # build tools, the system's <infiniband/verbs.h>, and the unmodified RDMA
-# programs the tests run (ibverbs-utils, perftest, pyverbs).
+# programs the tests run (ibverbs-utils, perftest, pyverbs, the rdma_cm
+# programs, qperf, libfabric, UCX, Open MPI, infiniband-diags).
 set -euo pipefail
 
 pkgs=(cmake make gcc libc6-dev pkg-config binutils procps iproute2
       libibverbs-dev ibverbs-utils ibverbs-providers perftest
-      python3-pyverbs rdmacm-utils librdmacm1)
+      python3-pyverbs rdmacm-utils librdmacm1 librdmacm-dev qperf
+      libfabric-bin ucx-utils openmpi-bin libopenmpi-dev infiniband-diags)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -671,7 +671,9 @@ static short rs_revents(struct rsock *rs)
 			r |= POLLIN;
 		if (rs_can_send(rs))
 			r |= POLLOUT;
-		if (rs->state == RS_DISCONNECTED || rs->peer_shut)
+		/* As TCP: the peer's shutdown is readable (EOF), and the
+		 * connection is hung up once it is gone and drained. */
+		if (rs->state == RS_DISCONNECTED && !rs->rq_count)
 			r |= POLLHUP;
 		if (rs->state == RS_ERROR)
 			r |= POLLERR;

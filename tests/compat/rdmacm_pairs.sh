@@ -1,0 +1,290 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# librdmacm and the middleware on top of it, end to end: UNMODIFIED
+# programs (Debian's rdmacm-utils, perftest -R, qperf -cm1, libfabric's
+# fi_pingpong, UCX, Open MPI, infiniband-diags) under `softverbs run`, a
+# server and a client as a user starts them in two terminals.
+#
+#   rdmacm_pairs.sh NAME...   run these (exit 0 when all pass)
+#   rdmacm_pairs.sh --list    the names
+#
+# Each: both sides bounded by a timeout, both exit codes checked, what the
+# user reads checked (the programs' own data checks where they have them:
+# rping -V, rstream/riostream -T v, fi_pingpong -c, our MPI ping-pong),
+# and afterwards the daemon holds no ufile, object or rdma_cm id.  The
+# server is started first and the client only once the server listens
+# (its rdma_cm id in `softverbs res show cm_id`, or its TCP port).
+# rdma_cm ports belong to the test's own daemon (SOFTVERBS_SOCKET), so they
+# never collide with other tests; TCP ports are picked free.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+SV=${SOFTVERBS:-${SV_BUILD_DIR:-$here/../../build}/bin/softverbs}
+BIN=$(dirname "$SV")
+export SOFTVERBS_SOCKET=svtest.rdmacm.$$
+export SOFTVERBS_IDLE_TIMEOUT=120
+TMO=${PAIRS_TIMEOUT:-90}
+# shellcheck source=tests/compat/pairs_lib.sh
+. "$here/pairs_lib.sh"
+
+ALL="rping ucmatose ucmatose_many udaddy rdma_server rstream rstream_async
+riostream write_bw_R send_lat_R qperf_rc fi_msg fi_rdm_rxm ucx_info
+ucx_tag_lat ucx_tag_bw ucx_put_bw ucx_ud_lat mpi_pingpong ibstat ibstatus
+ucx_info_user"
+
+TMP=$(mktemp -d)
+cleanup() {
+	"$SV" daemon stop >/dev/null 2>&1
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# Waits until an rdma_cm id listens on port $1 (or the server died).
+wait_cm_listen() {
+	for _ in $(seq 1 200); do
+		"$SV" res show cm_id 2>/dev/null | grep -q "state LISTEN .* port $1 " && return 0
+		kill -0 "$SRV" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
+
+wait_tcp_listen() {
+	for _ in $(seq 1 200); do
+		port_listening "$1" && return 0
+		kill -0 "$SRV" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
+
+# run_pair SERVER_CMD CLIENT_CMD WAIT(cm|tcp|none) PORT: outputs in
+# $D/server.out, $D/client.out; SRV_RC, CLI_RC.
+run_pair() {
+	local srv_cmd=$1 cli_cmd=$2 how=$3 port=$4 wrap=("$SV" run)
+	command -v stdbuf >/dev/null && wrap=(stdbuf -oL "${wrap[@]}")
+	# shellcheck disable=SC2086 # commands are word lists on purpose
+	timeout -k 5 "$TMO" "${wrap[@]}" $srv_cmd >"$D/server.out" 2>&1 &
+	SRV=$!
+	case $how in
+	cm) wait_cm_listen "$port" ;;
+	tcp) wait_tcp_listen "$port" ;;
+	*) sleep 1 ;;
+	esac
+	# shellcheck disable=SC2086
+	timeout -k 5 "$TMO" "${wrap[@]}" $cli_cmd >"$D/client.out" 2>&1
+	CLI_RC=$?
+	if [ "$CLI_RC" != 0 ]; then
+		sleep 2
+		kill_tree "$SRV" TERM
+	fi
+	wait "$SRV"
+	SRV_RC=$?
+}
+
+# run_one CMD: one program; its output in $D/client.out, exit in CLI_RC.
+run_one() {
+	# shellcheck disable=SC2086
+	timeout -k 5 "$TMO" "$SV" run $1 >"$D/client.out" 2>&1
+	CLI_RC=$?
+	SRV_RC=0
+	: >"$D/server.out"
+}
+
+# expect FILE REGEX [COUNT]: the output has a line matching (COUNT times).
+expect() {
+	local n
+	n=$(grep -Ec -- "$2" "$1")
+	if [ -n "${3:-}" ]; then
+		[ "$n" = "$3" ] || { WHY="$(basename "$1"): $n lines match /$2/, want $3"; return 1; }
+	else
+		[ "$n" -gt 0 ] || { WHY="$(basename "$1"): no line matches /$2/"; return 1; }
+	fi
+}
+
+daemon_clean() {
+	local left
+	WHY=$(pairs_daemon_quiet) || return 1
+	left=$("$SV" res show cm_id 2>/dev/null | grep -c cm_id)
+	[ "$left" = 0 ] || { WHY="daemon still holds $left rdma_cm ids"; return 1; }
+}
+
+perftest_ok() {
+	awk -v key="$2" -v c="$3" '
+		/#bytes/ { on = index($0, key) > 0; next }
+		on && $1 ~ /^[0-9]+$/ && $c + 0 > 0 { good++ }
+		END { exit !good }' "$1" || { WHY="no nonzero $2 row"; return 1; }
+}
+
+ucx_env() {
+	export UCX_TLS=$1 UCX_NET_DEVICES=sv0:1 UCX_WARN_UNUSED_ENV_VARS=n
+}
+
+ucx_perf() {
+	local port t=$1 size=$2
+	pairs_pick_port || return 1
+	port=$PAIR_PORT
+	run_pair "ucx_perftest -p $port" "ucx_perftest 127.0.0.1 -p $port -t $t -n 2000 -s $size" tcp "$port"
+	[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] || return 1
+	expect "$D/client.out" '^Final:'
+}
+
+one() {
+	local name=$1 port
+	D=$TMP/$name
+	mkdir -p "$D"
+	WHY=
+	SRV_RC=- CLI_RC=-
+	echo "== $name"
+	case $name in
+	rping)
+		run_pair "rping -s -a 0.0.0.0 -p 7174 -C 100 -V" \
+			"rping -c -a 127.0.0.1 -p 7174 -C 100 -v -V" cm 7174
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^ping data: rdma-ping-[0-9]+: ' 100 ;;
+	ucmatose)
+		run_pair "ucmatose -p 7175" "ucmatose -s 127.0.0.1 -p 7175" cm 7175
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^return status 0' 1 &&
+			expect "$D/server.out" '^return status 0' 1 ;;
+	ucmatose_many)
+		run_pair "ucmatose -p 7176 -c 8 -C 50" \
+			"ucmatose -s 127.0.0.1 -p 7176 -c 8 -C 50" cm 7176
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^return status 0' 1 &&
+			expect "$D/server.out" '^data transfers complete' 1 ;;
+	udaddy)
+		# udaddy's port is fixed (7174, UDP port space).
+		run_pair "udaddy" "udaddy -s 127.0.0.1" cm 7174
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^data transfers complete' 1 &&
+			expect "$D/server.out" '^return status 0' 1 ;;
+	rdma_server)
+		run_pair "rdma_server -p 7177" "rdma_client -s 127.0.0.1 -p 7177" cm 7177
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^rdma_client: end 0' 1 &&
+			expect "$D/server.out" '^rdma_server: end 0' 1 ;;
+	rstream)
+		run_pair "rstream -p 7178 -T v -T b -C 200 -S 10000" \
+			"rstream -s 127.0.0.1 -p 7178 -T v -T b -C 200 -S 10000" cm 7178
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^custom +9\.7k +200 +1 ' 1 ;;
+	rstream_async)
+		run_pair "rstream -p 7179 -T a -T v -C 200 -S 3000" \
+			"rstream -s 127.0.0.1 -p 7179 -T a -T v -C 200 -S 3000" cm 7179
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^custom +2\.9k +200 +1 ' 1 ;;
+	riostream)
+		run_pair "riostream -p 7180 -T v -C 100 -S 10000" \
+			"riostream -s 127.0.0.1 -p 7180 -T v -C 100 -S 10000" cm 7180
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^custom +9\.7k +100 +1 ' 1 ;;
+	write_bw_R)
+		pairs_pick_port && port=$PAIR_PORT
+		run_pair "ib_write_bw -R -p $port -n 200" "ib_write_bw -R -p $port -n 200 127.0.0.1" tcp "$port"
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			perftest_ok "$D/client.out" "BW average" 4 ;;
+	send_lat_R)
+		pairs_pick_port && port=$PAIR_PORT
+		run_pair "ib_send_lat -R -p $port -n 200" "ib_send_lat -R -p $port -n 200 127.0.0.1" tcp "$port"
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			perftest_ok "$D/client.out" "t_avg" 6 ;;
+	qperf_rc)
+		pairs_pick_port && port=$PAIR_PORT
+		run_pair "qperf -lp $port" "qperf -lp $port -t 2 127.0.0.1 -cm1 rc_bw rc_lat" tcp "$port"
+		[ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^ +bw += +[0-9.]+ [KMG]B/sec' 1 &&
+			expect "$D/client.out" '^ +latency += +[0-9.]+ [mun]?s' 1
+		# qperf's server runs until stopped.
+		SRV_RC=0 ;;
+	fi_msg | fi_rdm_rxm)
+		local prov=verbs ep=msg
+		[ "$name" = fi_rdm_rxm ] && prov="verbs;ofi_rxm" ep=rdm
+		pairs_pick_port && port=$PAIR_PORT
+		run_pair "fi_pingpong -p $prov -e $ep -B $port -c -I 100" \
+			"fi_pingpong -p $prov -e $ep -P $port -c -I 100 127.0.0.1" tcp "$port"
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^1m +100 +=100 ' 1 ;;
+	ucx_info)
+		run_one "ucx_info -d"
+		[ "$CLI_RC" = 0 ] && expect "$D/client.out" '^# Memory domain: sv0$' 1 &&
+			expect "$D/client.out" 'Transport: rc_verbs' &&
+			expect "$D/client.out" 'Transport: ud_verbs' &&
+			expect "$D/client.out" 'Device: sv0:1' ;;
+	# rc_verbs needs an auxiliary transport for its wire-up: ud_verbs.
+	ucx_tag_lat) ucx_env rc_verbs,ud_verbs,self && ucx_perf tag_lat 8 ;;
+	ucx_tag_bw) ucx_env rc_verbs,ud_verbs,self && ucx_perf tag_bw 65536 ;;
+	ucx_put_bw) ucx_env rc_verbs,ud_verbs,self && ucx_perf ucp_put_bw 65536 ;;
+	ucx_ud_lat) ucx_env ud_verbs,self && ucx_perf tag_lat 8 ;;
+	mpi_pingpong)
+		[ -x "$BIN/mpi_pingpong" ] || { WHY="mpi_pingpong not built (libopenmpi-dev)"; false; } &&
+		ucx_env rc_verbs,ud_verbs,self &&
+		run_one "mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ucx --mca btl ^openib -x UCX_TLS -x UCX_NET_DEVICES $BIN/mpi_pingpong 200" &&
+		[ "$CLI_RC" = 0 ] && expect "$D/client.out" '^mpi_pingpong: 200 round trips of 1 B \.\. 1 MiB, data checked$' 1 ;;
+	ibstat)
+		run_one "ibstat"
+		[ "$CLI_RC" = 0 ] && expect "$D/client.out" "^CA 'sv0'" 1 &&
+			expect "$D/client.out" 'State: Active' 1 &&
+			expect "$D/client.out" 'Link layer: Ethernet' 1 ;;
+	ibstatus)
+		run_one "ibstatus"
+		[ "$CLI_RC" = 0 ] && expect "$D/client.out" "^Infiniband device 'sv0' port 1 status:" 1 &&
+			expect "$D/client.out" 'state:[[:space:]]+4: ACTIVE' 1 ;;
+	ucx_info_user)
+		# An ordinary user gets the device through a user namespace.
+		if [ "$(id -u)" != 0 ]; then
+			run_one "ucx_info -d"
+		elif ! setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$SV"; then
+			echo "   (skipped: uid 65534 cannot execute $SV)"
+			return 0
+		else
+			timeout -k 5 "$TMO" setpriv --reuid=65534 --regid=65534 --clear-groups \
+				env SOFTVERBS_SOCKET=svtest.rdmacm.user.$$ SOFTVERBS_IDLE_TIMEOUT=2 \
+				"$SV" run sh -c 'id -u; ls -l /dev/infiniband/uverbs0; exec ucx_info -d' >"$D/client.out" 2>&1
+			CLI_RC=$?
+			SRV_RC=0
+		fi
+		[ "$CLI_RC" = 0 ] && expect "$D/client.out" '^# Memory domain: sv0$' 1 &&
+			expect "$D/client.out" '^crw-rw-rw- .* /dev/infiniband/uverbs0$' 1 ;;
+	*) echo "unknown '$name' (see --list)"; return 2 ;;
+	esac
+	local ok=$?
+	if [ $ok = 0 ] && { [ "$SRV_RC" != 0 ] || [ "$CLI_RC" != 0 ]; }; then
+		ok=1
+	fi
+	[ $ok = 0 ] || [ -n "$WHY" ] || WHY="exit codes: server $SRV_RC, client $CLI_RC (124 = timed out)"
+	if [ $ok = 0 ]; then
+		daemon_clean || ok=1
+	fi
+	if [ $ok = 0 ]; then
+		echo "ok $name"
+		return 0
+	fi
+	echo "FAIL $name: $WHY"
+	echo "   --- server output"
+	sed 's/^/   | /' "$D/server.out" | tail -40
+	echo "   --- client output"
+	sed 's/^/   | /' "$D/client.out" | tail -40
+	"$SV" daemon stop >/dev/null 2>&1
+	return 1
+}
+
+[ $# -ge 1 ] || { echo "usage: rdmacm_pairs.sh NAME... | --list" >&2; exit 2; }
+# shellcheck disable=SC2086
+case $1 in
+--list) printf '%s\n' $ALL; exit 0 ;;
+--all) set -- $ALL ;;
+esac
+"$SV" daemon start >/dev/null 2>&1
+pass=0 fail=0 failed=
+for n in "$@"; do
+	if one "$n"; then
+		pass=$((pass + 1))
+	else
+		fail=$((fail + 1))
+		failed="$failed $n"
+	fi
+done
+[ -n "$failed" ] && echo "failed:$failed"
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
