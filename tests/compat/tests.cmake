@@ -87,3 +87,5 @@ foreach(p ${SV_RDMACM_PAIRS})
   sv_script_test(rdmacm_${p} compat/rdmacm_pairs.sh ${p})
   set_tests_properties(rdmacm_${p} PROPERTIES LABELS "compat;rdmacm" TIMEOUT 240)
 endforeach()
+# librdmacm.so.1's ABI against Debian's (symbols, versions, SONAME).
+sv_script_test(rdmacm_abi compat/rdmacm_abi.sh)
