@@ -21,3 +21,6 @@ sv_c_test(test_engine_fault ${D}/test_engine_fault.c TIMEOUT 300)
 sv_c_test(test_engine_events ${D}/test_engine_events.c TIMEOUT 120)
 sv_c_test(test_engine_owner ${D}/test_engine_owner.c TIMEOUT 300)
 sv_c_test(test_ud_wc ${D}/test_ud_wc.c TIMEOUT 60)
+# rdma_cm semantics (issue 10): librdmacm.so.1 on the daemon's CM.
+sv_c_test(test_rdmacm ${D}/test_rdmacm.c TIMEOUT 300 LABELS rdmacm)
+target_link_libraries(test_rdmacm PRIVATE rdmacm)
