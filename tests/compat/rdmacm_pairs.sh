@@ -30,7 +30,7 @@ TMO=${PAIRS_TIMEOUT:-90}
 ALL="rping ucmatose ucmatose_many udaddy rdma_server rstream rstream_async
 riostream write_bw_R send_lat_R qperf_rc fi_msg fi_rdm_rxm ucx_info
 ucx_tag_lat ucx_tag_bw ucx_put_bw ucx_ud_lat mpi_pingpong ibstat ibstatus
-ucx_info_user"
+ucx_info_user sysfs ns_refused"
 
 TMP=$(mktemp -d)
 cleanup() {
@@ -246,6 +246,35 @@ one() {
 		fi
 		[ "$CLI_RC" = 0 ] && expect "$D/client.out" '^# Memory domain: sv0$' 1 &&
 			expect "$D/client.out" '^crw-rw-rw- .* /dev/infiniband/uverbs0$' 1 ;;
+	sysfs)
+		# The namespace's tree agrees with what the device answers, and
+		# the host's /sys is as it was outside.
+		timeout -k 5 "$TMO" "$SV" run sh -c 'cd /sys/class/infiniband/sv0 &&
+			echo "guid $(cat node_guid)"; cat ports/1/gids/1 ports/1/gid_attrs/types/1 \
+			ports/1/state /sys/class/infiniband_verbs/uverbs0/ibdev; ibv_devinfo -v;
+			test -c /dev/infiniband/uverbs0 && echo uverbs0-chardev' >"$D/client.out" 2>&1
+		CLI_RC=$?
+		SRV_RC=0
+		local guid
+		guid=$(sed -n 's/^guid //p' "$D/client.out")
+		[ "$CLI_RC" = 0 ] && [ -n "$guid" ] &&
+			expect "$D/client.out" "^[[:space:]]+node_guid:[[:space:]]+$guid\$" 1 &&
+			expect "$D/client.out" '^0000:0000:0000:0000:0000:ffff:7f00:0001$' 1 &&
+			expect "$D/client.out" 'GID\[ *1\]:[[:space:]]+::ffff:127\.0\.0\.1, RoCE v2' 1 &&
+			expect "$D/client.out" '^RoCE v2$' 1 && expect "$D/client.out" '^4: ACTIVE$' 1 &&
+			expect "$D/client.out" '^sv0$' 1 && expect "$D/client.out" '^uverbs0-chardev$' 1 &&
+			{ [ ! -e /sys/class/infiniband/sv0 ] || { WHY="the host's /sys shows sv0"; false; }; } ;;
+	ns_refused)
+		# Namespaces refused: one warning, and the program runs without
+		# /dev/infiniband (libibverbs still finds the device).
+		timeout -k 5 "$TMO" env SOFTVERBS_FAULT=run_ns "$SV" run \
+			sh -c 'ibv_devices; test -e /dev/infiniband/uverbs0 && echo VISIBLE; exit 0' \
+			>"$D/client.out" 2>&1
+		CLI_RC=$?
+		SRV_RC=0
+		[ "$CLI_RC" = 0 ] && expect "$D/client.out" '^softverbs: warning: no private mount namespace' 1 &&
+			expect "$D/client.out" '^[[:space:]]+sv0[[:space:]]' 1 &&
+			expect "$D/client.out" 'VISIBLE' 0 ;;
 	*) echo "unknown '$name' (see --list)"; return 2 ;;
 	esac
 	local ok=$?
