@@ -30,7 +30,7 @@ TMO=${PAIRS_TIMEOUT:-90}
 ALL="rping ucmatose ucmatose_many udaddy rdma_server rstream rstream_async
 riostream write_bw_R send_lat_R qperf_rc fi_msg fi_rdm_rxm ucx_info
 ucx_tag_lat ucx_tag_bw ucx_put_bw ucx_ud_lat mpi_pingpong ibstat ibstatus
-ucx_info_user sysfs ns_refused"
+ucx_info_user user_cma sysfs ns_refused"
 
 TMP=$(mktemp -d)
 cleanup() {
@@ -246,6 +246,44 @@ one() {
 		fi
 		[ "$CLI_RC" = 0 ] && expect "$D/client.out" '^# Memory domain: sv0$' 1 &&
 			expect "$D/client.out" '^crw-rw-rw- .* /dev/infiniband/uverbs0$' 1 ;;
+	user_cma)
+		# An ordinary user's process inside `softverbs run`'s user
+		# namespace and one outside it (SOFTVERBS_NAMESPACE=0), each way
+		# round: rping's RDMA READ and WRITE move the data between them
+		# and the client checks it (-V).  The kernel refuses CMA from
+		# inside to outside; the engine goes through the owner's then.
+		local as=() sock=svtest.rdmacm.cma.$$ side
+		[ "$(id -u)" = 0 ] && as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+		if ! "${as[@]}" test -x "$SV"; then
+			echo "   (skipped: uid 65534 cannot execute $SV)"
+			return 0
+		fi
+		for side in server client; do
+			pairs_pick_port && port=$PAIR_PORT
+			local srv_ns=1 cli_ns=0
+			[ $side = client ] && srv_ns=0 cli_ns=1
+			timeout -k 5 "$TMO" "${as[@]}" env SOFTVERBS_SOCKET=$sock SOFTVERBS_IDLE_TIMEOUT=3 \
+				SOFTVERBS_NAMESPACE=$srv_ns "$SV" run rping -s -a 127.0.0.1 -p "$port" -C 50 -V \
+				>"$D/server.out" 2>&1 &
+			SRV=$!
+			for _ in $(seq 1 200); do
+				"${as[@]}" env SOFTVERBS_SOCKET=$sock "$SV" res show cm_id 2>/dev/null |
+					grep -q "state LISTEN .* port $port " && break
+				sleep 0.05
+			done
+			timeout -k 5 "$TMO" "${as[@]}" env SOFTVERBS_SOCKET=$sock SOFTVERBS_IDLE_TIMEOUT=3 \
+				SOFTVERBS_NAMESPACE=$cli_ns "$SV" run rping -c -a 127.0.0.1 -p "$port" -C 50 -V -v \
+				>"$D/client.out" 2>&1
+			CLI_RC=$?
+			[ "$CLI_RC" = 0 ] || kill_tree "$SRV" TERM
+			wait "$SRV"
+			SRV_RC=$?
+			{ [ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+				expect "$D/client.out" '^ping data: rdma-ping-' 50; } ||
+				{ WHY="${WHY:-exit codes $SRV_RC/$CLI_RC} (namespace on the $side side)"; return 1; }
+		done
+		"${as[@]}" env SOFTVERBS_SOCKET=$sock "$SV" daemon stop >/dev/null 2>&1
+		true ;;
 	sysfs)
 		# The namespace's tree agrees with what the device answers, and
 		# the host's /sys is as it was outside.
