@@ -77,6 +77,8 @@ run_pair() {
 	if [ "$CLI_RC" != 0 ]; then
 		sleep 2
 		kill_tree "$SRV" TERM
+	elif [ -n "${SERVER_RUNS_ON:-}" ]; then
+		kill_tree "$SRV" TERM # a server that never exits by itself
 	fi
 	wait "$SRV"
 	SRV_RC=$?
@@ -204,7 +206,7 @@ one() {
 		perftest_R ib_send_lat && perftest_ok "$D/client.out" "t_avg" 6 ;;
 	qperf_rc)
 		pairs_pick_port && port=$PAIR_PORT
-		run_pair "qperf -lp $port" "qperf -lp $port -t 2 127.0.0.1 -cm1 rc_bw rc_lat" tcp "$port"
+		SERVER_RUNS_ON=1 run_pair "qperf -lp $port" "qperf -lp $port -t 2 127.0.0.1 -cm1 rc_bw rc_lat" tcp "$port"
 		[ "$CLI_RC" = 0 ] &&
 			expect "$D/client.out" '^ +bw += +[0-9.]+ [KMG]B/sec' 1 &&
 			expect "$D/client.out" '^ +latency += +[0-9.]+ [mun]?s' 1
