@@ -586,7 +586,7 @@ SV_TEST(ud_sidr)
 	struct ibv_mr *smr, *rmr;
 	struct ibv_ah *ah;
 	struct ibv_wc wc;
-	uint8_t pd[180], sbuf[64], rbuf[40 + 64];
+	uint8_t pd[181] /* one more than SIDR_REQ carries */, sbuf[64], rbuf[40 + 64];
 	uint32_t qpn, qkey;
 	uint16_t port = 0;
 
@@ -606,7 +606,7 @@ SV_TEST(ud_sidr)
 	ev = CM_EXPECT(sch, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
 	s = ev->id;
 	CHECK_EQ(ev->param.ud.private_data_len, 180);
-	CHECK(!memcmp(ev->param.ud.private_data, pd, sizeof(pd)));
+	CHECK(!memcmp(ev->param.ud.private_data, pd, 180));
 	CHECK_EQ(rdma_ack_cm_event(ev), 0);
 	CHECK_EQ(cm_create_qp(s, &qa), 0);
 	smr = ibv_reg_mr(c->pd, sbuf, sizeof(sbuf), IBV_ACCESS_LOCAL_WRITE);
