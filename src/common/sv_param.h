@@ -29,7 +29,7 @@
 #define SV_MAX_SGE 32
 #define SV_MAX_SGE_RD 32
 #define SV_MAX_CQ 0x10000
-#define SV_MAX_CQE 0x20000
+#define SV_MAX_CQE 0x3fffff /* mlx5's: libfabric's rxm asks 256 Ki by default */
 #define SV_MAX_MR 0x40000
 #define SV_MAX_PD 0x10000
 #define SV_MAX_QP_RD_ATOM 128

@@ -110,6 +110,27 @@ enum sv_op {
 	SV_OP_QP_PEER,		  /* sv_qpn_req -> sv_qp_peer_rep + fds {QP,
 				     receive CQ[, SRQ] regions} */
 
+	/* Connection manager (issue 10, librdmacm): see sv_cm.h.  Every
+	 * request starts with a sv_cm_hdr naming the channel. */
+	SV_OP_CM_OPEN = 128,	  /* -> sv_cm_open_rep + fd {event socket} */
+	SV_OP_CM_GET_EVENT,	  /* sv_cm_hdr -> sv_cm_event (-EAGAIN: none) */
+	SV_OP_CM_CREATE_ID,	  /* sv_cm_create_req -> sv_cm_id_rep */
+	SV_OP_CM_DESTROY_ID,	  /* sv_cm_hdr -> sv_cm_id_rep (events) */
+	SV_OP_CM_BIND,		  /* sv_cm_addr_req -> empty */
+	SV_OP_CM_RESOLVE_ADDR,	  /* sv_cm_addr_req -> empty, then an event */
+	SV_OP_CM_RESOLVE_ROUTE,	  /* sv_cm_int_req -> empty, then an event */
+	SV_OP_CM_QUERY,		  /* sv_cm_hdr -> sv_cm_query_rep */
+	SV_OP_CM_INIT_QP_ATTR,	  /* sv_cm_int_req -> sv_cm_qp_attr_rep */
+	SV_OP_CM_LISTEN,	  /* sv_cm_int_req -> empty */
+	SV_OP_CM_CONNECT,	  /* sv_cm_conn_req -> empty */
+	SV_OP_CM_ACCEPT,	  /* sv_cm_conn_req -> empty */
+	SV_OP_CM_REJECT,	  /* sv_cm_conn_req -> empty */
+	SV_OP_CM_DISCONNECT,	  /* sv_cm_hdr -> empty */
+	SV_OP_CM_NOTIFY,	  /* sv_cm_int_req -> empty */
+	SV_OP_CM_SET_OPTION,	  /* sv_cm_opt_req -> empty */
+	SV_OP_CM_MIGRATE,	  /* sv_cm_migrate_req -> sv_cm_id_rep */
+	SV_OP_CM_JOIN_MCAST,	  /* sv_cm_addr_req -> error (no multicast) */
+
 	SV_OP_MAX
 };
 
@@ -184,6 +205,9 @@ enum sv_res_type {
 	SV_RES_QP,
 	SV_RES_SRQ,
 	SV_RES_AH,
+	SV_RES_CM_ID, /* rdma_cm ids: handle = id, owner_pid, pd_handle =
+			 port space, access = state, lkey = bound port,
+			 rkey = QPN given at connect/accept, flags = qp type */
 };
 
 struct sv_res_req {

@@ -6,6 +6,7 @@
  */
 #include "svd_int.h"
 #include "svd_engine.h"
+#include "svd_cm.h"
 #include "sv_log.h"
 #include "sv_sock.h"
 
@@ -140,7 +141,7 @@ static int next_timeout(void)
 {
 	uint64_t now, deadline;
 
-	if (!svd.idle_ms || svd.nufiles)
+	if (!svd.idle_ms || svd.nufiles || svd_cm_busy())
 		return -1;
 	now = svd_now_ms();
 	deadline = svd.idle_since_ms + svd.idle_ms;
@@ -288,7 +289,7 @@ int main(int argc, char **argv)
 	svd.epfd = epoll_create1(EPOLL_CLOEXEC);
 	sw.fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (svd.epfd < 0 || sw.fd < 0 || svd_watch_add(&lw, EPOLLIN) ||
-	    svd_watch_add(&sw, EPOLLIN)) {
+	    svd_watch_add(&sw, EPOLLIN) || svd_cm_init()) {
 		fprintf(stderr, "softverbsd: epoll setup: %s\n", strerror(errno));
 		return 1;
 	}
@@ -330,6 +331,9 @@ int main(int argc, char **argv)
 			case SVD_W_ENGINE:
 				svd_engine_readable((struct svd_engine *)w);
 				break;
+			case SVD_W_CM:
+				svd_cm_readable(w, evs[i].events);
+				break;
 			case SVD_W_SIGNAL:
 				sv_info("signal: exiting");
 				svd.stopping = 1;
@@ -341,6 +345,7 @@ int main(int argc, char **argv)
 
 	/* Orderly teardown: clients see EOF on their channels and async fds. */
 	close(lw.fd);
+	svd_cm_close_all();
 	svd_engines_close();
 	while (svd.conns)
 		svd_conn_close(svd.conns);

@@ -70,6 +70,8 @@ int svd_op_res_list(struct svd_req *r)
 	uint32_t slot = UFILE_SLOT(req->cursor_ufile);
 	uint32_t row = req->cursor_handle;
 
+	if (req->type == SV_RES_CM_ID && !req->pad)
+		return svd_cm_res_list(r);
 	if (req->pad || req->type > SV_RES_AH || slot >= SV_MAX_UFILES ||
 	    row > SV_MAX_HANDLES || (req->cursor_ufile >> 16 && !slot))
 		return -EINVAL;

@@ -19,6 +19,7 @@ enum svd_watch_kind {
 	SVD_W_UFILE,
 	SVD_W_SIGNAL,
 	SVD_W_ENGINE, /* broker.c: an engine socket */
+	SVD_W_CM,     /* cm.c: an event channel, the CM's timer or wake-up */
 };
 
 struct svd_watch {

@@ -82,6 +82,9 @@ int svd_dm_fd(struct svd_obj *obj);
 	[SV_OP_DEALLOC_MW] = { svd_op_dealloc_mw, sizeof(struct sv_handle_req), NEED_UFILE }, \
 	SVD_ENGINE_OPS
 
+/* cm.c, cm_addr.c, cm_ib.c: the connection manager (svd_cm.h). */
+#include "svd_cm.h"
+
 /* broker.c, keytab.c: the engines' ops (svd_engine.h). */
 #include "svd_engine.h"
 #define SVD_ENGINE_OPS \
@@ -92,6 +95,7 @@ int svd_dm_fd(struct svd_obj *obj);
 	[SV_OP_MW_BIND] = { svd_op_mw_bind, sizeof(struct sv_mw_bind_req), 0 }, \
 	[SV_OP_KEY_INVALIDATE] = { svd_op_key_invalidate, sizeof(struct sv_key_req), 0 }, \
 	[SV_OP_ASYNC_EVENT] = { svd_op_async_event, sizeof(struct sv_async_req), NEED_UFILE }, \
-	[SV_OP_QP_PEER] = { svd_op_qp_peer, sizeof(struct sv_qpn_req), 0 },
+	[SV_OP_QP_PEER] = { svd_op_qp_peer, sizeof(struct sv_qpn_req), 0 }, \
+	SVD_CM_OPS
 
 #endif

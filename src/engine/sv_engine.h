@@ -107,7 +107,8 @@ void sv_cq_arm(struct sv_cq *cq, int solicited_only);
 /* Owner: removes the completions of QP qpn (the QP went to RESET).  Takes
  * both CQ locks. */
 void sv_cq_clean(struct sv_cq *cq, uint32_t qpn);
-/* Owner: cqe entries from now on; -EINVAL when it holds more. */
+/* Owner: cqe entries from now on; -EINVAL when it holds more, -ENOMEM
+ * beyond the room its region was made with. */
 int sv_cq_resize(struct sv_cq *cq, uint32_t cqe);
 /* Owner side of the engine: publishes / withdraws cq (its obj_id). */
 int sv_engine_cq_add(struct sv_engine *eng, struct sv_cq *cq);

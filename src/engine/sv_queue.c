@@ -112,10 +112,20 @@ void *sv_shm_map(int fd, uint32_t magic, uint64_t cookie)
 
 /* --------------------------------------------------------------- CQ -- */
 
+/* Entries a CQ region holds: room to grow by resize (4x, at least 64 Ki),
+ * as the region can never grow under its producers' mappings.  A resize
+ * beyond it answers ENOMEM (ibv_resize_cq's "not enough resources"). */
+static uint32_t cq_room(uint32_t cqe)
+{
+	uint64_t room = (uint64_t)cqe * 4 < 65536 ? 65536 : (uint64_t)cqe * 4;
+
+	return room > SV_MAX_CQE ? SV_MAX_CQE : (uint32_t)room;
+}
+
 int sv_cq_shm_create(struct sv_cq *cq, uint32_t cqe)
 {
-	size_t size = sizeof(struct sv_cq_shm) +
-		      (size_t)SV_MAX_CQE * sizeof(struct ibv_wc);
+	uint32_t room = cq_room(cqe);
+	size_t size = sizeof(struct sv_cq_shm) + (size_t)room * sizeof(struct ibv_wc);
 	struct sv_cq_shm *c = sv_shm_create(SV_SHM_CQ, size, &cq->fd);
 
 	if (!c)
@@ -126,7 +136,7 @@ int sv_cq_shm_create(struct sv_cq *cq, uint32_t cqe)
 		cq->fd = -1;
 		return -ENOMEM;
 	}
-	c->max = SV_MAX_CQE;
+	c->max = room;
 	c->cap = cqe;
 	c->entries_off = sizeof(*c);
 	cq->shm = c;
@@ -243,8 +253,10 @@ int sv_cq_resize(struct sv_cq *cq, uint32_t cqe)
 {
 	int err = 0;
 
-	if (!cqe || cqe > cq->shm->max)
+	if (!cqe || cqe > SV_MAX_CQE)
 		return -EINVAL;
+	if (cqe > cq->shm->max)
+		return -ENOMEM;
 	sv_spin_lock(&cq->poll_lock);
 	sv_shlock_lock(&cq->shm->lock);
 	if (cq_rewrite(cq->shm, cqe, 0, 0) < 0)

@@ -119,6 +119,26 @@ static int take_recv(struct resp *rs)
 	return 0;
 }
 
+static int is_v4mapped(const uint8_t *g);
+
+/*
+ * What mlx5 reports in the SL of a UD receive completion on a RoCE port
+ * (rdma-core's mlx5 passes the CQE's 4 bits through): the RoCE packet
+ * type, bit 3 "the frame carries a UDP header" (RoCE v2) and bits 2:0 the
+ * L3 header, 1 = IPv6, 2 = IPv4 (A17.4.5.1: a RoCE v2 UD completion says
+ * whether the frame was IPv4 or IPv6).  UCX's ud_verbs reads it to find
+ * the destination address in the 40 bytes before the payload (the last 4
+ * for IPv4, the last 16 for IPv6) and drops packets whose address is not
+ * one of its GIDs.
+ */
+static uint8_t roce_pkt_type(const struct sv_pkt *pkt)
+{
+	if (!pkt->grh)
+		return 0;
+	return 0x8 | (is_v4mapped(pkt->grh + 8) && is_v4mapped(pkt->grh + 24) ?
+			      0x2 : 0x1);
+}
+
 static void push_recv(struct resp *rs, enum ibv_wc_status st,
 		      enum ibv_wc_opcode opc, uint32_t byte_len, int with_imm,
 		      int with_inv, int solicited)
@@ -145,6 +165,7 @@ static void push_recv(struct resp *rs, enum ibv_wc_status st,
 		if (q->type == IBV_QPT_UD) {
 			wc.src_qp = pkt->src_qpn;
 			wc.wc_flags |= IBV_WC_GRH;
+			wc.sl = roce_pkt_type(pkt);
 		} else {
 			wc.src_qp = q->dest_qpn;
 		}

@@ -15,6 +15,7 @@ static const char *const type_names[] = {
 	[SV_RES_UFILE] = "ufile", [SV_RES_PD] = "pd",	[SV_RES_MR] = "mr",
 	[SV_RES_DM] = "dm",	  [SV_RES_MW] = "mw",	[SV_RES_CQ] = "cq",
 	[SV_RES_QP] = "qp",	  [SV_RES_SRQ] = "srq", [SV_RES_AH] = "ah",
+	[SV_RES_CM_ID] = "cm_id",
 };
 #define NTYPES (sizeof(type_names) / sizeof(type_names[0]))
 
@@ -38,12 +39,13 @@ static const struct {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: softverbs res show [ufile|pd|mr|dm|mw|cq|qp|srq|ah] [--json]\n"
+		"usage: softverbs res show [ufile|pd|mr|dm|mw|cq|qp|srq|ah|cm_id] [--json]\n"
 		"\n"
 		"One line per live object of every process on this device, like\n"
 		"'rdma resource show': its ufile (one per ibv_open_device), handle,\n"
 		"owner pid and command, and for MRs the keys, PD, access, iova and\n"
-		"length.  --json prints a JSON array of the same rows.\n");
+		"length; cm_id rows are rdma_cm ids (port space, state, port).\n"
+		"--json prints a JSON array of the same rows.\n");
 }
 
 static const char *type_name(uint32_t t)
@@ -74,11 +76,50 @@ static int is_mr_like(uint32_t t)
 	return t == SV_RES_MR || t == SV_RES_MW;
 }
 
+/* rdma_cm ids, in the words of iproute2's `rdma res show cm_id`. */
+static const char *cm_state_str(uint32_t s)
+{
+	static const char *const n[] = { "IDLE", "ADDR_QUERY", "ADDR_RESOLVED",
+					 "ROUTE_QUERY", "ROUTE_RESOLVED",
+					 "CONNECT", "DISCONNECT", "ADDR_BOUND",
+					 "LISTEN", "DEVICE_REMOVAL",
+					 "DESTROYING" };
+
+	return s < sizeof(n) / sizeof(n[0]) ? n[s] : "?";
+}
+
+static const char *cm_ps_str(uint32_t ps)
+{
+	switch (ps) {
+	case 0x0106: return "TCP";
+	case 0x0111: return "UDP";
+	case 0x0002: return "IPOIB";
+	case 0x013f: return "IB";
+	}
+	return "?";
+}
+
+static void print_cm_row(const char *dev, const struct sv_res_entry *e,
+			 const char *comm)
+{
+	printf("dev %s cm_id handle %#x channel %#x ps %s state %s qp-type %s port %u",
+	       dev, e->handle, e->ufile, cm_ps_str(e->pd_handle),
+	       cm_state_str(e->access), e->flags == IBV_QPT_UD ? "UD" : "RC",
+	       e->lkey);
+	if (e->rkey)
+		printf(" qpn %u", e->rkey);
+	printf(" pid %u comm %s\n", e->owner_pid, comm);
+}
+
 static void print_row(const char *dev, const struct sv_res_entry *e)
 {
 	char comm[64], acc[256];
 
 	sv_tool_comm(e->owner_pid, comm, sizeof(comm));
+	if (e->type == SV_RES_CM_ID) {
+		print_cm_row(dev, e, comm);
+		return;
+	}
 	printf("dev %s ufile %#x %s", dev, e->ufile, type_name(e->type));
 	if (e->type != SV_RES_UFILE)
 		printf(" handle %u", e->handle);
@@ -130,7 +171,7 @@ static int show(uint32_t type, int json)
 	static struct sv_res_rep rep;
 	struct sv_res_req req = { .type = type };
 	struct sv_device_info info;
-	int err, rows = 0;
+	int err, rows = 0, cm_pass = 0;
 
 	err = sv_tool_probe();
 	if (err == -ENODEV) {
@@ -183,6 +224,13 @@ static int show(uint32_t type, int json)
 			break; /* no progress: never loop on a broken daemon */
 		req.cursor_ufile = rep.next_ufile;
 		req.cursor_handle = rep.next_handle;
+		/* Everything: the rdma_cm ids come in a second pass. */
+		if (!rep.more && !type && !cm_pass) {
+			cm_pass = 1;
+			memset(&req, 0, sizeof(req));
+			req.type = SV_RES_CM_ID;
+			rep.more = 1;
+		}
 	} while (rep.more);
 	if (json)
 		printf("]\n");

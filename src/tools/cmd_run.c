@@ -166,6 +166,8 @@ int sv_cmd_run(int argc, char **argv)
 			    sv_daemon_path(), strerror(-err));
 		return 1;
 	}
+	/* /dev/infiniband and /sys/class/infiniband for this program only. */
+	sv_run_namespace();
 	/* The program opens its own channel; ours must not leak into it. */
 	sv_chan_reset();
 

@@ -53,6 +53,10 @@ int sv_tool_lib_path(char *out, size_t len);
  * buf: 0, or -1 ("unknown" in buf) when it has none or cannot be read. */
 int sv_tool_build_of(const char *path, char *buf, size_t len);
 
+/* run_ns.c: the private mount namespace of `softverbs run` (0, or 1 when
+ * the program runs without it; the reason was printed). */
+int sv_run_namespace(void);
+
 /* Subcommands: argv[0] is the subcommand's name; return the exit code. */
 int sv_cmd_run(int argc, char **argv);
 int sv_cmd_devices(int argc, char **argv);

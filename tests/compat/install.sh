@@ -56,13 +56,13 @@ fi
 ok "cmake --install"
 P=$(cd "$P" && pwd -P)
 SV=$P/bin/softverbs
-for f in bin/softverbs bin/softverbsd lib/softverbs/libibverbs.so.1; do
+for f in bin/softverbs bin/softverbsd lib/softverbs/libibverbs.so.1 lib/softverbs/librdmacm.so.1; do
 	[ -e "$P/$f" ] && ok "installed $f" || fail "$f not installed"
 done
-if ls "$P"/lib/libibverbs* >/dev/null 2>&1; then
-	fail "libibverbs in $P/lib would shadow rdma-core's: $(ls "$P"/lib)"
+if ls -d "$P"/lib/libibverbs* "$P"/lib/librdmacm* 2>/dev/null | grep -q .; then
+	fail "libibverbs or librdmacm in $P/lib would shadow rdma-core's: $(ls "$P"/lib)"
 else
-	ok "nothing named libibverbs directly in PREFIX/lib"
+	ok "nothing named libibverbs or librdmacm directly in PREFIX/lib"
 fi
 
 # softverbs run: the installed library, and the installed daemon started.

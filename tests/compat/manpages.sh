@@ -156,7 +156,7 @@ expect_comp "start status stop --help" softverbs daemon ""
 expect_comp "--json --help" softverbs daemon status ""
 expect_comp "--help" softverbs daemon stop ""
 expect_comp "show --help" softverbs res ""
-types=$("$SV" res --help | sed -n 's/.*res show \[\([a-z|]*\)\].*/\1/p' | tr '|' ' ')
+types=$("$SV" res --help | sed -n 's/.*res show \[\([a-z_|]*\)\].*/\1/p' | tr '|' ' ')
 [ -n "$types" ] || fail "no object types in softverbs res --help"
 expect_comp "$types --json --help" softverbs res show ""
 expect_comp "--json --help" softverbs res show pd ""

@@ -1,0 +1,753 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdma_cm addressing (the kernel's cma.c bind/resolve/listen half and
+ * addr.c): IP addresses to this device's RoCE v2 GIDs, port spaces,
+ * rdma_bind_addr, rdma_resolve_addr, rdma_resolve_route, rdma_listen.
+ *
+ * Every address of this network namespace is a GID of our one port
+ * (device.c), 127.0.0.1 and ::1 included: an id bound to, or resolving
+ * to, any of them uses the device.  A destination that is not ours would
+ * be another host: its neighbour resolution belongs to the wire gateway
+ * (RoCE v2 between hosts), which does not exist yet, so such a resolution
+ * ends the way the kernel's does when no neighbour answers (ADDR_ERROR
+ * -ETIMEDOUT after timeout_ms), or at once with -ENETUNREACH when there is
+ * no route at all.
+ */
+#include "svd_cm.h"
+#include "svd_ops.h"
+#include "sv_log.h"
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <rdma/rdma_cma.h>
+
+#define PROT_SOCK 1024	 /* ports below need CAP_NET_BIND_SERVICE */
+#define CAP_NET_BIND_SERVICE_BIT 10
+#define MAX_BACKLOG 1024 /* the kernel's rdma_ucm max_backlog */
+
+static struct svd_cm_bind *binds;
+
+/* ---- addresses --------------------------------------------------------- */
+
+int svd_cm_any_addr(const union sv_sockaddr *a)
+{
+	switch (a->sa.sa_family) {
+	case AF_INET:
+		return a->in.sin_addr.s_addr == htonl(INADDR_ANY);
+	case AF_INET6:
+		return IN6_IS_ADDR_UNSPECIFIED(&a->in6.sin6_addr);
+	default:
+		return 0;
+	}
+}
+
+/* Addresses only, not ports (the kernel's cma_addr_cmp): 1 when equal. */
+int svd_cm_addr_eq(const union sv_sockaddr *a, const union sv_sockaddr *b)
+{
+	if (a->sa.sa_family != b->sa.sa_family)
+		return 0;
+	if (a->sa.sa_family == AF_INET)
+		return a->in.sin_addr.s_addr == b->in.sin_addr.s_addr;
+	return !memcmp(&a->in6.sin6_addr, &b->in6.sin6_addr, 16) &&
+	       (!IN6_IS_ADDR_LINKLOCAL(&a->in6.sin6_addr) ||
+		a->in6.sin6_scope_id == b->in6.sin6_scope_id);
+}
+
+uint16_t svd_cm_port(const union sv_sockaddr *a)
+{
+	if (a->sa.sa_family == AF_INET)
+		return ntohs(a->in.sin_port);
+	if (a->sa.sa_family == AF_INET6)
+		return ntohs(a->in6.sin6_port);
+	return 0;
+}
+
+void svd_cm_set_port(union sv_sockaddr *a, uint16_t port)
+{
+	if (a->sa.sa_family == AF_INET)
+		a->in.sin_port = htons(port);
+	else if (a->sa.sa_family == AF_INET6)
+		a->in6.sin6_port = htons(port);
+}
+
+socklen_t svd_cm_addr_len(const union sv_sockaddr *a)
+{
+	return a->sa.sa_family == AF_INET ? sizeof(a->in) :
+	       a->sa.sa_family == AF_INET6 ? sizeof(a->in6) : 0;
+}
+
+/* RoCE v2: an IPv4 address is the GID ::ffff:a.b.c.d (rdma_ip2gid). */
+void svd_cm_ip2gid(const union sv_sockaddr *a, uint8_t gid[16])
+{
+	memset(gid, 0, 16);
+	if (a->sa.sa_family == AF_INET) {
+		gid[10] = gid[11] = 0xff;
+		memcpy(gid + 12, &a->in.sin_addr, 4);
+	} else if (a->sa.sa_family == AF_INET6) {
+		memcpy(gid, &a->in6.sin6_addr, 16);
+	}
+}
+
+static int gid_lookup(const uint8_t gid[16], struct ibv_gid_entry *out)
+{
+	struct sv_gid_table t;
+
+	svd_query_gids(1, &t);
+	for (uint32_t i = 0; i < t.count; i++)
+		if (!memcmp(t.entries[i].gid.raw, gid, 16)) {
+			if (out)
+				*out = t.entries[i];
+			return (int)i;
+		}
+	return -1;
+}
+
+int svd_cm_gid_index(const uint8_t gid[16])
+{
+	return gid_lookup(gid, NULL);
+}
+
+/* Whether the address is configured on an interface of this namespace
+ * (the kernel's rdma_translate_ip: -EADDRNOTAVAIL otherwise). */
+static int addr_is_ours(const union sv_sockaddr *a)
+{
+	struct ifaddrs *ifa, *i;
+	int found = 0;
+
+	if (a->sa.sa_family == AF_INET &&
+	    (ntohl(a->in.sin_addr.s_addr) >> 24) == 127)
+		return 1; /* all of 127/8 is local */
+	if (getifaddrs(&ifa) < 0)
+		return 0;
+	for (i = ifa; i && !found; i = i->ifa_next) {
+		union sv_sockaddr x;
+
+		if (!i->ifa_addr || i->ifa_addr->sa_family != a->sa.sa_family)
+			continue;
+		memset(&x, 0, sizeof(x));
+		memcpy(&x, i->ifa_addr, a->sa.sa_family == AF_INET ?
+						sizeof(x.in) : sizeof(x.in6));
+		if (a->sa.sa_family == AF_INET6)
+			x.in6.sin6_scope_id = a->in6.sin6_scope_id;
+		found = svd_cm_addr_eq(&x, a);
+	}
+	freeifaddrs(ifa);
+	return found;
+}
+
+static uint32_t netdev_mtu(uint32_t ifindex)
+{
+	struct ifreq ifr;
+	int fd, mtu = 1500;
+
+	memset(&ifr, 0, sizeof(ifr));
+	if (!if_indextoname(ifindex, ifr.ifr_name))
+		return 1500;
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 1500;
+	if (ioctl(fd, SIOCGIFMTU, &ifr) == 0)
+		mtu = ifr.ifr_mtu;
+	close(fd);
+	return (uint32_t)mtu;
+}
+
+/* The IB MTU a netdev MTU carries (the kernel's iboe_get_mtu). */
+static uint8_t iboe_mtu(uint32_t mtu)
+{
+	/* GRH/IP + UDP + BTH + XRC + AtomicETH + ICRC */
+	if (mtu < 40 + 8 + 12 + 4 + 28 + 4)
+		return 0;
+	mtu -= 40 + 8 + 12 + 4 + 28 + 4;
+	return mtu >= 4096 ? IBV_MTU_4096 : mtu >= 2048 ? IBV_MTU_2048 :
+	       mtu >= 1024 ? IBV_MTU_1024 : mtu >= 512 ? IBV_MTU_512 :
+	       mtu >= 256 ? IBV_MTU_256 : 0;
+}
+
+int svd_cm_acquire_dev(struct svd_cm_id *id)
+{
+	struct ibv_gid_entry e;
+	uint8_t gid[16];
+	int idx;
+
+	if (!addr_is_ours(&id->src))
+		return -EADDRNOTAVAIL;
+	/* RoCE carries no IPoIB port space (cma_acquire_dev). */
+	if (id->ps == RDMA_PS_IPOIB)
+		return -EINVAL;
+	svd_cm_ip2gid(&id->src, gid);
+	idx = gid_lookup(gid, &e);
+	if (idx < 0)
+		return -ENODEV;
+	memcpy(id->sgid, gid, 16);
+	id->sgid_index = (uint32_t)idx;
+	id->ifindex = e.ndev_ifindex;
+	id->netdev_mtu = netdev_mtu(e.ndev_ifindex);
+	id->hop_limit = 64;
+	id->bound_dev = 1;
+	return 0;
+}
+
+static void release_dev(struct svd_cm_id *id)
+{
+	id->bound_dev = 0;
+	memset(id->sgid, 0, 16);
+}
+
+/* ---- port spaces (the kernel's rdma_bind_list) ------------------------- */
+
+struct svd_cm_bind *svd_cm_bind_find(uint32_t ps, uint16_t port)
+{
+	for (struct svd_cm_bind *b = binds; b; b = b->next)
+		if (b->ps == ps && b->port == port)
+			return b;
+	return NULL;
+}
+
+static void bind_add(struct svd_cm_bind *b, struct svd_cm_id *id)
+{
+	svd_cm_set_port(&id->src, b->port);
+	id->bind = b;
+	id->bind_next = b->owners;
+	b->owners = id;
+}
+
+static int bind_new(uint32_t ps, uint16_t port, struct svd_cm_id *id)
+{
+	struct svd_cm_bind *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return -ENOMEM;
+	b->ps = ps;
+	b->port = port;
+	b->next = binds;
+	binds = b;
+	bind_add(b, id);
+	return 0;
+}
+
+void svd_cm_release_port(struct svd_cm_id *id)
+{
+	struct svd_cm_bind *b = id->bind, **pp;
+	struct svd_cm_id **ip;
+
+	if (!b)
+		return;
+	for (ip = &b->owners; *ip; ip = &(*ip)->bind_next)
+		if (*ip == id) {
+			*ip = id->bind_next;
+			break;
+		}
+	id->bind = NULL;
+	if (b->owners)
+		return;
+	for (pp = &binds; *pp; pp = &(*pp)->next)
+		if (*pp == b) {
+			*pp = b->next;
+			break;
+		}
+	free(b);
+}
+
+/* The kernel's cma_check_port. */
+static int check_port(struct svd_cm_bind *b, struct svd_cm_id *id,
+		      int reuseaddr)
+{
+	for (struct svd_cm_id *cur = b->owners; cur; cur = cur->bind_next) {
+		if (cur == id)
+			continue;
+		if (cur->state != CMS_LISTEN && reuseaddr && cur->reuseaddr)
+			continue;
+		if (id->afonly && cur->afonly &&
+		    id->src.sa.sa_family != cur->src.sa.sa_family)
+			continue;
+		if (svd_cm_any_addr(&id->src) || svd_cm_any_addr(&cur->src))
+			return -EADDRNOTAVAIL;
+		if (svd_cm_addr_eq(&id->src, &cur->src))
+			return -EADDRINUSE;
+	}
+	return 0;
+}
+
+/* The kernel's cma_port_is_unique, for ephemeral ports. */
+static int port_is_unique(struct svd_cm_bind *b, struct svd_cm_id *id)
+{
+	uint16_t dport = svd_cm_port(&id->dst);
+
+	for (struct svd_cm_id *cur = b->owners; cur; cur = cur->bind_next) {
+		uint16_t cur_dport = svd_cm_port(&cur->dst);
+
+		if (cur == id)
+			continue;
+		if (cur_dport && dport != cur_dport)
+			continue;
+		if (!svd_cm_any_addr(&id->src) && !svd_cm_any_addr(&cur->src) &&
+		    !svd_cm_addr_eq(&id->src, &cur->src))
+			continue;
+		if (!svd_cm_any_addr(&cur->dst) &&
+		    !svd_cm_addr_eq(&id->dst, &cur->dst))
+			continue;
+		return -EADDRNOTAVAIL;
+	}
+	return 0;
+}
+
+static void local_port_range(int *lo, int *hi)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+
+	*lo = 32768;
+	*hi = 60999;
+	if (f) {
+		if (fscanf(f, "%d %d", lo, hi) != 2 || *lo < 1 || *hi < *lo ||
+		    *hi > 65535) {
+			*lo = 32768;
+			*hi = 60999;
+		}
+		fclose(f);
+	}
+}
+
+static int alloc_any_port(struct svd_cm_id *id)
+{
+	static unsigned last_used;
+	int lo, hi, remaining;
+	unsigned rover, r;
+
+	local_port_range(&lo, &hi);
+	remaining = hi - lo + 1;
+	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+		r = (unsigned)svd_now_ms();
+	rover = r % (unsigned)remaining + (unsigned)lo;
+	for (; remaining > 0; remaining--) {
+		if (rover != last_used) {
+			struct svd_cm_bind *b = svd_cm_bind_find(id->ps, (uint16_t)rover);
+			int ret;
+
+			if (!b) {
+				ret = bind_new(id->ps, (uint16_t)rover, id);
+			} else {
+				ret = port_is_unique(b, id);
+				if (!ret)
+					bind_add(b, id);
+			}
+			if (!ret)
+				last_used = rover;
+			if (ret != -EADDRNOTAVAIL)
+				return ret;
+		}
+		if (++rover > (unsigned)hi)
+			rover = (unsigned)lo;
+	}
+	return -EADDRNOTAVAIL;
+}
+
+/* Whether pid may bind ports below 1024 (CAP_NET_BIND_SERVICE). */
+static int may_bind_low(pid_t pid)
+{
+	char path[64], line[256];
+	unsigned long long caps = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &caps) == 1)
+			break;
+	fclose(f);
+	return (caps >> CAP_NET_BIND_SERVICE_BIT) & 1;
+}
+
+/* The kernel's cma_get_port. */
+static int get_port(struct svd_cm_id *id, pid_t caller)
+{
+	struct svd_cm_bind *b;
+	uint16_t port;
+	int ret;
+
+	switch (id->ps) {
+	case RDMA_PS_TCP:
+	case RDMA_PS_UDP:
+	case RDMA_PS_IPOIB:
+	case RDMA_PS_IB:
+		break;
+	default:
+		return -EPROTONOSUPPORT;
+	}
+	port = svd_cm_port(&id->src);
+	if (!port)
+		return alloc_any_port(id);
+	if (port < PROT_SOCK && !may_bind_low(caller))
+		return -EACCES;
+	b = svd_cm_bind_find(id->ps, port);
+	if (!b)
+		return bind_new(id->ps, port, id);
+	ret = check_port(b, id, id->reuseaddr);
+	if (!ret)
+		bind_add(b, id);
+	return ret;
+}
+
+static int bindv6only(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv6/bindv6only", "re");
+	int v = 0;
+
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v;
+}
+
+/* The kernel's rdma_bind_addr. */
+int svd_cm_bind_addr(struct svd_cm_id *id, const union sv_sockaddr *a,
+		     socklen_t len, pid_t caller)
+{
+	int ret;
+
+	if (a->sa.sa_family != AF_INET && a->sa.sa_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	if (len < svd_cm_addr_len(a))
+		return -EINVAL;
+	if (id->state != CMS_IDLE)
+		return -EINVAL;
+	/* A link-local IPv6 address needs its interface. */
+	if (a->sa.sa_family == AF_INET6 &&
+	    IN6_IS_ADDR_LINKLOCAL(&a->in6.sin6_addr) && !a->in6.sin6_scope_id)
+		return -EINVAL;
+	id->state = CMS_ADDR_BOUND;
+	memset(&id->src, 0, sizeof(id->src));
+	memcpy(&id->src, a, svd_cm_addr_len(a));
+	if (!svd_cm_any_addr(a)) {
+		ret = svd_cm_acquire_dev(id);
+		if (ret)
+			goto err;
+	}
+	if (!id->afonly_set)
+		id->afonly = a->sa.sa_family == AF_INET ? 1 : (uint8_t)bindv6only();
+	ret = get_port(id, caller);
+	if (ret)
+		goto err_dev;
+	memset(&id->dst, 0, sizeof(id->dst));
+	id->dst.sa.sa_family = a->sa.sa_family;
+	return 0;
+
+err_dev:
+	release_dev(id);
+err:
+	id->state = CMS_IDLE;
+	memset(&id->src, 0, sizeof(id->src));
+	return ret;
+}
+
+int svd_op_cm_bind(struct svd_req *r)
+{
+	const struct sv_cm_addr_req *req = r->body;
+	struct svd_cm_id *id;
+	int err = svd_cm_req_id(r, &id);
+
+	if (err)
+		return err;
+	if (!req->src_len || req->src_len > sizeof(req->src))
+		return -EINVAL;
+	return svd_cm_bind_addr(id, &req->src, req->src_len, r->conn->pid);
+}
+
+/* ---- resolution -------------------------------------------------------- */
+
+static void post_simple(struct svd_cm_id *id, uint32_t event, int status)
+{
+	struct sv_cm_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.event = event;
+	ev.status = status;
+	ev.id = id->handle;
+	svd_cm_post(id, NULL, &ev);
+}
+
+/* The end of an address resolution (the kernel's addr_handler). */
+static void addr_done(struct svd_cm_id *id, int status)
+{
+	if (id->state != CMS_ADDR_QUERY)
+		return;
+	if (status) {
+		id->state = CMS_ADDR_BOUND;
+		post_simple(id, RDMA_CM_EVENT_ADDR_ERROR, status);
+		return;
+	}
+	id->state = CMS_ADDR_RESOLVED;
+	post_simple(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
+}
+
+static void addr_timeout(struct svd_timer *t)
+{
+	struct svd_cm_id *id = (struct svd_cm_id *)((char *)t -
+		offsetof(struct svd_cm_id, addr_timer));
+
+	addr_done(id, id->addr_status);
+}
+
+/* The source address the routing table picks towards dst (connect on a
+ * UDP socket, as the kernel's addr4/6_resolve does with a route lookup). */
+static int route_source(const union sv_sockaddr *dst, union sv_sockaddr *src)
+{
+	union sv_sockaddr d = *dst, s;
+	socklen_t len = sizeof(s);
+	int fd, ret = 0;
+
+	svd_cm_set_port(&d, 9);
+	fd = socket(dst->sa.sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, &d.sa, svd_cm_addr_len(&d)) < 0 ||
+	    getsockname(fd, &s.sa, &len) < 0)
+		ret = -errno;
+	close(fd);
+	if (!ret)
+		*src = s;
+	return ret;
+}
+
+int svd_op_cm_resolve_addr(struct svd_req *r)
+{
+	const struct sv_cm_addr_req *req = r->body;
+	const union sv_sockaddr *dst = &req->dst;
+	struct svd_cm_id *id;
+	uint16_t port;
+	int err = svd_cm_req_id(r, &id);
+
+	if (err)
+		return err;
+	if (!req->dst_len || req->dst_len > sizeof(req->dst) ||
+	    (dst->sa.sa_family != AF_INET && dst->sa.sa_family != AF_INET6) ||
+	    req->dst_len < svd_cm_addr_len(dst) || req->src_len > sizeof(req->src))
+		return -EINVAL;
+	memset(&id->dst, 0, sizeof(id->dst));
+	memcpy(&id->dst, dst, svd_cm_addr_len(dst));
+	if (id->state == CMS_IDLE) {
+		/* cma_bind_addr: the source given, or the wildcard of the
+		 * destination's family (same scope for link-local). */
+		union sv_sockaddr src;
+
+		memset(&src, 0, sizeof(src));
+		if (req->src_len && req->src.sa.sa_family) {
+			memcpy(&src, &req->src, req->src_len);
+		} else {
+			src.sa.sa_family = dst->sa.sa_family;
+			if (dst->sa.sa_family == AF_INET6)
+				src.in6.sin6_scope_id = dst->in6.sin6_scope_id;
+		}
+		err = svd_cm_bind_addr(id, &src, svd_cm_addr_len(&src),
+				       r->conn->pid);
+		if (err)
+			goto err_dst;
+		memcpy(&id->dst, dst, svd_cm_addr_len(dst));
+	}
+	if (id->src.sa.sa_family != dst->sa.sa_family) {
+		err = -EINVAL;
+		goto err_dst;
+	}
+	if (id->state != CMS_ADDR_BOUND) {
+		err = -EINVAL;
+		goto err_dst;
+	}
+	id->state = CMS_ADDR_QUERY;
+	port = svd_cm_port(&id->src);
+	if (svd_cm_any_addr(dst)) {
+		/* cma_resolve_loopback: to ourselves through loopback. */
+		if (!id->bound_dev) {
+			union sv_sockaddr lo = id->src;
+
+			if (lo.sa.sa_family == AF_INET)
+				lo.in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+			else
+				lo.in6.sin6_addr = in6addr_loopback;
+			id->src = lo;
+			err = svd_cm_acquire_dev(id);
+		}
+		memcpy(id->dgid, id->sgid, 16);
+		addr_done(id, err);
+		return 0;
+	}
+	svd_cm_ip2gid(dst, id->dgid);
+	if (svd_cm_gid_index(id->dgid) >= 0) {
+		/* One of our own addresses: resolved here and now. */
+		if (svd_cm_any_addr(&id->src)) {
+			union sv_sockaddr s;
+
+			err = route_source(dst, &s);
+			if (!err) {
+				memcpy(&id->src, &s, svd_cm_addr_len(&s));
+				svd_cm_set_port(&id->src, port);
+			}
+		}
+		if (!err && !id->bound_dev)
+			err = svd_cm_acquire_dev(id);
+		addr_done(id, err);
+		return 0;
+	}
+	/*
+	 * Another host.  Here the wire gateway would resolve the neighbour
+	 * (ARP/ND on the netdev of the route); until it exists, nobody
+	 * answers: the resolution times out as the kernel's does, or fails
+	 * at once when there is no route.
+	 */
+	{
+		union sv_sockaddr s;
+
+		err = route_source(dst, &s);
+		if (err) {
+			addr_done(id, err);
+			return 0;
+		}
+		id->addr_status = -ETIMEDOUT;
+		id->addr_timer.fn = addr_timeout;
+		svd_timer_arm(&id->addr_timer,
+			      req->timeout_ms > 0 ? (uint64_t)req->timeout_ms : 0);
+	}
+	return 0;
+
+err_dst:
+	memset(&id->dst, 0, sizeof(id->dst));
+	return err;
+}
+
+void svd_cm_make_path(struct svd_cm_id *id)
+{
+	struct ibv_sa_path_rec *p = &id->path;
+
+	memset(p, 0, sizeof(*p));
+	memcpy(p->dgid.raw, id->dgid, 16);
+	memcpy(p->sgid.raw, id->sgid, 16);
+	p->hop_limit = id->hop_limit ? id->hop_limit : 64;
+	p->traffic_class = id->tos;
+	p->reversible = 1;
+	p->numb_path = 1;
+	p->pkey = htobe16(0xffff);
+	p->sl = 0;
+	p->mtu_selector = 2; /* exactly */
+	p->mtu = iboe_mtu(id->netdev_mtu ? id->netdev_mtu : 1500);
+	p->rate_selector = 2;
+	p->rate = 0; /* the port's current rate */
+	p->packet_life_time_selector = 2;
+	p->packet_life_time = CMA_IBOE_PACKET_LIFETIME;
+}
+
+int svd_op_cm_resolve_route(struct svd_req *r)
+{
+	struct svd_cm_id *id;
+	struct sv_cm_event ev;
+	int err = svd_cm_req_id(r, &id);
+
+	if (err)
+		return err;
+	if (id->state != CMS_ADDR_RESOLVED)
+		return -EINVAL;
+	/* cma_resolve_iboe_route: the path is the addresses themselves. */
+	svd_cm_make_path(id);
+	if (!id->path.mtu)
+		return -EINVAL;
+	id->have_route = 1;
+	id->state = CMS_ROUTE_RESOLVED;
+	memset(&ev, 0, sizeof(ev));
+	ev.event = RDMA_CM_EVENT_ROUTE_RESOLVED;
+	ev.id = id->handle;
+	svd_cm_post(id, NULL, &ev);
+	return 0;
+}
+
+/* RDMA_OPTION_IB_PATH (the kernel's ucma_set_ib_path + rdma_set_ib_path):
+ * a bidirectional primary path record makes the route. */
+int svd_cm_set_ib_path(struct svd_cm_id *id, const void *optval,
+		       uint32_t optlen)
+{
+	const struct ibv_path_data *pd = optval;
+	const uint32_t want = IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_PRIMARY |
+			      IBV_PATH_FLAG_BIDIRECTIONAL;
+	struct sv_cm_event ev;
+	uint32_t n, i;
+
+	if (!optlen || optlen % sizeof(*pd))
+		return -EINVAL;
+	n = optlen / sizeof(*pd);
+	for (i = 0; i < n; i++)
+		if (pd[i].flags == want)
+			break;
+	if (i == n)
+		return -EINVAL;
+	if (id->state != CMS_ADDR_RESOLVED)
+		return -EINVAL;
+	svd_cm_make_path(id);
+	{
+		const struct ibv_path_record *p = &pd[i].path;
+		uint32_t fl = be32toh(p->flowlabel_hoplimit);
+
+		memcpy(id->path.dgid.raw, p->dgid.raw, 16);
+		memcpy(id->path.sgid.raw, p->sgid.raw, 16);
+		id->path.flow_label = htobe32(fl >> 8);
+		id->path.hop_limit = (uint8_t)fl;
+		id->path.traffic_class = p->tclass;
+		id->path.sl = be16toh(p->qosclass_sl) & 0xf;
+		if (p->mtu & 0x3f)
+			id->path.mtu = p->mtu & 0x3f;
+		id->path.rate = p->rate & 0x3f;
+		if (p->packetlifetime & 0x3f)
+			id->path.packet_life_time = p->packetlifetime & 0x3f;
+	}
+	id->have_route = 1;
+	id->state = CMS_ROUTE_RESOLVED;
+	memset(&ev, 0, sizeof(ev));
+	ev.event = RDMA_CM_EVENT_ROUTE_RESOLVED;
+	ev.id = id->handle;
+	svd_cm_post(id, NULL, &ev);
+	return 0;
+}
+
+/* ---- listen ------------------------------------------------------------ */
+
+int svd_op_cm_listen(struct svd_req *r)
+{
+	const struct sv_cm_int_req *req = r->body;
+	struct svd_cm_id *id;
+	int err = svd_cm_req_id(r, &id);
+
+	if (err)
+		return err;
+	if (id->state == CMS_IDLE) {
+		union sv_sockaddr any;
+
+		memset(&any, 0, sizeof(any));
+		any.sa.sa_family = AF_INET;
+		err = svd_cm_bind_addr(id, &any, sizeof(any.in), r->conn->pid);
+		if (err)
+			return err;
+	}
+	if (id->state != CMS_ADDR_BOUND)
+		return -EINVAL;
+	id->state = CMS_LISTEN;
+	if (id->reuseaddr && id->bind && id->bind->owners->bind_next) {
+		err = check_port(id->bind, id, 0);
+		if (err) {
+			id->state = CMS_ADDR_BOUND;
+			return err;
+		}
+	}
+	id->backlog = req->val > 0 && req->val < MAX_BACKLOG ? req->val :
+							       MAX_BACKLOG;
+	return 0;
+}
