@@ -14,3 +14,4 @@ export SV_SOURCE_DIR="$top"
 "$top/build-bench/bin/softverbs" daemon stop >/dev/null 2>&1 || true
 SOFTVERBS="$top/build-bench/bin/softverbs" "$top/bench/perf_bench.sh" "$@"
 SOFTVERBS="$top/build-bench/bin/softverbs" "$top/bench/rdmacm_bench.sh"
+SOFTVERBS="$top/build-bench/bin/softverbs" "$top/bench/dp_bench.sh" "$@"

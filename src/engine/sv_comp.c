@@ -535,15 +535,13 @@ int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 			/* The peer's process is gone: no retry can help. */
 			sv_comp_fail(qp, IBV_WC_RETRY_EXC_ERR);
 		} else if (tr->timer_at && now >= tr->timer_at) {
-			uint64_t head = l && tr->direct != 1 ?
-						atomic_load_explicit(
-							&l->tx.h->head,
-							memory_order_acquire) :
-						0;
+			uint64_t head = l ? atomic_load_explicit(
+						    &l->tx.h->head,
+						    memory_order_acquire) :
+					    0;
 
-			if (l && tr->direct != 1 &&
-			    (head < tr->ring_mark ||
-			     inbound_pending(qp->eng, l->peer_id))) {
+			if (l && (head < tr->ring_mark ||
+				  inbound_pending(qp->eng, l->peer_id))) {
 				/* Still in a ring: the peer is alive but
 				 * slow, or its answer waits for us to read
 				 * it.  Not a lost packet; wait again. */

@@ -523,11 +523,8 @@ void sv_req_run(struct sv_qp *qp)
 			}
 			if (qp->sq.next == idx)
 				qp->sq.next++;
-			if (qp->type == IBV_QPT_RC && WQE_STATE(w) != WQE_DONE) {
+			if (qp->type == IBV_QPT_RC && WQE_STATE(w) != WQE_DONE)
 				sv_comp_arm_timer(qp, tr);
-				if (tr->link && tr->direct != 1)
-					tr->ring_mark = tr->link->tx.tail;
-			}
 		}
 		sv_comp_retire(qp);
 		if (sv_qp_state(qp) == IBV_QPS_ERR && qp->sq.head != qp->sq.tail)

@@ -132,6 +132,9 @@ SV_TEST(stopped_target_takes_write_read_send)
 	peer_open(&p, &a);
 	peer_cmd(&p, CMD_RECV, 2);
 	xrecv(p.s, &k, 1);
+	/* Let its progress thread go to sleep first (it spins a moment after
+	 * activity): a sleeping target is what direct execution is for. */
+	sv_test_sleep_ms(200);
 	CHECK_EQ(kill(p.pid, SIGSTOP), 0);
 	/* Nothing of the target runs now; a NIC does not need it to. */
 	eu_pattern((uint8_t *)a.buf, 8192, 7);

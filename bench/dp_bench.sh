@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The one-host data path against its targets, with the peers beside it in
+# the same run (issue "the data path at the physical limit"):
+#
+#   latency   ib_write_lat / ib_send_lat / ib_read_lat 8 B (typical) vs
+#             fi_pingpong over libfabric's shm provider, 8 B
+#   bandwidth ib_write_bw 64 KiB and 1 MiB vs UCT put_bw over CMA (zcopy);
+#             ib_read_bw vs UCT get over CMA (zcopy);
+#             ib_write_bw and ib_send_bw 8 B vs UCX tag_bw over posix shm
+#   tails     ib_write_lat 512 KiB .. 4 MiB: 99th percentile / typical
+#   errors    ib_write_bw / ib_send_bw / ib_read_bw -a (2 B .. 8 MiB) with
+#             -q 1, 4 and 8, DP_RUNS times each: runs that fail
+#   floor     what one system call and one 8-byte process_vm_writev cost
+#             here (bench/syscall_bench.c): direct execution pays one
+#   fallback  the same latency and bandwidth with SOFTVERBS_NO_CMA=1
+#
+#   bench/dp_bench.sh [--quick]     (--quick: DP_RUNS=2)
+#
+# Writes bench/reports/dp.md (tables, ratios against the targets),
+# bench/reports/dp.tsv and bench/reports/dp.png.  Numbers are printed and
+# reported, never asserted.  SOFTVERBS=.../bin/softverbs uses that build,
+# else a Release tree is built in build-bench/.
+set -uo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+reports=$top/bench/reports
+if [ -n "${SOFTVERBS:-}" ]; then
+	build=$(cd "$(dirname "$SOFTVERBS")/.." && pwd)
+else
+	build=$top/build-bench
+	"$top/scripts/deps.sh" || exit 1
+	"$top/scripts/build.sh" "$build" -DCMAKE_BUILD_TYPE=Release || exit 1
+fi
+SV=$build/bin/softverbs
+export SOFTVERBSD=$build/bin/softverbsd
+export SOFTVERBS_SOCKET=svbench.dp.$$
+export SOFTVERBS_IDLE_TIMEOUT=300
+PY=/usr/bin/python3
+TMO=${DP_TIMEOUT:-120}
+RUNS=${DP_RUNS:-10}
+[ "${1:-}" = --quick ] && RUNS=2
+# shellcheck source=tests/compat/pairs_lib.sh
+. "$top/tests/compat/pairs_lib.sh"
+
+TMP=$(mktemp -d)
+cleanup() {
+	"$SV" daemon stop >/dev/null 2>&1
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+mkdir -p "$reports"
+tsv=$TMP/dp.tsv
+printf 'what\tsize\tvalue\tnote\n' >"$tsv"
+DP_LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# record WHAT SIZE VALUE [NOTE]
+record() {
+	printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:--}" >>"$tsv"
+	printf '  %-28s %9s  %s %s\n' "$1" "$2" "$3" "${4:-}"
+}
+
+# perftest_row FILE SIZE COL: column COL of the result row for SIZE.
+perftest_row() {
+	awk -v s="$2" -v c="$3" '$1 == s && $2 ~ /^[0-9]+$/ { print $c; exit }' "$1"
+}
+
+# pt NAME SIZE ITERS COL [perftest args...]: one perftest pair; records
+# column COL of its row (bw: 4 = MB/s average; lat: 5 = typical, 8 = 99%).
+pt() {
+	local name=$1 s=$2 n=$3 col=$4 d v
+	shift 4
+	d=$TMP/$name.$s
+	pairs_run "$d" "$TMO" "$@" -x 0 -F -s "$s" -n "$n"
+	if [ $? = 0 ] && v=$(perftest_row "$d/client.out" "$s" "$col") && [ -n "$v" ]; then
+		echo "$v"
+		return 0
+	fi
+	"$SV" daemon stop >/dev/null 2>&1
+	echo failed
+	return 1
+}
+
+echo "== floor: system calls on this machine"
+if [ -x "$build/bin/syscall_bench" ]; then
+	"$build/bin/syscall_bench" | while read -r what v; do record "$what" - "$v" "ns"; done
+fi
+
+# The peers run as they are (PAIR_DIRECT): no softverbs.
+echo "== peers"
+# fi_pingpong's -p is the provider: its ports are -B (server) and -P.
+v=failed
+if pairs_pick_port; then
+	timeout "$TMO" fi_pingpong -p shm -e rdm -B "$PAIR_PORT" -S 8 -I 50000 \
+		>"$TMP/fi.srv" 2>&1 &
+	sleep 0.5
+	timeout "$TMO" fi_pingpong -p shm -e rdm -P "$PAIR_PORT" -S 8 -I 50000 \
+		127.0.0.1 >"$TMP/fi.cli" 2>&1 &&
+		v=$(awk '$1 == 8 && $2 ~ /k$/ { print $7; exit }' "$TMP/fi.cli")
+	wait
+fi
+record fi_pingpong_shm_lat 8 "${v:-failed}" usec
+export UCX_TLS=posix,self
+v=failed
+d=$TMP/ucx.tag_bw
+PAIR_DIRECT=1 pairs_run "$d" "$TMO" ucx_perftest -t tag_bw -s 8 -n 1000000 -w 100000 &&
+	v=$(awk '$1 == "Final:" { print $6 }' "$d/client.out")
+record ucx_tag_bw_posix 8 "${v:-failed}" MB/s
+unset UCX_TLS
+for s in 65536 1048576; do
+	v=failed
+	d=$TMP/uct.put.$s
+	PAIR_DIRECT=1 pairs_run "$d" "$TMO" ucx_perftest -t put_bw -d memory -x cma -D zcopy \
+		-s "$s" -n $((4294967296 / s)) -w 100 &&
+		v=$(awk '$1 == "Final:" { print $6 }' "$d/client.out")
+	record uct_put_bw_cma "$s" "${v:-failed}" MB/s
+	v=failed
+	d=$TMP/uct.get.$s
+	PAIR_DIRECT=1 pairs_run "$d" "$TMO" ucx_perftest -t get -d memory -x cma -D zcopy \
+		-s "$s" -n $((4294967296 / s)) -w 100 &&
+		v=$(awk '$1 == "Final:" { print $6 }' "$d/client.out")
+	record uct_get_bw_cma "$s" "${v:-failed}" MB/s
+done
+
+"$SV" daemon start >/dev/null 2>&1
+for mode in direct nocma; do
+	if [ $mode = nocma ]; then
+		export SOFTVERBS_NO_CMA=1
+	else
+		unset SOFTVERBS_NO_CMA
+	fi
+	echo "== softverbs ($mode)"
+	for t in write_lat send_lat read_lat; do
+		record "${t}_$mode" 8 "$(pt "$t.$mode" 8 20000 5 "ib_$t")" usec
+	done
+	for s in 8 65536 1048576; do
+		n=$(( s > 65536 ? 5000 : s > 8 ? 20000 : 200000 ))
+		record "write_bw_$mode" "$s" "$(pt "wbw.$mode" "$s" $n 4 ib_write_bw)" MB/s
+		record "read_bw_$mode" "$s" "$(pt "rbw.$mode" "$s" $n 4 ib_read_bw)" MB/s
+		record "send_bw_$mode" "$s" "$(pt "sbw.$mode" "$s" $n 4 ib_send_bw)" MB/s
+	done
+	[ $mode = nocma ] && continue
+	for s in 524288 1048576 2097152 4194304; do
+		typ=$(pt "wlat.$mode" "$s" 500 5 ib_write_lat)
+		p99=$(perftest_row "$TMP/wlat.$mode.$s/client.out" "$s" 8)
+		record write_lat_typical "$s" "$typ" usec
+		record write_lat_p99 "$s" "${p99:-failed}" usec
+	done
+done
+unset SOFTVERBS_NO_CMA
+
+echo "== -a sweeps (2 B .. 8 MiB), $RUNS runs each"
+for t in write_bw send_bw read_bw; do
+	for q in 1 4 8; do
+		bad=0
+		for _ in $(seq "$RUNS"); do
+			d=$TMP/a.$t.$q
+			if ! pairs_run "$d" "$TMO" "ib_$t" -x 0 -F -a -q "$q" -n 100 ||
+				grep -qiE "error|failed" "$d/client.out" "$d/server.out"; then
+				bad=$((bad + 1))
+				echo "    failed: $(grep -hiE -m1 "error|failed|status" "$d/client.out" "$d/server.out" | head -1)"
+				"$SV" daemon stop >/dev/null 2>&1
+			fi
+		done
+		record "${t}_a_q$q" - "$bad/$RUNS" "failed runs"
+	done
+done
+"$SV" daemon stop >/dev/null 2>&1
+
+cp "$tsv" "$reports/dp.tsv"
+DP_LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg) DP_LOAD_START="$DP_LOAD_START" \
+	"$PY" "$top/bench/plot_dp.py" "$reports/dp.tsv" "$reports/dp.md" "$reports/dp.png"
+echo "report: $reports/dp.md"
