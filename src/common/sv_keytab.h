@@ -12,6 +12,7 @@
  *   | offset      | what                                   |
  *   |-------------|----------------------------------------|
  *   | 0           | struct sv_keytab_hdr (64 bytes)        |
+ *   | port_off    | struct sv_keytab_port (port 1)         |
  *   | entries_off | nentries x struct sv_key_entry         |
  *
  * Readers use the seqlock: read seq (retry while odd), copy the entry,
@@ -32,7 +33,7 @@
 #include "sv_param.h"
 
 #define SV_KEYTAB_MAGIC 0x31544b53u /* "SKT1" */
-#define SV_KEYTAB_VERSION 1
+#define SV_KEYTAB_VERSION 2
 
 /* MR indices 1..SV_MAX_MR (mr.c), window indices after them. */
 #define SV_KEYTAB_MW_BASE (SV_MAX_MR + 1)
@@ -49,6 +50,8 @@
  * | nentries    | entries; a key index >= nentries is invalid           |
  * | entries_off | offset of entry 0                                    |
  * | instance    | daemon instance (sv_hello_rep.instance)              |
+ * | port_off    | offset of struct sv_keytab_port                      |
+ * | capture     | capture sessions running (0: the data path skips it) |
  */
 struct sv_keytab_hdr {
 	uint32_t magic;
@@ -59,9 +62,39 @@ struct sv_keytab_hdr {
 	uint32_t nentries;
 	uint32_t entries_off;
 	uint64_t instance;
-	uint8_t reserved[24];
+	uint32_t port_off;
+	_Atomic uint32_t capture;
+	uint8_t reserved[16];
 };
 static_assert(sizeof(struct sv_keytab_hdr) == 64, "keytab header layout");
+
+/*
+ * Port 1 as the engines route by it: the GID table (stable slots, as the
+ * kernel's: a removed address leaves its slot empty) and the MTU the wire
+ * allows.  Same seqlock as the entries (sv_port_read).
+ *
+ * | field      | meaning                                                |
+ * |------------|--------------------------------------------------------|
+ * | seq        | seqlock: odd while the daemon writes                   |
+ * | active_mtu | enum ibv_mtu: the largest IB MTU every netdev carries   |
+ * | gen        | bumped at every change of the table                    |
+ * | ngids      | slots in use, holes included (0..SV_GID_TBL_LEN)       |
+ * | gid[i]     | slot i: raw GID, its netdev (ifindex 0: slot empty),   |
+ * |            | the netdev's MTU in bytes                              |
+ */
+#define SV_KEYTAB_GIDS 32 /* == SV_GID_TBL_LEN */
+struct sv_keytab_gid {
+	uint8_t raw[16];
+	uint32_t ifindex;
+	uint32_t mtu;
+};
+struct sv_keytab_port {
+	_Atomic uint32_t seq;
+	uint32_t active_mtu;
+	uint32_t gen;
+	uint32_t ngids;
+	struct sv_keytab_gid gid[SV_KEYTAB_GIDS];
+};
 
 enum sv_key_kind {
 	SV_KEY_FREE = 0,
@@ -110,9 +143,12 @@ struct sv_key_entry {
 static_assert(sizeof(struct sv_key_entry) == 64, "keytab entry layout");
 static_assert(offsetof(struct sv_key_entry, addr) == 24, "keytab entry");
 
-/* Bytes of the whole region. */
+/* Offsets and bytes of the whole region. */
+#define SV_KEYTAB_PORT_OFF sizeof(struct sv_keytab_hdr)
+#define SV_KEYTAB_ENTRIES_OFF                                                  \
+	((SV_KEYTAB_PORT_OFF + sizeof(struct sv_keytab_port) + 63) & ~(size_t)63)
 #define SV_KEYTAB_SIZE                                                         \
-	(sizeof(struct sv_keytab_hdr) +                                        \
+	(SV_KEYTAB_ENTRIES_OFF +                                               \
 	 (size_t)SV_KEYTAB_ENTRIES * sizeof(struct sv_key_entry))
 
 /*
@@ -133,6 +169,30 @@ static inline int sv_key_read(const struct sv_key_entry *e,
 		       sizeof(*e) - sizeof(e->seq));
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s1) {
+			atomic_store_explicit(&out->seq, s1, memory_order_relaxed);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/*
+ * Reads port block p into *out consistently.  0, or -1 when the writer
+ * kept it busy (then use an older copy).
+ */
+static inline int sv_port_read(const struct sv_keytab_port *p,
+			       struct sv_keytab_port *out)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		uint32_t s1 = atomic_load_explicit(&p->seq, memory_order_acquire);
+
+		if (s1 & 1)
+			continue;
+		memcpy((char *)out + sizeof(out->seq),
+		       (const char *)p + sizeof(p->seq),
+		       sizeof(*p) - sizeof(p->seq));
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&p->seq, memory_order_relaxed) == s1) {
 			atomic_store_explicit(&out->seq, s1, memory_order_relaxed);
 			return 0;
 		}

@@ -72,7 +72,8 @@ int svd_keytab_init(void)
 	kt->owner_pid = (uint32_t)getpid();
 	kt->entry_size = sizeof(struct sv_key_entry);
 	kt->nentries = SV_KEYTAB_ENTRIES;
-	kt->entries_off = sizeof(struct sv_keytab_hdr);
+	kt->port_off = SV_KEYTAB_PORT_OFF;
+	kt->entries_off = SV_KEYTAB_ENTRIES_OFF;
 	kt->instance = svd.instance;
 	ents = (struct sv_key_entry *)((char *)p + kt->entries_off);
 	kt_fd = fd;

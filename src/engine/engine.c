@@ -338,12 +338,15 @@ static int map_keytab(struct sv_engine *eng, int fd, uint64_t size)
 	    h->version != SV_KEYTAB_VERSION || h->size != size ||
 	    h->entry_size != sizeof(struct sv_key_entry) ||
 	    h->entries_off < sizeof(*h) ||
-	    (uint64_t)h->entries_off + (uint64_t)h->nentries * h->entry_size > size) {
+	    (uint64_t)h->entries_off + (uint64_t)h->nentries * h->entry_size > size ||
+	    h->port_off < sizeof(*h) ||
+	    (uint64_t)h->port_off + sizeof(struct sv_keytab_port) > h->entries_off) {
 		munmap(p, size);
 		return -EPROTO;
 	}
 	eng->kt = h;
 	eng->keys = (const struct sv_key_entry *)((const char *)p + h->entries_off);
+	eng->port = (const struct sv_keytab_port *)((const char *)p + h->port_off);
 	eng->nkeys = h->nentries;
 	eng->kt_len = size;
 	return 0;

@@ -327,6 +327,7 @@ struct sv_engine {
 	/* Key table (read-only mapping, kept across detaches). */
 	const struct sv_keytab_hdr *kt;
 	const struct sv_key_entry *keys;
+	const struct sv_keytab_port *port; /* port 1: GIDs, MTU */
 	uint32_t nkeys;
 	size_t kt_len;
 	uint8_t gid[16];
