@@ -657,6 +657,12 @@ static inline int sv_is_read_or_atomic(uint32_t op)
 /* sv_req.c */
 /* Runs the requester of qp: sends what it can.  No lock held. */
 void sv_req_run(struct sv_qp *qp);
+/* The GRH of a UD packet of ib_len bytes (BTH .. payload) for w: the
+ * IPv6 header it has on the wire (payload length: UDP header, packet,
+ * pad, ICRC), GIDs, class, label and hop limit from w's AH.  IPv4-mapped
+ * GIDs stand for an IPv4 header (the receiver's GRH holds one). */
+void sv_ud_grh(const struct sv_send_wqe *w, uint32_t ib_len, uint8_t *h);
+#define SV_DEFAULT_HOP_LIMIT 64 /* an AH with hop limit 0 */
 /* The packet opcode of a WR opcode at a message position. */
 uint8_t sv_req_opcode(uint32_t wr_op, int first, int last);
 

@@ -101,19 +101,6 @@ static int remote_src_ok(const struct sv_data *d)
 }
 
 /* The 40-byte GRH a UD packet would carry (sv_req.c build_hdrs). */
-static void ud_grh(struct sv_engine *eng, struct sv_send_wqe *w, uint64_t len,
-		   uint8_t *h)
-{
-	memset(h, 0, SV_GRH_BYTES);
-	st_be32(h, 6u << 28);
-	h[4] = (uint8_t)((len + SV_BTH_BYTES + SV_DETH_BYTES) >> 8);
-	h[5] = (uint8_t)(len + SV_BTH_BYTES + SV_DETH_BYTES);
-	h[6] = 0x1b;
-	h[7] = 64;
-	memcpy(h + 8, eng->gid, 16);
-	memcpy(h + 24, w->dgid.raw, 16);
-}
-
 int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 {
 	struct sv_engine *eng = qp->eng;
@@ -212,7 +199,8 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 	if (ud) {
 		pkt.qkey = w->remote_qkey;
 		pkt.src_qpn = qp->qpx.qp_base.qp_num;
-		ud_grh(eng, w, len, grh);
+		sv_ud_grh(w, sv_op_hdr_len(sv_opcodes[pkt.opcode].flags) +
+				  (uint32_t)len, grh);
 		pkt.grh = grh;
 	}
 

@@ -138,8 +138,13 @@ struct sv_send_wqe {
 	uint32_t pad;
 	uint64_t compare_add; /* atomics */
 	uint64_t swap;
-	/* UD: destination, from the AH at post time. */
+	/* UD: destination, from the AH at post time (the GRH, or on the
+	 * wire the IP header: source GID, class, label, hop limit). */
 	union ibv_gid dgid;
+	union ibv_gid sgid;
+	uint32_t flow_label;
+	uint8_t tclass, hop_limit;
+	uint16_t pad3;
 	uint32_t remote_qpn;
 	uint32_t remote_qkey;
 	/* BIND_MW */

@@ -62,6 +62,20 @@ uint8_t sv_req_opcode(uint32_t wr_op, int first, int last)
 	return 0xff;
 }
 
+void sv_ud_grh(const struct sv_send_wqe *w, uint32_t ib_len, uint8_t *h)
+{
+	/* As on the wire: UDP header, packet, pad, ICRC (A17.4.3). */
+	uint32_t plen = 8 + ((ib_len + 3) & ~3u) + 4;
+
+	st_be32(h, 6u << 28 | (uint32_t)w->tclass << 20 | w->flow_label);
+	h[4] = (uint8_t)(plen >> 8);
+	h[5] = (uint8_t)plen;
+	h[6] = 17; /* UDP */
+	h[7] = w->hop_limit ? w->hop_limit : SV_DEFAULT_HOP_LIMIT;
+	memcpy(h + 8, w->sgid.raw, 16);
+	memcpy(h + 24, w->dgid.raw, 16);
+}
+
 /* Writes the headers of a packet at p; returns the header length. */
 static unsigned build_hdrs(struct sv_qp *qp, struct sv_engine *eng,
 			   struct sv_send_wqe *w, uint8_t *p, uint8_t opcode,
@@ -73,16 +87,7 @@ static unsigned build_hdrs(struct sv_qp *qp, struct sv_engine *eng,
 	uint8_t *h = p;
 
 	if (qp->type == IBV_QPT_UD) {
-		/* GRH (8.3): IPv6-style; the responder writes it into the
-		 * receive buffer (sv_resp.c builds what the receiver sees). */
-		memset(h, 0, SV_GRH_BYTES);
-		st_be32(h, 6u << 28);
-		h[4] = (uint8_t)((paylen + SV_BTH_BYTES + SV_DETH_BYTES) >> 8);
-		h[5] = (uint8_t)(paylen + SV_BTH_BYTES + SV_DETH_BYTES);
-		h[6] = 0x1b; /* next header: IBA transport */
-		h[7] = 64;   /* hop limit */
-		memcpy(h + 8, eng->gid, 16);
-		memcpy(h + 24, w->dgid.raw, 16);
+		sv_ud_grh(w, sv_op_hdr_len(flags) + paylen, h);
 		h += SV_GRH_BYTES;
 	}
 	bth_init(h, opcode,

@@ -210,24 +210,25 @@ static void make_grh(const struct sv_pkt *pkt, uint8_t out[40])
 	sgid = pkt->grh + 8;
 	dgid = pkt->grh + 24;
 	if (is_v4mapped(sgid) && is_v4mapped(dgid)) {
+		/* The IPv4 header the packet had (or would have) on the
+		 * wire: class and hop limit from the GRH, its UDP length
+		 * from the GRH's payload length. */
 		uint8_t *ip = out + 20;
-		uint32_t tot = 20 + 8 + SV_BTH_BYTES + SV_DETH_BYTES +
-			       ((pkt->flags & OP_IMM) ? 4 : 0) + pkt->paylen + 4;
+		uint32_t tot = 20 + ((uint32_t)pkt->grh[4] << 8 | pkt->grh[5]);
+		uint16_t c;
 
 		ip[0] = 0x45;
+		ip[1] = (uint8_t)(ld_be32(pkt->grh) >> 20);
 		ip[2] = (uint8_t)(tot >> 8);
 		ip[3] = (uint8_t)tot;
 		ip[6] = 0x40; /* DF */
-		ip[8] = 64;
+		ip[8] = pkt->grh[7];
 		ip[9] = 17; /* UDP */
 		memcpy(ip + 12, sgid + 12, 4);
 		memcpy(ip + 16, dgid + 12, 4);
-		{
-			uint16_t c = ip_csum(ip);
-
-			ip[10] = (uint8_t)(c >> 8);
-			ip[11] = (uint8_t)c;
-		}
+		c = ip_csum(ip);
+		ip[10] = (uint8_t)(c >> 8);
+		ip[11] = (uint8_t)c;
 		return;
 	}
 	memcpy(out, pkt->grh, 40);

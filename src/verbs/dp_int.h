@@ -23,6 +23,18 @@ static inline struct sv_ah *to_svah(struct ibv_ah *ah)
 	return (struct sv_ah *)ah;
 }
 
+/* A UD WQE's destination from its AH (post time): GIDs, the IP header's
+ * class, label and hop limit, the AH's PD (checked at execution). */
+static inline void sv_wqe_set_ah(struct sv_send_wqe *w, const struct sv_ah *ah)
+{
+	w->dgid = ah->attr.grh.dgid;
+	w->sgid = ah->sgid;
+	w->flow_label = ah->attr.grh.flow_label & 0xfffff;
+	w->tclass = ah->attr.grh.traffic_class;
+	w->hop_limit = ah->attr.grh.hop_limit;
+	w->ah_pd_id = ah->pd_id;
+}
+
 struct sv_mw {
 	struct ibv_mw mw; /* must be first */
 	uint32_t pd_id;

@@ -153,14 +153,13 @@ int sv_post_one_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 	if (qp->type == IBV_QPT_UD) {
 		struct sv_ah *ah = to_svah(wr->wr.ud.ah);
 
-		w->dgid = ah->attr.grh.dgid;
+		sv_wqe_set_ah(w, ah);
 		w->remote_qpn = wr->wr.ud.remote_qpn & 0xffffff;
 		/* A Q_Key with the high bit set means "the QP's own"
 		 * (IBTA 10.2.5). */
 		w->remote_qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ?
 					 qp->attr.qkey :
 					 wr->wr.ud.remote_qkey;
-		w->ah_pd_id = ah->pd_id;
 	}
 	qp->sq.tail++;
 	return 0;

@@ -207,8 +207,7 @@ static void wr_set_ud_addr(struct ibv_qp_ex *q, struct ibv_ah *ah,
 		fail(qp, EINVAL);
 		return;
 	}
-	w->dgid = to_svah(ah)->attr.grh.dgid;
-	w->ah_pd_id = to_svah(ah)->pd_id;
+	sv_wqe_set_ah(w, to_svah(ah));
 	w->remote_qpn = remote_qpn & 0xffffff;
 	w->remote_qkey = (remote_qkey & 0x80000000u) ? qp->attr.qkey :
 						       remote_qkey;
