@@ -109,6 +109,8 @@ enum sv_op {
 	SV_OP_ASYNC_EVENT,	  /* sv_async_req -> empty */
 	SV_OP_QP_PEER,		  /* sv_qpn_req -> sv_qp_peer_rep + fds {QP,
 				     receive CQ[, SRQ] regions} */
+	SV_OP_WIRE_ATTACH,	  /* -> sv_wire_attach_rep + fds {gateway ring,
+				     wire page[, port's socket]} */
 
 	/* Connection manager (issue 10, librdmacm): see sv_cm.h.  Every
 	 * request starts with a sv_cm_hdr naming the channel. */
@@ -191,6 +193,15 @@ struct sv_status_rep {
 	uint64_t busy_ns;  /* time spent in op handlers but STATUS's
 			      (benchmarks: the daemon's own cost of a verb,
 			      without the trip) */
+	/* The wire gateway (RoCE v2 from other hosts). */
+	int32_t wire_err;    /* 0: the port is bound; else why not (-errno) */
+	uint32_t wire_port;  /* UDP port (4791 unless SOFTVERBS_ROCE_PORT) */
+	uint64_t wire_rx_pkts, wire_rx_bytes;
+	uint64_t wire_rx_bad_icrc; /* dropped: bad ICRC */
+	uint64_t wire_rx_dropped;  /* dropped: malformed, no such QP, ring full */
+	uint64_t wire_rx_ring_full; /* (of those) the engine's ring was full */
+	uint64_t wire_tx_pkts, wire_tx_bytes;
+	uint64_t wire_tx_errors; /* packets the kernel refused */
 };
 
 /* RES_LIST: the live objects, for `softverbs res show`.  Paged: the reply
@@ -579,6 +590,26 @@ struct sv_link_req {
 struct sv_link_rep {
 	uint32_t engine_id;
 	uint32_t pid;
+};
+
+/*
+ * WIRE_ATTACH: the caller's engine joins the wire (sv_wire.h).  The reply
+ * carries its gateway ring (a sealed memfd, sv_ring.h, the daemon
+ * producing), the shared page (struct sv_wire_shm) and, when bound, a
+ * duplicate of the port's socket.  Ring records (the daemon's, and those
+ * engines forward on their links) are of type SV_WIRE_REC: a 40-byte GRH
+ * (the IPv6 header the packet came in; for IPv4 its fields in the same
+ * places, IPv4-mapped GIDs) then BTH .. payload without pad (pad count 0)
+ * or ICRC.  wire_err says why nothing will arrive (the port is
+ * another's) -- the ring is given anyway: the daemon retries the port at
+ * every attach.
+ * | wire_err | 0 or -errno | port | UDP port | ring_size | bytes of the memfd |
+ */
+#define SV_WIRE_REC 0x10001u
+struct sv_wire_attach_rep {
+	int32_t wire_err;
+	uint32_t port;
+	uint64_t ring_size;
 };
 
 /* What the daemon pushes on an engine socket.  LINK_NEW carries fds

@@ -13,6 +13,7 @@
  * to it (error completions, never a hang).
  */
 #include "svd_engine.h"
+#include "svd_gw.h"
 #include "svd_ops.h"
 #include "svd_qp.h"
 #include "sv_log.h"
@@ -88,6 +89,7 @@ static void engine_destroy(struct svd_engine *e)
 	close(e->w.fd);
 	e->w.fd = -1;
 	close(e->doorbell);
+	svd_gw_engine_gone(e->pid);
 	sv_dbg("engine %u (pid %d) gone", e->id, (int)e->pid);
 	for (struct svd_engine *o = engines; o; o = o->next)
 		engine_push(o, &m, NULL, 0);
@@ -197,8 +199,10 @@ int svd_op_engine_attach(struct svd_req *r)
 	engines = e;
 	rep->engine_id = e->id;
 	rep->kt_size = svd_keytab_size();
-	if (!svd_query_gids(1, &gids) && gids.count)
+	if (!svd_query_gids(1, &gids) && gids.count) {
 		memcpy(rep->gid, gids.entries[0].gid.raw, 16);
+		svd_keytab_port_publish(&gids, IBV_MTU_4096);
+	}
 	r->rep_len = sizeof(*rep);
 	r->out_fds[0] = sv[1];
 	r->out_fds[1] = ktfd;
@@ -344,6 +348,33 @@ int svd_op_link_connect(struct svd_req *r)
 	r->rep_len = sizeof(*rep);
 	r->out_fds[0] = db;
 	r->n_out_fds = 1;
+	return 0;
+}
+
+/* The caller's engine joins the wire (gateway.c): its gateway ring, the
+ * shared page, the port. */
+int svd_op_wire_attach(struct svd_req *r)
+{
+	struct sv_wire_attach_rep *rep = r->rep;
+	struct svd_engine *e = engine_by_pid(r->conn->pid);
+	struct svd_gw_stats st;
+	int fds[3] = { -1, -1, -1 }, n = 0, err;
+	uint16_t port;
+
+	if (!e)
+		return -ENOTCONN;
+	err = svd_gw_attach(e->pid, e->id, e->doorbell, fds, &rep->ring_size);
+	if (fds[0] < 0)
+		return err;
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0)
+			r->out_fds[n++] = fds[i];
+	r->n_out_fds = n;
+	if (fds[1] < 0)
+		return -ENOMEM; /* the reply path closes what it holds */
+	svd_gw_status(&st, &rep->wire_err, &port);
+	rep->port = port;
+	r->rep_len = sizeof(*rep);
 	return 0;
 }
 

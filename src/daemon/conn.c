@@ -7,6 +7,7 @@
 #include "svd_int.h"
 #include "svd_ops.h"
 #include "svd_engine.h"
+#include "svd_gw.h"
 #include "sv_log.h"
 #include "sv_sock.h"
 
@@ -293,6 +294,22 @@ static int op_status(struct svd_req *r)
 	rep->bad_requests = svd.bad_requests;
 	rep->busy_ns = svd.busy_ns;
 	snprintf(rep->name, sizeof(rep->name), "%s", svd.name);
+	{
+		struct svd_gw_stats st;
+		uint16_t port;
+
+		svd_gw_status(&st, &rep->wire_err, &port);
+		rep->wire_port = port;
+		rep->wire_rx_pkts = st.rx_pkts;
+		rep->wire_rx_bytes = st.rx_bytes;
+		rep->wire_rx_bad_icrc = st.rx_bad_icrc;
+		rep->wire_rx_dropped = st.rx_malformed + st.rx_no_qp +
+				       st.rx_ring_full;
+		rep->wire_rx_ring_full = st.rx_ring_full;
+		rep->wire_tx_pkts = st.tx_pkts;
+		rep->wire_tx_bytes = st.tx_bytes;
+		rep->wire_tx_errors = st.tx_errors;
+	}
 	r->rep_len = sizeof(*rep);
 	return 0;
 }

@@ -112,6 +112,30 @@ static void entry_write(uint32_t idx, const struct sv_key_entry *v)
 	atomic_store_explicit(&e->seq, s + 2, memory_order_release);
 }
 
+void svd_keytab_port_publish(const struct sv_gid_table *t, uint32_t active_mtu)
+{
+	struct sv_keytab_port *p;
+	uint32_t s;
+
+	if (!kt)
+		return;
+	p = (struct sv_keytab_port *)((char *)kt + kt->port_off);
+	s = atomic_load_explicit(&p->seq, memory_order_relaxed);
+	atomic_store_explicit(&p->seq, s + 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	p->active_mtu = active_mtu;
+	p->gen++;
+	p->ngids = t->count < SV_KEYTAB_GIDS ? t->count : SV_KEYTAB_GIDS;
+	memset(p->gid, 0, sizeof(p->gid));
+	for (uint32_t i = 0; i < p->ngids; i++) {
+		const struct ibv_gid_entry *e = &t->entries[i];
+
+		memcpy(p->gid[e->gid_index].raw, e->gid.raw, 16);
+		p->gid[e->gid_index].ifindex = e->ndev_ifindex ? e->ndev_ifindex : 1;
+	}
+	atomic_store_explicit(&p->seq, s + 2, memory_order_release);
+}
+
 static void entry_get(uint32_t idx, struct sv_key_entry *out)
 {
 	memcpy(out, &ents[idx], sizeof(*out)); /* we are the only writer */

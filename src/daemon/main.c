@@ -7,6 +7,7 @@
 #include "svd_int.h"
 #include "svd_engine.h"
 #include "svd_cm.h"
+#include "svd_gw.h"
 #include "sv_log.h"
 #include "sv_sock.h"
 
@@ -285,6 +286,7 @@ int main(int argc, char **argv)
 	if (svd_keytab_init())
 		sv_warn("no key table: the data path is unavailable");
 
+	svd_gw_init();
 	svd_conn_reserve_fd();
 	svd.epfd = epoll_create1(EPOLL_CLOEXEC);
 	sw.fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -347,6 +349,7 @@ int main(int argc, char **argv)
 	close(lw.fd);
 	svd_cm_close_all();
 	svd_engines_close();
+	svd_gw_close();
 	while (svd.conns)
 		svd_conn_close(svd.conns);
 	for (i = 0; i < SV_MAX_UFILES; i++)

@@ -10,6 +10,7 @@
  */
 #include "svd_qp.h"
 #include "svd_ops.h"
+#include "svd_gw.h"
 #include "sv_log.h"
 #include "sv_shm.h"
 
@@ -72,6 +73,7 @@ static void qpn_free(struct svd_qp *qp)
 {
 	struct svd_qp **pp = &qpn_hash[qp->qpn % QPN_BUCKETS];
 
+	svd_gw_qp_del(qp->qpn);
 	for (; *pp; pp = qpn_next_link(*pp))
 		if (*pp == qp) {
 			*pp = *qpn_next_link(qp);
@@ -190,6 +192,7 @@ int svd_op_create_qp(struct svd_req *r)
 	}
 	rep->handle = qp->obj.handle;
 	rep->qpn = qp->qpn;
+	svd_gw_qp_add(qp->qpn, qp->obj.owner_pid);
 	r->rep_len = sizeof(*rep);
 	sv_dbg("ufile %#x qp#%u: qpn %#x type %u pid %d", r->uf->id,
 	       qp->obj.handle, qp->qpn, qp->qp_type, (int)r->conn->pid);

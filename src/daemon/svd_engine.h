@@ -22,6 +22,8 @@ uint64_t svd_keytab_size(void);
 /* Publishes mr's current state under mr->key (reg, rereg); the engines
  * see it before the op's reply leaves. */
 void svd_keytab_publish(const struct svd_mr *mr);
+/* The port's GID table and active MTU as the engines route by them. */
+void svd_keytab_port_publish(const struct sv_gid_table *t, uint32_t active_mtu);
 /* The key stops naming anything (dereg, ufile teardown). */
 void svd_keytab_unpublish(uint32_t key);
 
@@ -36,6 +38,7 @@ int svd_op_engine_attach(struct svd_req *r);
 int svd_op_qpn_lookup(struct svd_req *r);
 int svd_op_link_connect(struct svd_req *r);
 int svd_op_async_event(struct svd_req *r);
+int svd_op_wire_attach(struct svd_req *r);
 /* The engine socket of a process became readable: only EOF (the process
  * died or detached) or garbage arrive there. */
 struct svd_engine;

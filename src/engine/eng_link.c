@@ -321,6 +321,22 @@ static double fault_roll(struct sv_link *l)
 	return (double)(x >> 11) / 9007199254740992.0;
 }
 
+int sv_fault_pick(struct sv_link *l)
+{
+	double r;
+
+	if (!fault.on)
+		return SV_FAULT_NONE;
+	r = fault_roll(l);
+	if (r < fault.drop)
+		return SV_FAULT_DROP;
+	r -= fault.drop;
+	if (r < fault.reorder)
+		return SV_FAULT_REORDER;
+	r -= fault.reorder;
+	return r < fault.dup ? SV_FAULT_DUP : SV_FAULT_NONE;
+}
+
 /* Appends a copy of a record; nothing when the ring is full (lost). */
 static void fault_append(struct sv_link *l, const uint8_t *p, uint32_t len,
 			 uint32_t type)
@@ -378,6 +394,8 @@ uint8_t *sv_link_reserve_type(struct sv_link *link, uint32_t len,
 {
 	uint8_t *p;
 
+	if (link->w)
+		return sv_wire_reserve(link, len, type, dead);
 	*dead = atomic_load_explicit(&link->dead, memory_order_relaxed);
 	if (*dead)
 		return NULL;
@@ -412,7 +430,13 @@ void sv_link_ring(struct sv_link *link)
 
 void sv_link_commit(struct sv_link *link)
 {
-	int ring = fault.on ? fault_commit(link) : sv_ring_commit(&link->tx);
+	int ring;
+
+	if (link->w) {
+		sv_wire_commit(link);
+		return;
+	}
+	ring = fault.on ? fault_commit(link) : sv_ring_commit(&link->tx);
 
 	pthread_spin_unlock(&link->tx_lock);
 	if (ring)
@@ -421,6 +445,10 @@ void sv_link_commit(struct sv_link *link)
 
 void sv_link_abort(struct sv_link *link)
 {
+	if (link->w) {
+		sv_wire_abort(link);
+		return;
+	}
 	sv_ring_abort(&link->tx);
 	pthread_spin_unlock(&link->tx_lock);
 }

@@ -30,6 +30,8 @@
  * machine it would take that application's CPU.
  */
 #include "engine_int.h"
+#include "sv_roce.h"
+#include "sv_wire.h"
 #include "sv_client.h"
 
 #include <errno.h>
@@ -280,16 +282,126 @@ static int drain_ring(struct sv_engine *eng, struct sv_inring *in,
 	return n;
 }
 
+/*
+ * The wire port (sv_wire.h): when nobody else reads it, reads a batch;
+ * packets for our QPs are dispatched here, the others are marked in
+ * fwd[] for wire_forward (after qp_lock is dropped: finding a link may
+ * take eng->lock and call the daemon).  Must hold qp_lock (read) and the
+ * port (wire_rx_begin).  Returns how many datagrams it read.
+ */
+static int wire_read(struct sv_engine *eng, struct touched *t, uint8_t *fwd)
+{
+	struct sv_wire_rxb *b = eng->rxb;
+	struct sv_wire_shm *m = eng->wshm;
+	uint64_t pkts = 0, bytes = 0, bad = 0, junk = 0;
+	int n = sv_wire_recv(eng->wire_sock, b, SV_WIRE_BATCH);
+
+	for (int i = 0; i < n; i++) {
+		struct sv_wire_pkt p;
+		int err = sv_wire_rx_parse(&b->mm[i].msg_hdr, b->mm[i].msg_len,
+					   b->buf[i], eng->wire_port, &p);
+
+		fwd[i] = 0;
+		if (err) {
+			if (err == -EBADMSG)
+				bad++;
+			else
+				junk++;
+			continue;
+		}
+		if (!sv_eng_qp(eng, p.qpn)) {
+			fwd[i] = 1;
+			continue;
+		}
+		dispatch(eng, p.rec, p.rec_len, SV_WIRE_REC, t);
+		pkts++;
+		bytes += p.ib_len;
+	}
+	if (pkts)
+		atomic_fetch_add_explicit(&m->rx_pkts, pkts, memory_order_relaxed);
+	if (bytes)
+		atomic_fetch_add_explicit(&m->rx_bytes, bytes, memory_order_relaxed);
+	if (bad)
+		atomic_fetch_add_explicit(&m->rx_bad_icrc, bad, memory_order_relaxed);
+	if (junk)
+		atomic_fetch_add_explicit(&m->rx_malformed, junk,
+					  memory_order_relaxed);
+	return n < 0 ? 0 : n;
+}
+
+/* Hands what wire_read marked to the engines serving those QPs, in the
+ * order read, before the port is given up (sv_wire.h "Order").  No lock
+ * but the port held. */
+static void wire_forward(struct sv_engine *eng, int n, const uint8_t *fwd)
+{
+	struct sv_wire_rxb *b = eng->rxb;
+	struct sv_wire_shm *m = eng->wshm;
+
+	for (int i = 0; i < n; i++) {
+		struct sv_wire_pkt p;
+		struct sv_link *l;
+		uint8_t *r;
+		int dead;
+
+		if (!fwd[i])
+			continue;
+		/* Parsed in place already: the record is at the buffer. */
+		p.rec = b->buf[i];
+		p.rec_len = b->mm[i].msg_len + SV_WIRE_HEADROOM - SV_ICRC_BYTES -
+			    ((b->buf[i][SV_WIRE_HEADROOM + 1] >> 4) & 3);
+		p.qpn = ld_be24(b->buf[i] + SV_WIRE_HEADROOM + 5);
+		l = sv_eng_link_for_qpn(eng, p.qpn);
+		r = l ? sv_link_reserve_type(l, p.rec_len, SV_WIRE_REC, &dead) :
+			NULL;
+		if (!r) {
+			atomic_fetch_add_explicit(l ? &m->rx_ring_full : &m->rx_no_qp,
+						  1, memory_order_relaxed);
+			continue;
+		}
+		memcpy(r, p.rec, p.rec_len);
+		sv_link_commit(l);
+		atomic_fetch_add_explicit(&m->rx_pkts, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&m->rx_bytes,
+					  b->mm[i].msg_len, memory_order_relaxed);
+	}
+}
+
+/* Takes the port for reading (this thread of ours, then the namespace's
+ * turn).  Nonzero when taken. */
+static int wire_rx_begin(struct sv_engine *eng)
+{
+	if (eng->wire_sock < 0 || pthread_mutex_trylock(&eng->wire_rx_lock))
+		return 0;
+	if (!sv_wire_rx_trylock(eng->wshm, (uint32_t)eng->pid)) {
+		pthread_mutex_unlock(&eng->wire_rx_lock);
+		return 0;
+	}
+	atomic_store_explicit(&eng->wshm->poll_ns, sv_now_ns(),
+			      memory_order_relaxed);
+	return 1;
+}
+
+static void wire_rx_end(struct sv_engine *eng)
+{
+	sv_wire_rx_unlock(eng->wshm, (uint32_t)eng->pid);
+	pthread_mutex_unlock(&eng->wire_rx_lock);
+}
+
 int sv_eng_drain_all(struct sv_engine *eng, int *contended)
 {
 	unsigned nin = atomic_load_explicit(&eng->nin, memory_order_acquire);
 	struct touched t = { .n = 0 };
-	int n = 0;
+	uint8_t fwd[SV_WIRE_BATCH];
+	int n = 0, wire = wire_rx_begin(eng), nw = 0;
 
 	n += sv_rmem_serve(eng);
 	pthread_rwlock_rdlock(&eng->qp_lock);
+	/* The rings first: what another reader of the port forwarded to us
+	 * is older than what the port holds now. */
 	for (unsigned i = 0; i < nin; i++)
 		n += drain_ring(eng, eng->in[i], &t);
+	if (wire)
+		nw = wire_read(eng, &t, fwd);
 	for (int i = 0; i < t.n; i++) {
 		sv_resp_flush(t.qp[i]);
 		if (atomic_load_explicit(&t.qp[i]->shm->events,
@@ -297,6 +409,12 @@ int sv_eng_drain_all(struct sv_engine *eng, int *contended)
 			sv_qp_owner_events(t.qp[i]);
 	}
 	pthread_rwlock_unlock(&eng->qp_lock);
+	if (wire) {
+		wire_forward(eng, nw, fwd);
+		wire_rx_end(eng);
+		n += nw;
+	}
+	sv_wire_flush(eng);
 	if (contended)
 		*contended = t.contended;
 	return n;

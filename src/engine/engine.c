@@ -80,6 +80,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sv_roce.h"
 #include "sv_sock.h"
 
 static struct sv_engine *the_engine;
@@ -481,6 +482,7 @@ static void release_all(struct sv_engine *eng, int close_fds)
 	}
 	atomic_store(&eng->nin, 0);
 	eng->loop = NULL;
+	sv_wire_free(eng);
 	sv_peer_clear(eng);
 	memset(eng->dcache, 0, sizeof(eng->dcache));
 	memset(eng->nodirect, 0, sizeof(eng->nodirect));
@@ -643,6 +645,9 @@ static void init_locks(struct sv_engine *eng)
 	pthread_mutex_init(&eng->rmem_lock, NULL);
 	pthread_mutex_init(&eng->async_lock, NULL);
 	pthread_mutex_init(&eng->peer_lock, NULL);
+	pthread_mutex_init(&eng->wire_lock, NULL);
+	pthread_mutex_init(&eng->port_lock, NULL);
+	pthread_mutex_init(&eng->wire_rx_lock, NULL);
 	pthread_rwlock_init(&eng->attach_lock, NULL);
 	pthread_rwlock_init(&eng->qp_lock, NULL);
 }
@@ -700,6 +705,7 @@ struct sv_engine *sv_engine_get(const struct sv_ctx_ref *cref)
 		}
 		init_locks(eng);
 		eng->sock = eng->doorbell = eng->stopfd = eng->epfd = -1;
+		eng->wire_sock = -1;
 		eng->async_tail = &eng->async_head;
 		eng->pid = getpid();
 		the_engine = eng;
@@ -739,16 +745,47 @@ int sv_engine_qp_add(struct sv_engine *eng, struct sv_qp *qp)
 	return err;
 }
 
-void sv_engine_qp_route(struct sv_qp *qp, uint32_t dqpn, struct sv_link **link,
-			struct sv_peer **peer)
+/* An RC/UC QP's path to another host, from its AV (na): a wire link, or
+ * NULL (the AV's source GID is not ours, no socket). */
+static struct sv_link *wire_route(struct sv_qp *qp, const struct ibv_qp_attr *na)
+{
+	const struct ibv_global_route *g = &na->ah_attr.grh;
+	struct sv_engine *eng = qp->eng;
+	struct sv_roce_flow f;
+
+	memset(&f, 0, sizeof(f));
+	if (sv_gid_at(eng, g->sgid_index, f.sgid)) {
+		sv_warn("qp %#x: source GID index %u is empty: packets cannot "
+			"leave", qp->qpx.qp_base.qp_num, g->sgid_index);
+		return NULL;
+	}
+	memcpy(f.dgid, g->dgid.raw, 16);
+	f.ipv6 = !(sv_gid_is_v4(f.sgid) && sv_gid_is_v4(f.dgid));
+	f.tclass = g->traffic_class;
+	f.flow_label = g->flow_label & 0xfffff;
+	f.hop_limit = g->hop_limit;
+	f.sport = sv_wire_sport(f.flow_label, qp->qpx.qp_base.qp_num,
+				na->dest_qp_num, 0);
+	f.dport = SV_ROCE_PORT;
+	sv_wire_attach(eng);
+	return sv_wire_link_new(eng, &f);
+}
+
+void sv_engine_qp_route(struct sv_qp *qp, const struct ibv_qp_attr *na,
+			struct sv_link **link, struct sv_peer **peer)
 {
 	struct sv_engine *eng = qp->eng;
+	uint32_t dqpn = na->dest_qp_num;
 	int local;
 
+	*peer = NULL;
+	if (!sv_gid_local(eng, na->ah_attr.grh.dgid.raw)) {
+		*link = wire_route(qp, na);
+		return;
+	}
 	/* May fail (peer not there yet): retried at the first send;
 	 * packets to nowhere end in RETRY_EXC_ERR, as on a fabric. */
 	*link = sv_eng_link_for_qpn(eng, dqpn);
-	*peer = NULL;
 	if (!*link || !sv_direct_enabled())
 		return;
 	pthread_rwlock_rdlock(&eng->qp_lock);
@@ -796,7 +833,12 @@ int sv_engine_qp_commit(struct sv_qp *qp, enum ibv_qp_state cur,
 		qp->attr.sq_draining = 0;
 		sv_peer_put(tr->peer);
 		tr->peer = NULL;
-		sv_tr_reset(qp);
+		{
+			struct sv_link *wl = tr->wlink;
+
+			sv_tr_reset(qp);
+			tr->wlink = wl; /* UD keeps its own; RC/UC: below */
+		}
 		qp->link = NULL;
 	}
 	if (tr) {
@@ -811,6 +853,11 @@ int sv_engine_qp_commit(struct sv_qp *qp, enum ibv_qp_state cur,
 		if (mask & IBV_QP_RNR_RETRY)
 			tr->rnr_left = na->rnr_retry;
 		if (link) {
+			if (link->w) {
+				/* The wire: the QP's own link from now on. */
+				sv_wire_link_free(tr->wlink);
+				tr->wlink = link;
+			}
 			qp->link = link;
 			tr->link = link;
 		}
@@ -818,8 +865,9 @@ int sv_engine_qp_commit(struct sv_qp *qp, enum ibv_qp_state cur,
 		    qp->type != IBV_QPT_UD) {
 			sv_peer_put(tr->peer);
 			tr->peer = peer;
-			/* Our own QP, or a peer CMA reaches: directly. */
-			tr->direct = !sv_direct_enabled() ? -1 :
+			/* Our own QP, or a peer CMA reaches: directly;
+			 * another host: packets. */
+			tr->direct = !sv_direct_enabled() || (link && link->w) ? -1 :
 				     peer		  ? 1 :
 				     link && link->peer_id == qp->eng->id ? 1 :
 									  0;
@@ -830,6 +878,28 @@ int sv_engine_qp_commit(struct sv_qp *qp, enum ibv_qp_state cur,
 	__atomic_store_n(&q->state, next, __ATOMIC_RELEASE);
 	sv_shlock_unlock(&q->lock);
 	return 0;
+}
+
+/* A UD QP reaches other hosts through a wire link of its own (each
+ * packet addressed by its AH) and hears from them on the gateway ring. */
+static void ud_wire(struct sv_qp *qp)
+{
+	struct sv_engine *eng = qp->eng;
+	struct sv_roce_flow f;
+	struct sv_link *l;
+
+	memset(&f, 0, sizeof(f));
+	f.sport = sv_wire_sport(0, qp->qpx.qp_base.qp_num, 0, 1);
+	f.dport = SV_ROCE_PORT;
+	sv_wire_attach(eng);
+	l = sv_wire_link_new(eng, &f);
+	sv_spin_lock(&qp->sq_lock);
+	if (!tr_of(qp)->wlink) {
+		tr_of(qp)->wlink = l;
+		l = NULL;
+	}
+	pthread_spin_unlock(&qp->sq_lock);
+	sv_wire_link_free(l);
 }
 
 void sv_engine_qp_modified(struct sv_qp *qp, enum ibv_qp_state old,
@@ -844,6 +914,8 @@ void sv_engine_qp_modified(struct sv_qp *qp, enum ibv_qp_state old,
 	}
 	if (now == IBV_QPS_ERR)
 		sv_engine_flush(qp);
+	if (now == IBV_QPS_RTR && qp->type == IBV_QPT_UD && !tr_of(qp)->wlink)
+		ud_wire(qp);
 	if (now == IBV_QPS_RTS)
 		sv_req_run(qp);
 }
@@ -870,6 +942,7 @@ void sv_engine_qp_del(struct sv_qp *qp)
 	__atomic_store_n(&qp->shm->state, IBV_QPS_RESET, __ATOMIC_RELEASE);
 	sv_shlock_unlock(&qp->shm->lock);
 	sv_peer_put(tr_of(qp)->peer);
+	sv_wire_link_free(tr_of(qp)->wlink);
 	sv_tr_free(qp);
 	if (last)
 		detach(eng);
@@ -892,6 +965,7 @@ void sv_engine_ctx_close(struct ibv_context *ctx)
 			while (atomic_load(&qp->busy))
 				sched_yield();
 			sv_peer_put(tr_of(qp)->peer);
+			sv_wire_link_free(tr_of(qp)->wlink);
 			sv_tr_free(qp);
 			continue; /* the slot may hold a moved entry now */
 		}

@@ -25,6 +25,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "sv_engine.h"
@@ -239,6 +240,9 @@ struct sv_link {
 	uint8_t *held; /* a packet held back (reorder) */
 	uint32_t held_len, held_type;
 	struct sv_link *next;
+	/* A wire link (eng_wire.c): datagrams instead of a ring.  Owned by
+	 * its QP (sv_tr.wlink), on no list; tx, map and peer_db unused. */
+	struct sv_wlink *w;
 };
 
 /* A peer's direction to us: a ring we consume. */
@@ -323,6 +327,24 @@ struct sv_engine {
 	atomic_int stop;
 	atomic_uint thread_tid; /* progress thread's tid (tests) */
 	atomic_int device_gone; /* the daemon died: every QP is in error */
+
+	/* The wire (eng_wire.c): its state, made on first use, and the
+	 * gateway ring asked for once (under wire_lock); a copy of the port
+	 * block as of port_seq (under port_lock). */
+	pthread_mutex_t wire_lock;
+	struct sv_wire *wire;
+	int wire_attached;
+	/* The namespace's port (sv_wire.h), shared with the daemon and the
+	 * other engines on the wire: its socket (-1: none), the shared
+	 * page, our receive buffers; one thread of ours reads at a time. */
+	int wire_sock;
+	uint16_t wire_port;
+	struct sv_wire_shm *wshm;
+	struct sv_wire_rxb *rxb;
+	pthread_mutex_t wire_rx_lock;
+	pthread_mutex_t port_lock;
+	struct sv_keytab_port *port_copy;
+	uint32_t port_seq;
 
 	/* Key table (read-only mapping, kept across detaches). */
 	const struct sv_keytab_hdr *kt;
@@ -431,6 +453,45 @@ void sv_link_abort(struct sv_link *link);
 void sv_link_ring(struct sv_link *link);
 /* Reads SOFTVERBS_FAULT (once); nonzero when faults are injected. */
 int sv_fault_init(void);
+/* What the fault model does to the next packet on l (SV_FAULT_*; the
+ * caller holds what guards l's producer side). */
+enum { SV_FAULT_NONE, SV_FAULT_DROP, SV_FAULT_REORDER, SV_FAULT_DUP };
+int sv_fault_pick(struct sv_link *l);
+
+/* eng_wire.c: RoCE v2 to other hosts. */
+#define SV_WIRE_SLOTS 64 /* datagrams of one batch */
+struct sv_roce_flow;
+static inline int sv_gid_is_v4(const uint8_t *g)
+{
+	static const uint8_t pfx[12] = { [10] = 0xff, [11] = 0xff };
+
+	return !memcmp(g, pfx, 12);
+}
+/* gid is this host's (the port's GID table, loopback): not the wire. */
+int sv_gid_local(struct sv_engine *eng, const uint8_t gid[16]);
+/* The GID at index of port 1; 0 or -1 (empty slot). */
+int sv_gid_at(struct sv_engine *eng, uint32_t index, uint8_t gid[16]);
+/* Asks the daemon for the gateway ring (once).  0 or negative errno.  No
+ * lock held. */
+int sv_wire_attach(struct sv_engine *eng);
+/* The UDP source port of a flow, as rxe picks it. */
+uint16_t sv_wire_sport(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn,
+		       int ud);
+/* A wire link for flow f (RC/UC: the whole flow; UD: the source port,
+ * the rest from each packet's GRH).  NULL on failure.  No lock held. */
+struct sv_link *sv_wire_link_new(struct sv_engine *eng,
+				 const struct sv_roce_flow *f);
+void sv_wire_link_free(struct sv_link *l);
+/* sv_link_reserve/commit/abort of a wire link. */
+uint8_t *sv_wire_reserve(struct sv_link *l, uint32_t len, uint32_t type,
+			 int *dead);
+void sv_wire_commit(struct sv_link *l);
+void sv_wire_abort(struct sv_link *l);
+/* Sends the batch (no lock held); whether some still waits. */
+void sv_wire_flush(struct sv_engine *eng);
+int sv_wire_pending(struct sv_engine *eng);
+/* Closes the sockets and frees the state (detach). */
+void sv_wire_free(struct sv_engine *eng);
 
 /* eng_progress.c */
 /* Asks the progress thread to come back soon (ring full, timers). */
@@ -628,6 +689,8 @@ struct sv_tr {
 		uint64_t orig;
 	} atomic_cache[SV_ENG_ATOMIC_CACHE];
 	struct sv_link *link; /* == qp->link */
+	struct sv_link *wlink; /* RC/UC on the wire: == link; UD: for AHs
+				  to other hosts (eng_wire.c) */
 };
 
 static inline struct sv_tr *tr_of(struct sv_qp *qp)

@@ -535,7 +535,10 @@ int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 			/* The peer's process is gone: no retry can help. */
 			sv_comp_fail(qp, IBV_WC_RETRY_EXC_ERR);
 		} else if (tr->timer_at && now >= tr->timer_at) {
-			uint64_t head = l ? atomic_load_explicit(
+			/* (A wire link has no ring: whatever the peer did
+			 * not answer is lost, or its answer is in our
+			 * gateway ring, peer 0.) */
+			uint64_t head = l && !l->w ? atomic_load_explicit(
 						    &l->tx.h->head,
 						    memory_order_acquire) :
 					    0;

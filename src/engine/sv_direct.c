@@ -119,7 +119,8 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 	uint64_t len;
 	int err;
 
-	if ((!ud && tr->direct != 1) || !sv_direct_enabled())
+	if ((!ud && tr->direct != 1) || !sv_direct_enabled() ||
+	    (ud && !sv_gid_local(eng, w->dgid.raw)))
 		return -EAGAIN;
 	/* A packet to this destination may still sit in a ring: this
 	 * message must not overtake it (UC and UD have no ACK that says it

@@ -304,7 +304,8 @@ struct sv_engine *sv_engine_get(const struct sv_ctx_ref *cref);
  *  - sv_engine_qp_add after the daemon gave the QP its number (inbound
  *    packets for qp_num reach it from then on);  no lock held;
  *  - ibv_modify_qp, in three steps: sv_engine_qp_route (RC/UC to RTR, no
- *    lock held: may call the daemon) finds where the peer dest_qpn is;
+ *    lock held: may call the daemon) finds where the peer na->dest_qp_num
+ *    is: this host, or another one (na's AV names a GID not ours);
  *    sv_engine_qp_commit, with qp->sq_lock and qp->rq_post_lock held,
  *    puts what the state machine accepted in force (na becomes qp->attr,
  *    na->qp_state the state; RESET empties the queues) -- or answers
@@ -316,7 +317,7 @@ struct sv_engine *sv_engine_get(const struct sv_ctx_ref *cref);
  */
 struct sv_peer;
 int sv_engine_qp_add(struct sv_engine *eng, struct sv_qp *qp);
-void sv_engine_qp_route(struct sv_qp *qp, uint32_t dest_qpn,
+void sv_engine_qp_route(struct sv_qp *qp, const struct ibv_qp_attr *na,
 			struct sv_link **link, struct sv_peer **peer);
 int sv_engine_qp_commit(struct sv_qp *qp, enum ibv_qp_state cur,
 			const struct ibv_qp_attr *na, int attr_mask,

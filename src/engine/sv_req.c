@@ -260,7 +260,14 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 
 	if (sv_req_start(qp, tr, w, &len))
 		return STEP_NEXT;
-	if (ud || !link) {
+	if (ud && !sv_gid_local(eng, w->dgid.raw)) {
+		/* Another host: the QP's wire link (none: no route, the
+		 * datagram is lost as on a fabric). */
+		link = tr->wlink;
+	} else if (!ud && !link &&
+		   !sv_gid_local(eng, qp->attr.ah_attr.grh.dgid.raw)) {
+		/* The wire route failed at RTR: route_late retries it. */
+	} else if (ud || !link) {
 		uint32_t dqpn = ud ? w->remote_qpn : qp->dest_qpn;
 
 		/* Resolving a destination may call the daemon: not with the
@@ -374,7 +381,7 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 			sv_link_commit(link);
 			if (rc && link && !tr->timer_at)
 				sv_comp_arm_timer(qp, tr);
-			tr->ring_mark = link ? link->tx.tail : 0;
+			tr->ring_mark = link && !link->w ? link->tx.tail : 0;
 		}
 		tr->since_ackreq = ackreq ? 0 : tr->since_ackreq + 1;
 		w->bytes_sent = off + chunk;
@@ -412,11 +419,17 @@ static void route_late(struct sv_qp *qp, struct sv_tr *tr)
 	struct sv_peer *peer;
 
 	pthread_spin_unlock(&qp->sq_lock);
-	sv_engine_qp_route(qp, qp->dest_qpn, &link, &peer);
+	sv_engine_qp_route(qp, &qp->attr, &link, &peer);
 	sv_spin_lock(&qp->sq_lock);
 	if (tr->direct || !link) {
 		sv_peer_put(peer);
+		if (link && link->w)
+			sv_wire_link_free(link);
 		return;
+	}
+	if (link->w) {
+		sv_wire_link_free(tr->wlink);
+		tr->wlink = link;
 	}
 	qp->link = link;
 	tr->link = link;
@@ -540,6 +553,7 @@ void sv_req_run(struct sv_qp *qp)
 		new_deadline = tr->timer_at;
 	tr->req_busy = 0;
 	pthread_spin_unlock(&qp->sq_lock);
+	sv_wire_flush(qp->eng);
 	if (tr->blocked)
 		sv_eng_want_work(qp->eng);
 	if (tr->rnr_at)

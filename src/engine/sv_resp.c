@@ -1165,6 +1165,7 @@ void sv_resp_flush(struct sv_qp *qp)
 		tr->link = qp->link;
 	full = send_queued(qp, tr);
 	sv_shlock_unlock(&qp->shm->lock);
+	sv_wire_flush(qp->eng);
 	if (full)
 		sv_eng_want_work(qp->eng);
 }

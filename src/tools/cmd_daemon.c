@@ -193,12 +193,26 @@ static int cmd_status(int json)
 		printf(", \"pid\": %u, \"instance\": \"%016llx\", \"uptime_ms\": %llu, "
 		       "\"clients\": %u, \"ufiles\": %u, \"contexts\": %u, "
 		       "\"objects\": %u, \"fds\": %u, \"requests\": %llu, "
-		       "\"bad_requests\": %llu}\n",
+		       "\"bad_requests\": %llu, \"wire\": {\"port\": %u, "
+		       "\"bound\": %s, \"error\": ",
 		       st.pid, (unsigned long long)st.instance,
 		       (unsigned long long)st.uptime_ms, st.clients, st.ufiles,
 		       st.contexts, st.objects, st.open_fds,
 		       (unsigned long long)st.requests,
-		       (unsigned long long)st.bad_requests);
+		       (unsigned long long)st.bad_requests, st.wire_port,
+		       st.wire_err ? "false" : "true");
+		if (st.wire_err)
+			sv_tool_json_str(stdout, strerror(-st.wire_err));
+		else
+			printf("null");
+		printf(", \"rx_packets\": %llu, \"rx_bytes\": %llu, "
+		       "\"rx_bad_icrc\": %llu, \"rx_dropped\": %llu, "
+		       "\"rx_ring_full\": %llu}}\n",
+		       (unsigned long long)st.wire_rx_pkts,
+		       (unsigned long long)st.wire_rx_bytes,
+		       (unsigned long long)st.wire_rx_bad_icrc,
+		       (unsigned long long)st.wire_rx_dropped,
+		       (unsigned long long)st.wire_rx_ring_full);
 		free(f);
 		return 0;
 	}
@@ -221,6 +235,19 @@ static int cmd_status(int json)
 	printf("  requests:     %llu (%llu malformed)\n",
 	       (unsigned long long)st.requests,
 	       (unsigned long long)st.bad_requests);
+	if (st.wire_err)
+		printf("  wire:         UDP port %u NOT bound: %s -- other hosts "
+		       "cannot reach this device (docs/wire.md)\n",
+		       st.wire_port, strerror(-st.wire_err));
+	else
+		printf("  wire:         RoCE v2 on UDP port %u\n", st.wire_port);
+	printf("  wire rx:      %llu packets, %llu bytes; dropped: %llu bad "
+	       "ICRC, %llu other (%llu ring full)\n",
+	       (unsigned long long)st.wire_rx_pkts,
+	       (unsigned long long)st.wire_rx_bytes,
+	       (unsigned long long)st.wire_rx_bad_icrc,
+	       (unsigned long long)st.wire_rx_dropped,
+	       (unsigned long long)st.wire_rx_ring_full);
 	free(f);
 	return 0;
 }

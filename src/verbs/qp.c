@@ -306,7 +306,7 @@ static int modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	na.qp_state = next;
 	na.cur_qp_state = next;
 	if (next == IBV_QPS_RTR && old != IBV_QPS_RTR && qp->type != IBV_QPT_UD)
-		sv_engine_qp_route(qp, na.dest_qp_num, &link, &peer);
+		sv_engine_qp_route(qp, &na, &link, &peer);
 
 	lock_both(qp);
 	err = -sv_engine_qp_commit(qp, old, &na, attr_mask, link, peer);

@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Receiving RoCE v2 (sv_wire.h): the checks and the ring record every
+ * reader of the port makes of a datagram, the daemon's thread and the
+ * engines alike.
+ */
+#include "sv_wire.h"
+#include "sv_roce.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/types.h>
+
+#ifndef UDP_NO_CHECK6_RX
+#define UDP_NO_CHECK6_RX 102
+#endif
+#ifndef IPV6_FLOWINFO
+#define IPV6_FLOWINFO 11 /* linux/in6.h: receive the flow label */
+#endif
+
+#define BTH_BYTES 12
+#define GRH_BYTES 40
+
+/* -------------------------------------------------------- the port -- */
+
+int sv_wire_rx_trylock(struct sv_wire_shm *s, uint32_t pid)
+{
+	uint32_t cur = 0;
+
+	if (atomic_compare_exchange_strong(&s->rx_owner, &cur, pid))
+		return 1;
+	/* Its reader died holding it: the port is nobody's. */
+	if (cur != pid && kill((pid_t)cur, 0) < 0 && errno == ESRCH &&
+	    atomic_compare_exchange_strong(&s->rx_owner, &cur, pid))
+		return 1;
+	return 0;
+}
+
+void sv_wire_rx_unlock(struct sv_wire_shm *s, uint32_t pid)
+{
+	uint32_t cur = pid;
+
+	atomic_compare_exchange_strong(&s->rx_owner, &cur, 0);
+}
+
+static void setopt(int fd, int level, int name, int v)
+{
+	(void)setsockopt(fd, level, name, &v, sizeof(v));
+}
+
+void sv_wire_rx_sockopts(int fd, int fam)
+{
+	if (fam == AF_INET6) {
+		setopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, 0);
+		setopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1);
+		setopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, 1);
+		setopt(fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, 1);
+		setopt(fd, IPPROTO_IPV6, IPV6_FLOWINFO, 1);
+		/* rxe may send IPv6 with checksum 0 (the ICRC covers). */
+		setopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_RX, 1);
+	} else {
+		setopt(fd, IPPROTO_IP, IP_PKTINFO, 1);
+	}
+	setopt(fd, IPPROTO_IP, IP_RECVTOS, 1);
+	setopt(fd, IPPROTO_IP, IP_RECVTTL, 1);
+}
+
+int sv_wire_recv(int fd, struct sv_wire_rxb *b, int n)
+{
+	if (n > SV_WIRE_BATCH)
+		n = SV_WIRE_BATCH;
+	for (int i = 0; i < n; i++) {
+		b->iov[i] = (struct iovec){ .iov_base = b->buf[i] + SV_WIRE_HEADROOM,
+					    .iov_len = SV_WIRE_BUF - SV_WIRE_HEADROOM };
+		b->mm[i].msg_hdr = (struct msghdr){ .msg_name = &b->name[i],
+						    .msg_namelen = sizeof(b->name[i]),
+						    .msg_iov = &b->iov[i],
+						    .msg_iovlen = 1,
+						    .msg_control = b->ctl[i],
+						    .msg_controllen = sizeof(b->ctl[i]) };
+		b->mm[i].msg_len = 0;
+	}
+	n = recvmmsg(fd, b->mm, (unsigned)n, MSG_DONTWAIT, NULL);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	return n;
+}
+
+/* ------------------------------------------------------------ ICRC -- */
+
+/*
+ * An IPv4 packet's ICRC covers its identification and flags, which a
+ * UDP socket does not show.  Linux sends a DF datagram of an unconnected
+ * socket with identification 0 (our engines, eng_wire.c), so that is
+ * tried first; other senders (rxe, a NIC, a packet generator) choose
+ * their own.  The CRC is affine in its input: flipping input bits changes
+ * it by a fixed linear image of the flips, whatever the rest is.  So the
+ * packet's ICRC is good for some identification and DF bit if and only if
+ * (received ^ computed-with-0-and-DF) lies in the span of the images of
+ * those 17 bits -- a test by Gaussian elimination.  It accepts a random
+ * corruption with probability 2^-15 instead of 2^-32: still a check.
+ */
+
+/* The CRC register update for `zeros` zero bytes, as a GF(2) matrix
+ * applied to v (mat[k] = the operator for 2^k zero bytes). */
+static uint32_t zmat[20][32];
+static pthread_once_t zmat_once = PTHREAD_ONCE_INIT;
+
+static uint32_t gf2_apply(const uint32_t *m, uint32_t v)
+{
+	uint32_t r = 0;
+
+	for (int i = 0; v; i++, v >>= 1)
+		if (v & 1)
+			r ^= m[i];
+	return r;
+}
+
+static void zmat_init(void)
+{
+	uint8_t z = 0;
+
+	/* One zero byte: column i = the register after feeding a zero
+	 * byte to a register holding only bit i. */
+	for (int i = 0; i < 32; i++)
+		zmat[0][i] = sv_crc32_le_tables(1u << i, &z, 1);
+	for (int k = 1; k < 20; k++)
+		for (int i = 0; i < 32; i++)
+			zmat[k][i] = gf2_apply(zmat[k - 1], zmat[k - 1][i]);
+}
+
+static uint32_t zeros_apply(uint32_t v, size_t n)
+{
+	for (int k = 0; n && k < 20; k++, n >>= 1)
+		if (n & 1)
+			v = gf2_apply(zmat[k], v);
+	return v;
+}
+
+/* Whether d (the ICRC difference) is the image of some flips of the
+ * identification (IPv4 header bytes 4, 5) and DF (byte 6, 0x40) of a
+ * packet whose IBTA part is ib_len bytes. */
+static int icrc_any_id(uint32_t d, size_t ib_len)
+{
+	uint32_t basis[17];
+	int nb = 0;
+	size_t total = SV_ROCE_IP4_HDR + SV_ROCE_UDP_HDR + ib_len;
+
+	pthread_once(&zmat_once, zmat_init);
+	for (int bit = 0; bit < 17; bit++) {
+		size_t pos = bit < 8 ? 4 : bit < 16 ? 5 : 6;
+		uint8_t b = bit < 16 ? (uint8_t)(1u << (bit & 7)) : 0x40;
+		uint32_t v = sv_crc32_le_tables(0, &b, 1);
+
+		v = zeros_apply(v, total - pos - 1);
+		/* Reduce against the basis so far (kept in echelon form by
+		 * each vector's highest bit). */
+		for (int i = 0; i < nb; i++)
+			if ((v ^ basis[i]) < v)
+				v ^= basis[i];
+		if (v) {
+			int j = nb++;
+
+			while (j > 0 && basis[j - 1] < v) {
+				basis[j] = basis[j - 1];
+				j--;
+			}
+			basis[j] = v;
+		}
+	}
+	for (int i = 0; i < nb; i++)
+		if ((d ^ basis[i]) < d)
+			d ^= basis[i];
+	return d == 0;
+}
+
+/* --------------------------------------------------------- receive -- */
+
+static int is_v4mapped(const uint8_t *g)
+{
+	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	return !memcmp(g, pfx, 12);
+}
+
+static void v4map(uint8_t *g, const void *in4)
+{
+	memset(g, 0, 10);
+	g[10] = g[11] = 0xff;
+	memcpy(g + 12, in4, 4);
+}
+
+struct gw_pkt {
+	struct sv_roce_flow f;
+	uint32_t flowinfo; /* IPv6: class and label as received */
+	uint8_t *ib;
+	size_t ib_len; /* with pad, without ICRC */
+};
+
+/* Fills p from a received datagram; 0 or -1 (not a RoCE packet). */
+static int read_meta(const struct msghdr *mh, size_t n, uint8_t *buf,
+		     uint16_t port, struct gw_pkt *p)
+{
+	int have_dst = 0;
+
+	memset(&p->f, 0, sizeof(p->f));
+	p->flowinfo = 0;
+	p->f.dport = port;
+	p->f.hop_limit = 64;
+	if (mh->msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+		return -1;
+	if (((const struct sockaddr *)mh->msg_name)->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s = mh->msg_name;
+
+		memcpy(p->f.sgid, &s->sin6_addr, 16);
+		p->f.sport = ntohs(s->sin6_port);
+	} else {
+		const struct sockaddr_in *s = mh->msg_name;
+
+		v4map(p->f.sgid, &s->sin_addr);
+		p->f.sport = ntohs(s->sin_port);
+	}
+	for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)mh); c;
+	     c = CMSG_NXTHDR((struct msghdr *)mh, c)) {
+		if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+			struct in6_pktinfo pi;
+
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			memcpy(p->f.dgid, &pi.ipi6_addr, 16);
+			have_dst = 1;
+		} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+			struct in_pktinfo pi;
+
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			v4map(p->f.dgid, &pi.ipi_addr);
+			have_dst = 1;
+		} else if (c->cmsg_level == IPPROTO_IPV6 &&
+			   c->cmsg_type == IPV6_TCLASS) {
+			int v;
+
+			memcpy(&v, CMSG_DATA(c), sizeof(v));
+			p->f.tclass = (uint8_t)v;
+		} else if (c->cmsg_level == IPPROTO_IPV6 &&
+			   c->cmsg_type == IPV6_HOPLIMIT) {
+			int v;
+
+			memcpy(&v, CMSG_DATA(c), sizeof(v));
+			p->f.hop_limit = (uint8_t)v;
+		} else if (c->cmsg_level == IPPROTO_IPV6 &&
+			   c->cmsg_type == IPV6_FLOWINFO) {
+			uint32_t v;
+
+			memcpy(&v, CMSG_DATA(c), sizeof(v));
+			p->flowinfo = ntohl(v);
+		} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+			p->f.tclass = *(const uint8_t *)CMSG_DATA(c);
+		} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) {
+			int v;
+
+			memcpy(&v, CMSG_DATA(c), sizeof(v));
+			p->f.hop_limit = (uint8_t)v;
+		}
+	}
+	if (!have_dst || n < BTH_BYTES + SV_ICRC_BYTES)
+		return -1;
+	p->f.ipv6 = !is_v4mapped(p->f.sgid);
+	if (p->f.ipv6 == is_v4mapped(p->f.dgid))
+		return -1;
+	p->f.flow_label = p->flowinfo & 0xfffff;
+	p->ib = buf;
+	p->ib_len = n - SV_ICRC_BYTES;
+	return 0;
+}
+
+static int icrc_ok(const struct gw_pkt *p)
+{
+	uint32_t want, got;
+
+	memcpy(&got, p->ib + p->ib_len, 4);
+	want = sv_icrc(&p->f, p->ib, p->ib_len);
+	if (want == got)
+		return 1;
+	if (p->f.ipv6)
+		return 0;
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	want = __builtin_bswap32(want);
+	got = __builtin_bswap32(got);
+#endif
+	return icrc_any_id(want ^ got, p->ib_len);
+}
+
+/* The GRH a ring record starts with (engine_int.h: the IPv6 header the
+ * packet came in, IPv4 fields in the same places). */
+static void make_grh(const struct gw_pkt *p, size_t udp_len, uint8_t *h)
+{
+	uint32_t w0 = 6u << 28 | (uint32_t)p->f.tclass << 20 | p->f.flow_label;
+
+	h[0] = (uint8_t)(w0 >> 24);
+	h[1] = (uint8_t)(w0 >> 16);
+	h[2] = (uint8_t)(w0 >> 8);
+	h[3] = (uint8_t)w0;
+	h[4] = (uint8_t)(udp_len >> 8);
+	h[5] = (uint8_t)udp_len;
+	h[6] = 17;
+	h[7] = p->f.hop_limit;
+	memcpy(h + 8, p->f.sgid, 16);
+	memcpy(h + 24, p->f.dgid, 16);
+}
+
+
+int sv_wire_rx_parse(const struct msghdr *mh, size_t n, uint8_t *buf,
+		     uint16_t port, struct sv_wire_pkt *out)
+{
+	struct gw_pkt p;
+	uint8_t *b;
+	unsigned pad;
+
+	if (read_meta(mh, n, buf + SV_WIRE_HEADROOM, port, &p))
+		return -EINVAL;
+	if (!icrc_ok(&p))
+		return -EBADMSG;
+	b = p.ib;
+	pad = (b[1] >> 4) & 3;
+	/* Transport version 0 only (9.2.6); the pad within the payload. */
+	if ((b[1] & 0xf) != 0 || p.ib_len < BTH_BYTES + pad)
+		return -EINVAL;
+	make_grh(&p, SV_ROCE_UDP_HDR + p.ib_len + SV_ICRC_BYTES, buf);
+	b[1] &= (uint8_t)~0x30; /* pad count: none on a ring */
+	out->rec = buf;
+	out->rec_len = (uint32_t)(GRH_BYTES + p.ib_len - pad);
+	out->qpn = (uint32_t)b[5] << 16 | (uint32_t)b[6] << 8 | b[7];
+	out->ib_len = (uint32_t)(p.ib_len + SV_ICRC_BYTES);
+	return 0;
+}

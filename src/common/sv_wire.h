@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Receiving RoCE v2 from the namespace's UDP port (docs/wire.md), shared
+ * by the daemon's gateway thread and the engines.
+ *
+ * The daemon binds the port and hands every engine on the wire a
+ * duplicate of the socket and a shared page (struct sv_wire_shm).  One
+ * reader at a time (rx_owner) takes a batch of datagrams and steers each
+ * by its BTH destination QP: packets for the reader's own QPs are handled
+ * at once, others go on to the engine that serves them (an engine's link
+ * ring, or the daemon's gateway ring).  So an application that polls its
+ * CQ receives its packets itself, with no other thread in between, and
+ * the daemon's thread reads only while no engine has read for a while
+ * (SV_WIRE_HANDOFF_NS): nobody polls, or everybody sleeps.
+ *
+ * Order: a reader forwards what it read before it gives the port up, and
+ * a reader drains its rings before it reads, so a QP's packets reach it
+ * in the order they arrived whoever read them.
+ */
+#ifndef SV_WIRE_H
+#define SV_WIRE_H
+
+#include <assert.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define SV_WIRE_MAGIC 0x31525753u /* "SWR1" */
+#define SV_WIRE_VERSION 1
+/* An engine read the port this recently: the daemon's thread leaves it. */
+#define SV_WIRE_HANDOFF_NS 1000000ull
+/* Room in front of a received datagram for the GRH a ring record needs. */
+#define SV_WIRE_HEADROOM 40
+/* A receive buffer: headroom + the largest datagram we take. */
+#define SV_WIRE_BUF (SV_WIRE_HEADROOM + 8192)
+
+/*
+ * The shared page (daemon-made memfd, mapped read-write by the engines on
+ * the wire).  Counters are the namespace's, whoever counted.
+ *
+ * | field        | meaning                                           |
+ * |--------------|---------------------------------------------------|
+ * | magic        | SV_WIRE_MAGIC                                     |
+ * | version      | SV_WIRE_VERSION                                   |
+ * | rx_owner     | pid reading the port now (0: nobody)              |
+ * | poll_ns      | CLOCK_MONOTONIC of an engine's last read          |
+ * | rx_pkts      | packets taken (ICRC good, a QP to go to)          |
+ * | rx_bytes     | their bytes (BTH .. ICRC)                         |
+ * | rx_bad_icrc  | dropped: ICRC wrong                               |
+ * | rx_malformed | dropped: not a RoCE v2 packet we take             |
+ * | rx_no_qp     | dropped: no such QP (or its process is gone)      |
+ * | rx_ring_full | dropped: the serving engine's ring was full       |
+ * | tx_pkts      | packets engines sent                              |
+ * | tx_bytes     | their bytes (BTH .. ICRC)                         |
+ * | tx_errors    | packets the kernel refused (no route, too big)    |
+ */
+struct sv_wire_shm {
+	uint32_t magic;
+	uint32_t version;
+	_Atomic uint32_t rx_owner;
+	uint32_t pad;
+	_Atomic uint64_t poll_ns;
+	_Atomic uint64_t rx_pkts, rx_bytes, rx_bad_icrc, rx_malformed, rx_no_qp,
+		rx_ring_full;
+	_Atomic uint64_t tx_pkts, tx_bytes, tx_errors;
+	uint8_t reserved[4096 - 96];
+};
+static_assert(sizeof(struct sv_wire_shm) == 4096, "wire page layout");
+
+/* Takes the port for reading if nobody has it (or its holder died). */
+int sv_wire_rx_trylock(struct sv_wire_shm *s, uint32_t pid);
+void sv_wire_rx_unlock(struct sv_wire_shm *s, uint32_t pid);
+
+/* One received datagram made a ring record. */
+struct sv_wire_pkt {
+	uint8_t *rec;	  /* GRH (40 bytes) + BTH .. payload, no pad or ICRC */
+	uint32_t rec_len;
+	uint32_t qpn;	  /* BTH destination QP */
+	uint32_t ib_len;  /* bytes counted (BTH .. ICRC) */
+};
+
+/*
+ * Turns datagram i of a recvmmsg (its payload at buf + SV_WIRE_HEADROOM,
+ * n bytes; mh its header with the sender's address and the ancillary data
+ * the port's socket asks for, see sv_wire_rx_sockopts) into a ring record
+ * in place.  port: the UDP port the datagram came to.  Returns 0,
+ * -EBADMSG (ICRC wrong) or -EINVAL (anything else: not RoCE v2 as we
+ * take it).
+ */
+int sv_wire_rx_parse(const struct msghdr *mh, size_t n, uint8_t *buf,
+		     uint16_t port, struct sv_wire_pkt *out);
+
+/* Sets what sv_wire_rx_parse needs on the port's socket (fam: AF_INET6
+ * dual stack or AF_INET). */
+void sv_wire_rx_sockopts(int fd, int fam);
+
+/* Receives up to n datagrams into bufs (n <= SV_WIRE_BATCH), without
+ * waiting.  Returns how many (0 none, < 0 an error). */
+#define SV_WIRE_BATCH 32
+struct sv_wire_rxb {
+	uint8_t buf[SV_WIRE_BATCH][SV_WIRE_BUF];
+	struct sockaddr_storage name[SV_WIRE_BATCH];
+	uint64_t ctl[SV_WIRE_BATCH][32];
+	struct mmsghdr mm[SV_WIRE_BATCH];
+	struct iovec iov[SV_WIRE_BATCH];
+};
+int sv_wire_recv(int fd, struct sv_wire_rxb *b, int n);
+
+#endif

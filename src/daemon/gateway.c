@@ -1,0 +1,570 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The wire gateway: the namespace's RoCE v2 port (docs/wire.md,
+ * sv_wire.h).
+ *
+ * One UDP port per network namespace can be bound, and a RoCE v2 peer
+ * sends every packet to port 4791 whatever its destination QP, so the
+ * daemon binds it and shares it: every engine on the wire gets a
+ * duplicate of the socket and the shared page (SV_OP_WIRE_ATTACH), and
+ * whoever polls reads, one reader at a time, steering each packet to the
+ * engine serving its QP.  An application that polls its CQ thus takes
+ * its packets itself.  This file's thread reads only while no engine has
+ * read for SV_WIRE_HANDOFF_NS (they all sleep): it copies each packet
+ * into the serving engine's gateway ring (shared memory, sv_ring.h, one
+ * per engine on the wire, this thread its only producer) and rings the
+ * engine's doorbell when its consumer sleeps.  Sending needs no daemon:
+ * engines send their own datagrams (eng_wire.c).
+ *
+ * A packet on a ring is a GRH (the IPv6 header the packet came in, or an
+ * IPv4 header's fields in IPv6 form for IPv4-mapped GIDs: what a UD
+ * receive needs) then BTH .. payload with the pad removed and the pad
+ * count cleared: the engines' ring format (sv_hdr.h).
+ *
+ * Locking: the thread's state (QPN table, engine rings) is under gw.lock;
+ * the main thread takes it to add and remove QPs and engines.  The thread
+ * holds it for one batch, never across a system call other than the
+ * doorbells' writes.
+ */
+#include "svd_gw.h"
+#include "sv_log.h"
+#include "sv_ring.h"
+#include "sv_roce.h"
+#include "sv_wire.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define GW_RING_DATA (4u << 20)
+#define GW_RCVBUF (32 << 20)
+
+/* An engine's ring from the gateway. */
+struct gw_eng {
+	pid_t pid;
+	uint32_t engine_id;
+	int doorbell;
+	void *map;
+	size_t map_len;
+	struct sv_ring_prod prod;
+	int ring; /* a record committed to a sleeping consumer this batch */
+	struct gw_eng *next;
+};
+
+struct gw_qpent {
+	uint32_t qpn; /* 0: free */
+	pid_t pid;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	int fd;	    /* the RoCE port, or -1 */
+	int v6;	    /* fd is AF_INET6 (dual stack) */
+	int err;    /* why fd is -1 (negative errno), 0 when bound */
+	int shm_fd; /* the shared page (sv_wire_shm) */
+	struct sv_wire_shm *shm;
+	uint16_t port;
+	int wake;   /* eventfd: stop the thread */
+	pthread_t thread;
+	int running;
+	struct gw_eng *engs;
+	struct gw_qpent *qtab;
+	uint32_t qcap, nq;
+} gw = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .wake = -1, .shm_fd = -1 };
+
+/* ------------------------------------------------------- QPN table -- */
+
+static uint32_t qhash(uint32_t qpn, uint32_t cap)
+{
+	return (qpn * 2654435761u) & (cap - 1);
+}
+
+static struct gw_qpent *qfind(uint32_t qpn)
+{
+	if (!gw.qcap)
+		return NULL;
+	for (uint32_t i = qhash(qpn, gw.qcap);; i = (i + 1) & (gw.qcap - 1)) {
+		if (gw.qtab[i].qpn == qpn)
+			return &gw.qtab[i];
+		if (!gw.qtab[i].qpn)
+			return NULL;
+	}
+}
+
+static int qput(uint32_t qpn, pid_t pid)
+{
+	struct gw_qpent *e;
+
+	if ((gw.nq + 1) * 2 > gw.qcap) {
+		uint32_t ncap = gw.qcap ? gw.qcap * 2 : 64;
+		struct gw_qpent *n = calloc(ncap, sizeof(*n)), *old = gw.qtab;
+		uint32_t ocap = gw.qcap;
+
+		if (!n)
+			return -ENOMEM;
+		gw.qtab = n;
+		gw.qcap = ncap;
+		for (uint32_t i = 0; i < ocap; i++)
+			if (old[i].qpn) {
+				uint32_t j = qhash(old[i].qpn, ncap);
+
+				while (n[j].qpn)
+					j = (j + 1) & (ncap - 1);
+				n[j] = old[i];
+			}
+		free(old);
+	}
+	e = qfind(qpn);
+	if (!e) {
+		uint32_t j = qhash(qpn, gw.qcap);
+
+		while (gw.qtab[j].qpn)
+			j = (j + 1) & (gw.qcap - 1);
+		e = &gw.qtab[j];
+		e->qpn = qpn;
+		gw.nq++;
+	}
+	e->pid = pid;
+	return 0;
+}
+
+/* Removes by backward shift (linear probing stays valid). */
+static void qdel(uint32_t qpn)
+{
+	struct gw_qpent *e = qfind(qpn);
+	uint32_t i, j;
+
+	if (!e)
+		return;
+	i = (uint32_t)(e - gw.qtab);
+	gw.qtab[i].qpn = 0;
+	gw.nq--;
+	for (j = (i + 1) & (gw.qcap - 1); gw.qtab[j].qpn;
+	     j = (j + 1) & (gw.qcap - 1)) {
+		uint32_t h = qhash(gw.qtab[j].qpn, gw.qcap);
+
+		/* Entry j may move to the hole at i if its home is not in
+		 * the (cyclic) range (i, j]. */
+		if ((j > i && (h <= i || h > j)) || (j < i && h <= i && h > j)) {
+			gw.qtab[i] = gw.qtab[j];
+			gw.qtab[j].qpn = 0;
+			i = j;
+		}
+	}
+}
+
+void svd_gw_qp_add(uint32_t qpn, pid_t pid)
+{
+	pthread_mutex_lock(&gw.lock);
+	if (qput(qpn, pid))
+		sv_warn("wire: no memory for QP %#x: its packets are dropped",
+			qpn);
+	pthread_mutex_unlock(&gw.lock);
+}
+
+void svd_gw_qp_del(uint32_t qpn)
+{
+	pthread_mutex_lock(&gw.lock);
+	qdel(qpn);
+	pthread_mutex_unlock(&gw.lock);
+}
+
+static struct gw_eng *eng_by_pid(pid_t pid)
+{
+	for (struct gw_eng *e = gw.engs; e; e = e->next)
+		if (e->pid == pid)
+			return e;
+	return NULL;
+}
+
+static void eng_free(struct gw_eng *e)
+{
+	munmap(e->map, e->map_len);
+	close(e->doorbell);
+	free(e);
+}
+
+void svd_gw_engine_gone(pid_t pid)
+{
+	struct gw_eng **pp, *e = NULL;
+
+	pthread_mutex_lock(&gw.lock);
+	for (pp = &gw.engs; *pp; pp = &(*pp)->next)
+		if ((*pp)->pid == pid) {
+			e = *pp;
+			*pp = e->next;
+			break;
+		}
+	pthread_mutex_unlock(&gw.lock);
+	if (e)
+		eng_free(e);
+}
+
+/* Delivers one checked packet.  Must hold gw.lock. */
+static void deliver(const struct sv_wire_pkt *p)
+{
+	struct gw_qpent *q = qfind(p->qpn);
+	struct gw_eng *e = q ? eng_by_pid(q->pid) : NULL;
+	uint8_t *r;
+
+	if (!e) {
+		atomic_fetch_add_explicit(&gw.shm->rx_no_qp, 1, memory_order_relaxed);
+		return;
+	}
+	r = sv_ring_reserve(&e->prod, p->rec_len, SV_GW_REC_PKT);
+	if (!r) {
+		atomic_fetch_add_explicit(&gw.shm->rx_ring_full, 1,
+					  memory_order_relaxed);
+		return;
+	}
+	memcpy(r, p->rec, p->rec_len);
+	if (sv_ring_commit(&e->prod))
+		e->ring = 1;
+	atomic_fetch_add_explicit(&gw.shm->rx_pkts, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&gw.shm->rx_bytes, p->ib_len, memory_order_relaxed);
+}
+
+/* Reads what waits on the port (the engines are all asleep). */
+static void rx_batch(struct sv_wire_rxb *b)
+{
+	uint32_t me = (uint32_t)getpid();
+	int n;
+
+	if (!sv_wire_rx_trylock(gw.shm, me))
+		return; /* an engine reads */
+	n = sv_wire_recv(gw.fd, b, SV_WIRE_BATCH);
+	pthread_mutex_lock(&gw.lock);
+	for (int i = 0; i < n; i++) {
+		struct sv_wire_pkt p;
+		int err = sv_wire_rx_parse(&b->mm[i].msg_hdr, b->mm[i].msg_len,
+					   b->buf[i], gw.port, &p);
+
+		if (err == -EBADMSG)
+			atomic_fetch_add_explicit(&gw.shm->rx_bad_icrc, 1,
+						  memory_order_relaxed);
+		else if (err)
+			atomic_fetch_add_explicit(&gw.shm->rx_malformed, 1,
+						  memory_order_relaxed);
+		else
+			deliver(&p);
+	}
+	for (struct gw_eng *e = gw.engs; e; e = e->next) {
+		uint64_t one = 1;
+
+		if (!e->ring)
+			continue;
+		e->ring = 0;
+		if (write(e->doorbell, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			sv_dbg("wire: doorbell of engine %u: %s", e->engine_id,
+			       strerror(errno));
+	}
+	pthread_mutex_unlock(&gw.lock);
+	sv_wire_rx_unlock(gw.shm, me);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *gw_main(void *arg)
+{
+	struct sv_wire_rxb *b = malloc(sizeof(*b));
+
+	(void)arg;
+	if (!b) {
+		sv_err("wire: no memory for the receive thread");
+		return NULL;
+	}
+	for (;;) {
+		uint64_t last = atomic_load_explicit(&gw.shm->poll_ns,
+						     memory_order_relaxed);
+		uint64_t now = now_ns();
+		/* An engine reads (its application polls): look again when
+		 * it may have stopped, without waking for every packet. */
+		int engines = last && now - last < SV_WIRE_HANDOFF_NS;
+		struct pollfd pf[2] = { { .fd = gw.wake, .events = POLLIN },
+					{ .fd = gw.fd, .events = POLLIN } };
+		int timeout = 1 + (int)(SV_WIRE_HANDOFF_NS / 1000000);
+
+		if (poll(pf, engines ? 1 : 2, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			sv_err("wire: poll: %s", strerror(errno));
+			break;
+		}
+		if (pf[0].revents)
+			break;
+		if (!engines && (pf[1].revents & POLLIN))
+			rx_batch(b);
+	}
+	free(b);
+	return NULL;
+}
+
+/* ----------------------------------------------------------- setup -- */
+
+static void setopt(int fd, int level, int name, int v)
+{
+	if (setsockopt(fd, level, name, &v, sizeof(v)) < 0)
+		sv_dbg("wire: setsockopt %d/%d: %s", level, name, strerror(errno));
+}
+
+static int open_port(uint16_t port)
+{
+	int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int v6 = fd >= 0, rb = GW_RCVBUF;
+
+	if (fd < 0)
+		fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	sv_wire_rx_sockopts(fd, v6 ? AF_INET6 : AF_INET);
+	if (v6) {
+		struct sockaddr_in6 a = { .sin6_family = AF_INET6,
+					  .sin6_port = htons(port),
+					  .sin6_addr = IN6ADDR_ANY_INIT };
+
+		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+			goto err;
+	} else {
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_port = htons(port),
+					 .sin_addr.s_addr = htonl(INADDR_ANY) };
+
+		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+			goto err;
+	}
+	/* Room for the windows of many QPs at once (root: beyond
+	 * rmem_max). */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rb, sizeof(rb)) < 0)
+		setopt(fd, SOL_SOCKET, SO_RCVBUF, rb);
+	gw.v6 = v6;
+	return fd;
+err:
+	rb = -errno;
+	close(fd);
+	return rb;
+}
+
+static uint16_t wire_port(void)
+{
+	const char *e = getenv("SOFTVERBS_ROCE_PORT");
+	char *end;
+	long v;
+
+	if (!e || !*e)
+		return SV_ROCE_PORT;
+	v = strtol(e, &end, 10);
+	if (*end || v < 1 || v > 65535) {
+		sv_warn("SOFTVERBS_ROCE_PORT=%s is not a port: using %d", e,
+			SV_ROCE_PORT);
+		return SV_ROCE_PORT;
+	}
+	return (uint16_t)v;
+}
+
+/* The shared page, made once (it outlives a port lost and found). */
+static int shm_make(void)
+{
+	int fd = memfd_create("softverbs-wire-page", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	void *p;
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, sizeof(struct sv_wire_shm)) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0) {
+		close(fd);
+		return -errno;
+	}
+	p = mmap(NULL, sizeof(struct sv_wire_shm), PROT_READ | PROT_WRITE,
+		 MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		close(fd);
+		return -errno;
+	}
+	gw.shm = p;
+	gw.shm->magic = SV_WIRE_MAGIC;
+	gw.shm->version = SV_WIRE_VERSION;
+	gw.shm_fd = fd;
+	return 0;
+}
+
+/* Binds the port and starts the thread if not done yet.  Main thread. */
+static int gw_start(void)
+{
+	int fd, err;
+
+	if (gw.running)
+		return 0;
+	if (!gw.port)
+		gw.port = wire_port();
+	fd = open_port(gw.port);
+	if (fd < 0) {
+		if (gw.err != fd)
+			sv_err("wire: cannot bind UDP port %u: %s%s", gw.port,
+			       strerror(-fd),
+			       fd == -EADDRINUSE ?
+				       " (another softverbsd or rdma_rxe of this "
+				       "network namespace has it): packets from "
+				       "other hosts cannot reach this device; "
+				       "see docs/wire.md" :
+				       "");
+		gw.err = fd;
+		return fd;
+	}
+	if (gw.wake < 0)
+		gw.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!gw.shm && shm_make()) {
+		close(fd);
+		gw.err = -ENOMEM;
+		return -ENOMEM;
+	}
+	gw.fd = fd;
+	err = gw.wake < 0 ? errno : pthread_create(&gw.thread, NULL, gw_main, NULL);
+	if (err) {
+		close(fd);
+		gw.fd = -1;
+		gw.err = -err;
+		return -err;
+	}
+	gw.running = 1;
+	gw.err = 0;
+	sv_info("wire: RoCE v2 on UDP port %u (%s)", gw.port,
+		gw.v6 ? "IPv4 and IPv6" : "IPv4 only");
+	return 0;
+}
+
+void svd_gw_init(void)
+{
+	gw_start();
+}
+
+void svd_gw_close(void)
+{
+	uint64_t one = 1;
+
+	if (gw.running) {
+		if (write(gw.wake, &one, sizeof(one)) < 0)
+			sv_warn("wire: cannot stop the thread");
+		pthread_join(gw.thread, NULL);
+		gw.running = 0;
+	}
+	if (gw.fd >= 0)
+		close(gw.fd);
+	if (gw.wake >= 0)
+		close(gw.wake);
+	if (gw.shm_fd >= 0)
+		close(gw.shm_fd);
+	if (gw.shm)
+		munmap(gw.shm, sizeof(*gw.shm));
+	gw.shm = NULL;
+	gw.fd = gw.wake = gw.shm_fd = -1;
+	while (gw.engs) {
+		struct gw_eng *e = gw.engs;
+
+		gw.engs = e->next;
+		eng_free(e);
+	}
+	free(gw.qtab);
+	gw.qtab = NULL;
+	gw.qcap = gw.nq = 0;
+}
+
+void svd_gw_status(struct svd_gw_stats *out, int32_t *err, uint16_t *port)
+{
+	memset(out, 0, sizeof(*out));
+	if (gw.shm) {
+		struct sv_wire_shm *m = gw.shm;
+
+		out->rx_pkts = atomic_load(&m->rx_pkts);
+		out->rx_bytes = atomic_load(&m->rx_bytes);
+		out->rx_bad_icrc = atomic_load(&m->rx_bad_icrc);
+		out->rx_malformed = atomic_load(&m->rx_malformed);
+		out->rx_no_qp = atomic_load(&m->rx_no_qp);
+		out->rx_ring_full = atomic_load(&m->rx_ring_full);
+		out->tx_pkts = atomic_load(&m->tx_pkts);
+		out->tx_bytes = atomic_load(&m->tx_bytes);
+		out->tx_errors = atomic_load(&m->tx_errors);
+	}
+	*err = gw.running ? 0 : gw.err ? gw.err : -ENOTCONN;
+	*port = gw.port ? gw.port : wire_port();
+}
+
+int svd_gw_attach(pid_t pid, uint32_t engine_id, int doorbell, int *fds,
+		  uint64_t *ring_size)
+{
+	size_t size = SV_RING_DATA_OFF + GW_RING_DATA;
+	struct gw_eng *e;
+	int fd, err;
+
+	/* A port lost to another daemon may be free by now. */
+	gw_start();
+	fd = memfd_create("softverbs-wire", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		err = -ENOMEM;
+		goto err_fd;
+	}
+	if (ftruncate(fd, (off_t)size) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0) {
+		err = -errno;
+		goto err_free;
+	}
+	e->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (e->map == MAP_FAILED) {
+		err = -errno;
+		goto err_free;
+	}
+	e->doorbell = fcntl(doorbell, F_DUPFD_CLOEXEC, 0);
+	if (e->doorbell < 0) {
+		err = -errno;
+		munmap(e->map, size);
+		goto err_free;
+	}
+	e->map_len = size;
+	e->pid = pid;
+	e->engine_id = engine_id;
+	sv_ring_init(e->map, size, (uint32_t)getpid());
+	sv_ring_prod_init(&e->prod, e->map);
+	pthread_mutex_lock(&gw.lock);
+	{
+		struct gw_eng *old = eng_by_pid(pid), **pp;
+
+		if (old) {
+			for (pp = &gw.engs; *pp != old; pp = &(*pp)->next)
+				;
+			*pp = old->next;
+		}
+		e->next = gw.engs;
+		gw.engs = e;
+		pthread_mutex_unlock(&gw.lock);
+		if (old)
+			eng_free(old);
+	}
+	fds[0] = fd;
+	fds[1] = gw.shm_fd >= 0 ? fcntl(gw.shm_fd, F_DUPFD_CLOEXEC, 0) : -1;
+	fds[2] = gw.fd >= 0 ? fcntl(gw.fd, F_DUPFD_CLOEXEC, 0) : -1;
+	*ring_size = size;
+	return gw.running ? 0 : gw.err;
+
+err_free:
+	free(e);
+err_fd:
+	close(fd);
+	return err;
+}

@@ -1,0 +1,702 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The wire (docs/wire.md): RoCE v2 to other hosts.
+ *
+ * Routing.  A destination GID in the port's GID table (published by the
+ * daemon in the key table, sv_keytab.h) or a loopback address is this
+ * host: today's paths.  Any other goes on the wire: an RC/UC QP whose
+ * AV names such a GID gets a wire link at RTR; a UD QP has one for the
+ * WQEs whose AH does.
+ *
+ * Sending.  A wire link is a struct sv_link whose `w` is set: the same
+ * reserve/commit calls as a ring, so the requester, responder and
+ * completer do not know the difference.  Reserve hands out a slot of the
+ * engine's batch; commit pads the payload to 4 bytes (BTH pad count),
+ * appends the ICRC and addresses the datagram; sv_wire_flush sends the
+ * batch with sendmmsg, one call per run of packets of the same socket --
+ * at the end of every requester run, responder pass and progress pass.
+ * A full socket buffer (EAGAIN) keeps the rest for the progress thread,
+ * and a full batch makes reserve fail like a full ring: the QP blocks,
+ * nothing is dropped by us.
+ *
+ * Sockets.  RoCE gives each QP (flow) a UDP source port, as rxe does
+ * (0xC000 | the flow label folded to 14 bits, the label computed from
+ * both QPNs when the AV has none).  A datagram's source port is its
+ * socket's, so the engine keeps one socket per source port in use, bound
+ * with SO_REUSEPORT (other processes of the user may have the same
+ * port).  Each datagram carries its source address (IPV6_PKTINFO: the
+ * GID the AV's sgid_index names), class and hop limit as ancillary data;
+ * IPv6 flow labels go in the destination's sin6_flowinfo.  DF is set and
+ * the socket is unconnected, so Linux sends IPv4 identification 0: the
+ * ICRC is computed for exactly that header (sv_roce.h).
+ *
+ * Receiving is the daemon's (gateway.c): packets for our QPs arrive on
+ * the gateway ring, peer id 0, asked for once with SV_OP_WIRE_ATTACH.
+ */
+#include "engine_int.h"
+#include "sv_client.h"
+#include "sv_roce.h"
+#include "sv_wire.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef IPV6_FLOWINFO_SEND
+#define IPV6_FLOWINFO_SEND 33 /* linux/in6.h */
+#endif
+
+static_assert(SV_WIRE_REC == (SV_REC_PKT | SV_REC_F_GRH), "wire record type");
+
+/* GRH + the longest packet + pad + ICRC. */
+#define SLOT_BYTES (SV_GRH_BYTES + SV_ENG_MAX_PKT + 8)
+#define CTL_BYTES                                                              \
+	(CMSG_SPACE(sizeof(struct in6_pktinfo)) + 2 * CMSG_SPACE(sizeof(int)))
+
+struct sv_wire_slot {
+	int fd;
+	uint32_t off, len; /* the datagram: pkt[off .. off + len) */
+	uint32_t ctl_len;
+	struct sockaddr_in6 dst;
+	union {
+		char buf[CTL_BYTES];
+		struct cmsghdr align;
+	} ctl;
+	uint8_t pkt[SLOT_BYTES];
+};
+
+struct sv_wire_sock {
+	uint16_t sport; /* asked for */
+	uint16_t bound; /* got (another program's socket may hold sport) */
+	int fd;
+};
+
+struct sv_wire {
+	pthread_spinlock_t lock; /* the batch; a leaf, like a link's tx_lock */
+	uint32_t head, n;	 /* slots [head, head + n) wait to be sent */
+	struct sv_link *cur;	 /* reserved by (until commit or abort) */
+	uint32_t cur_type;
+	int warned;
+	pthread_mutex_t sock_lock; /* socks */
+	struct sv_wire_sock *socks;
+	uint32_t nsocks;
+	int fam; /* AF_INET6 (dual stack) or AF_INET */
+	struct sv_wire_slot slot[SV_WIRE_SLOTS];
+};
+
+struct sv_wlink {
+	struct sv_roce_flow flow; /* RC/UC: all of it; UD: sport */
+	int fd;
+};
+
+/* ------------------------------------------------------------ GIDs -- */
+
+static int is_loopback(const uint8_t *g)
+{
+	static const uint8_t one[16] = { [15] = 1 };
+	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
+
+	return !memcmp(g, one, 16) || (!memcmp(g, v4, 12) && g[12] == 127);
+}
+
+int sv_gid_local(struct sv_engine *eng, const uint8_t gid[16])
+{
+	const struct sv_keytab_port *p = eng->port;
+	uint32_t seq;
+
+	if (!p || is_loopback(gid))
+		return 1;
+	seq = atomic_load_explicit(&p->seq, memory_order_acquire);
+	pthread_mutex_lock(&eng->port_lock);
+	if (seq != eng->port_seq || !eng->port_copy) {
+		if (!eng->port_copy)
+			eng->port_copy = calloc(1, sizeof(*eng->port_copy));
+		if (eng->port_copy && !sv_port_read(p, eng->port_copy))
+			eng->port_seq = atomic_load_explicit(
+				&eng->port_copy->seq, memory_order_relaxed);
+	}
+	if (!eng->port_copy || !eng->port_copy->gen) {
+		/* Nothing published (an older daemon): all is here. */
+		pthread_mutex_unlock(&eng->port_lock);
+		return 1;
+	}
+	for (uint32_t i = 0; i < eng->port_copy->ngids && i < SV_KEYTAB_GIDS; i++)
+		if (eng->port_copy->gid[i].ifindex &&
+		    !memcmp(eng->port_copy->gid[i].raw, gid, 16)) {
+			pthread_mutex_unlock(&eng->port_lock);
+			return 1;
+		}
+	pthread_mutex_unlock(&eng->port_lock);
+	return 0;
+}
+
+int sv_gid_at(struct sv_engine *eng, uint32_t index, uint8_t gid[16])
+{
+	struct sv_keytab_port p;
+
+	if (!eng->port || sv_port_read(eng->port, &p) || index >= p.ngids ||
+	    index >= SV_KEYTAB_GIDS || !p.gid[index].ifindex)
+		return -1;
+	memcpy(gid, p.gid[index].raw, 16);
+	return 0;
+}
+
+/* ------------------------------------------------------- the ring -- */
+
+/* Checks that fd is a sealed memfd of exactly size bytes (a region the
+ * daemon made: it cannot shrink under our mapping). */
+static int sealed_size(int fd, uint64_t size)
+{
+	struct stat st;
+	int seals = fcntl(fd, F_GET_SEALS);
+
+	return seals >= 0 &&
+	       (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) ==
+		       (F_SEAL_SHRINK | F_SEAL_GROW) &&
+	       fstat(fd, &st) == 0 && (uint64_t)st.st_size == size;
+}
+
+int sv_wire_attach(struct sv_engine *eng)
+{
+	struct sv_wire_attach_rep rep;
+	int fds[3] = { -1, -1, -1 }, err;
+	struct sv_call c = { .op = SV_OP_WIRE_ATTACH,
+			     .instance = eng->instance,
+			     .attach_fd = -1,
+			     .rep = &rep,
+			     .rep_cap = sizeof(rep),
+			     .rfds = fds,
+			     .max_rfds = 3 };
+	struct sv_wire_shm *m = MAP_FAILED;
+	struct sv_wire_rxb *rxb = NULL;
+	void *map = MAP_FAILED;
+
+	pthread_mutex_lock(&eng->wire_lock);
+	if (eng->wire_attached) {
+		pthread_mutex_unlock(&eng->wire_lock);
+		return 0;
+	}
+	err = sv_call(&c);
+	if (!err && (c.nrfds < 2 || c.rep_len != sizeof(rep)))
+		err = -EPROTO;
+	if (err)
+		goto out;
+	if (!sealed_size(fds[0], rep.ring_size) ||
+	    rep.ring_size < SV_RING_DATA_OFF + 4096 ||
+	    !sealed_size(fds[1], sizeof(struct sv_wire_shm))) {
+		err = -EPROTO;
+		goto out;
+	}
+	map = mmap(NULL, rep.ring_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		   fds[0], 0);
+	m = mmap(NULL, sizeof(*m), PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
+	rxb = c.nrfds == 3 ? malloc(sizeof(*rxb)) : NULL;
+	if (map == MAP_FAILED || m == MAP_FAILED || (c.nrfds == 3 && !rxb)) {
+		err = -ENOMEM;
+		goto out;
+	}
+	if (m->magic != SV_WIRE_MAGIC || m->version != SV_WIRE_VERSION) {
+		err = -EPROTO;
+		goto out;
+	}
+	pthread_mutex_lock(&eng->lock);
+	err = eng->attached ? sv_add_inring(eng, map, rep.ring_size,
+					    rep.ring_size, 0, 0, 1) :
+			      -ENOTCONN;
+	pthread_mutex_unlock(&eng->lock);
+	if (err)
+		goto out;
+	map = MAP_FAILED; /* the inring's now */
+	eng->wshm = m;
+	eng->rxb = rxb;
+	eng->wire_port = (uint16_t)rep.port;
+	m = MAP_FAILED;
+	rxb = NULL;
+	if (c.nrfds == 3) {
+		/* Published last: drainers look at wire_sock alone. */
+		__atomic_store_n(&eng->wire_sock, fds[2], __ATOMIC_RELEASE);
+		fds[2] = -1;
+	}
+	eng->wire_attached = 1;
+	if (rep.wire_err)
+		sv_warn("the device cannot receive from other hosts: UDP port %u: "
+			"%s (softverbs daemon status; docs/wire.md)",
+			rep.port, strerror(-rep.wire_err));
+out:
+	if (map != MAP_FAILED)
+		munmap(map, rep.ring_size);
+	if (m != MAP_FAILED)
+		munmap(m, sizeof(*m));
+	free(rxb);
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	pthread_mutex_unlock(&eng->wire_lock);
+	if (err)
+		sv_warn("no packets from other hosts: %s", strerror(-err));
+	return err;
+}
+
+/* --------------------------------------------------------- sockets -- */
+
+static void setopt(int fd, int level, int name, int v)
+{
+	if (setsockopt(fd, level, name, &v, sizeof(v)) < 0)
+		sv_dbg("wire: setsockopt %d/%d: %s", level, name, strerror(errno));
+}
+
+/* A socket sending from UDP port sport (the port actually bound in
+ * *bound: an ephemeral one when another program holds sport).  Must hold
+ * sock_lock. */
+static int sock_open(struct sv_wire *w, uint16_t sport, uint16_t *bound)
+{
+	int fd = socket(w->fam, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int sb = 4 << 20;
+	union {
+		struct sockaddr_in6 in6;
+		struct sockaddr_in in;
+	} a;
+	socklen_t al;
+
+	if (fd < 0)
+		return -errno;
+	setopt(fd, SOL_SOCKET, SO_REUSEADDR, 1);
+	setopt(fd, SOL_SOCKET, SO_REUSEPORT, 1);
+	/* IPv4: checksum 0, as RoCE NICs and rxe send (the ICRC covers the
+	 * packet); DF, so the identification is 0. */
+	setopt(fd, SOL_SOCKET, SO_NO_CHECK, 1);
+	setopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO);
+	if (w->fam == AF_INET6) {
+		setopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, 0);
+		setopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO);
+		setopt(fd, IPPROTO_IPV6, IPV6_FLOWINFO_SEND, 1);
+	}
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sb, sizeof(sb)) < 0)
+		setopt(fd, SOL_SOCKET, SO_SNDBUF, sb);
+	memset(&a, 0, sizeof(a));
+	if (w->fam == AF_INET6) {
+		a.in6.sin6_family = AF_INET6;
+		a.in6.sin6_port = htons(sport);
+		al = sizeof(a.in6);
+	} else {
+		a.in.sin_family = AF_INET;
+		a.in.sin_port = htons(sport);
+		al = sizeof(a.in);
+	}
+	if (bind(fd, (struct sockaddr *)&a, al) < 0) {
+		/* Somebody else's socket (without SO_REUSEPORT) has it. */
+		if (w->fam == AF_INET6)
+			a.in6.sin6_port = 0;
+		else
+			a.in.sin_port = 0;
+		if (bind(fd, (struct sockaddr *)&a, al) < 0) {
+			int err = -errno;
+
+			close(fd);
+			return err;
+		}
+	}
+	al = sizeof(a);
+	if (getsockname(fd, (struct sockaddr *)&a, &al) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	*bound = ntohs(w->fam == AF_INET6 ? a.in6.sin6_port : a.in.sin_port);
+	return fd;
+}
+
+static int sock_get(struct sv_wire *w, uint16_t sport, uint16_t *bound)
+{
+	struct sv_wire_sock *n;
+	int fd;
+
+	pthread_mutex_lock(&w->sock_lock);
+	for (uint32_t i = 0; i < w->nsocks; i++)
+		if (w->socks[i].sport == sport) {
+			fd = w->socks[i].fd;
+			*bound = w->socks[i].bound;
+			pthread_mutex_unlock(&w->sock_lock);
+			return fd;
+		}
+	*bound = 0;
+	fd = sock_open(w, sport, bound);
+	if (fd >= 0) {
+		/* Kept for the engine's life (slots waiting to go name it). */
+		n = realloc(w->socks, (w->nsocks + 1) * sizeof(*n));
+		if (!n) {
+			close(fd);
+			fd = -ENOMEM;
+		} else {
+			w->socks = n;
+			w->socks[w->nsocks++] =
+				(struct sv_wire_sock){ sport, *bound, fd };
+		}
+	}
+	pthread_mutex_unlock(&w->sock_lock);
+	return fd;
+}
+
+/* The engine's wire state, made on first use.  NULL when out of memory
+ * or no UDP socket can be made. */
+static struct sv_wire *wire_get(struct sv_engine *eng)
+{
+	struct sv_wire *w;
+	int fd;
+
+	pthread_mutex_lock(&eng->wire_lock);
+	w = eng->wire;
+	if (w) {
+		pthread_mutex_unlock(&eng->wire_lock);
+		return w;
+	}
+	w = calloc(1, sizeof(*w));
+	if (w) {
+		pthread_spin_init(&w->lock, PTHREAD_PROCESS_PRIVATE);
+		pthread_mutex_init(&w->sock_lock, NULL);
+		fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		w->fam = fd >= 0 ? AF_INET6 : AF_INET;
+		if (fd >= 0)
+			close(fd);
+		eng->wire = w;
+	}
+	pthread_mutex_unlock(&eng->wire_lock);
+	return w;
+}
+
+void sv_wire_free(struct sv_engine *eng)
+{
+	struct sv_wire *w = eng->wire;
+
+	if (eng->wire_sock >= 0)
+		close(eng->wire_sock);
+	eng->wire_sock = -1;
+	if (eng->wshm)
+		munmap(eng->wshm, sizeof(*eng->wshm));
+	eng->wshm = NULL;
+	free(eng->rxb);
+	eng->rxb = NULL;
+	eng->wire_attached = 0;
+	if (!w)
+		return;
+	for (uint32_t i = 0; i < w->nsocks; i++)
+		close(w->socks[i].fd);
+	free(w->socks);
+	pthread_spin_destroy(&w->lock);
+	pthread_mutex_destroy(&w->sock_lock);
+	free(w);
+	eng->wire = NULL;
+	eng->wire_attached = 0;
+}
+
+/* ----------------------------------------------------------- links -- */
+
+/* rdma_calc_flow_label / rdma_flow_label_to_udp_sport (ib_verbs.h): a
+ * symmetric label from both QPNs, folded to a port in 0xC000..0xFFFF. */
+static uint32_t calc_flow_label(uint32_t lqpn, uint32_t rqpn)
+{
+	uint64_t fl = (uint64_t)lqpn * rqpn;
+
+	fl ^= fl >> 20;
+	fl ^= fl >> 40;
+	return (uint32_t)(fl & 0xfffff);
+}
+
+static uint16_t label_to_sport(uint32_t fl)
+{
+	uint32_t lo = fl & 0x3fff, hi = fl & 0xfc000;
+
+	lo ^= hi >> 14;
+	return (uint16_t)(lo | 0xc000);
+}
+
+uint16_t sv_wire_sport(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn,
+		       int ud)
+{
+	if (ud) /* rxe: the QP's own, from its number (hash_32(qpn, 14)) */
+		return (uint16_t)(0xc000 | ((lqpn * 0x61c88647u) >> 18));
+	return label_to_sport(flow_label ? flow_label :
+					   calc_flow_label(lqpn, rqpn));
+}
+
+struct sv_link *sv_wire_link_new(struct sv_engine *eng,
+				 const struct sv_roce_flow *f)
+{
+	struct sv_wire *w = wire_get(eng);
+	struct sv_link *l;
+	struct sv_wlink *wl;
+	uint16_t bound;
+	int fd;
+
+	if (!w)
+		return NULL;
+	if (f->ipv6 && w->fam != AF_INET6) {
+		sv_warn("wire: no IPv6 sockets here: cannot reach an IPv6 GID");
+		return NULL;
+	}
+	fd = sock_get(w, f->sport, &bound);
+	if (fd < 0) {
+		sv_warn("wire: no UDP socket: %s", strerror(-fd));
+		return NULL;
+	}
+	l = calloc(1, sizeof(*l));
+	wl = calloc(1, sizeof(*wl));
+	if (!l || !wl) {
+		free(l);
+		free(wl);
+		return NULL;
+	}
+	wl->flow = *f;
+	wl->flow.sport = bound;
+	wl->flow.dport = SV_ROCE_PORT;
+	wl->fd = fd;
+	pthread_spin_init(&l->tx_lock, PTHREAD_PROCESS_PRIVATE);
+	l->eng = eng;
+	l->peer_db = -1;
+	l->w = wl;
+	return l;
+}
+
+void sv_wire_link_free(struct sv_link *l)
+{
+	if (!l || !l->w)
+		return;
+	free(l->w);
+	pthread_spin_destroy(&l->tx_lock);
+	free(l);
+}
+
+/* --------------------------------------------------- reserve/commit -- */
+
+/* Sends what waits, as far as the sockets take it.  Must hold w->lock. */
+static void flush_locked(struct sv_wire *w, struct sv_wire_shm *m)
+{
+	struct mmsghdr mm[SV_WIRE_SLOTS];
+	struct iovec iov[SV_WIRE_SLOTS];
+
+	while (w->n) {
+		struct sv_wire_slot *s0 = &w->slot[w->head];
+		uint32_t k = 0;
+		int r, ok;
+
+		/* A run of one socket's datagrams, contiguous in the slots. */
+		while (k < w->n && w->head + k < SV_WIRE_SLOTS &&
+		       w->slot[w->head + k].fd == s0->fd) {
+			struct sv_wire_slot *s = &w->slot[w->head + k];
+
+			iov[k] = (struct iovec){ s->pkt + s->off, s->len };
+			mm[k].msg_hdr = (struct msghdr){
+				.msg_name = &s->dst,
+				.msg_namelen = s->dst.sin6_family == AF_INET6 ?
+						       sizeof(struct sockaddr_in6) :
+						       sizeof(struct sockaddr_in),
+				.msg_iov = &iov[k],
+				.msg_iovlen = 1,
+				.msg_control = s->ctl_len ? s->ctl.buf : NULL,
+				.msg_controllen = s->ctl_len,
+			};
+			k++;
+		}
+		r = sendmmsg(s0->fd, mm, k, MSG_DONTWAIT);
+		ok = r >= 0;
+		if (r < 0 && (errno == EAGAIN || errno == ENOBUFS || errno == EINTR))
+			return; /* the socket is full: later */
+		if (r < 0) {
+			/* This datagram cannot go (no route, too big for the
+			 * path, the address went away): lost, as on a
+			 * fabric; RC retries and gives up. */
+			if (!w->warned++)
+				sv_warn("wire: a packet could not be sent: %s",
+					strerror(errno));
+			r = 1;
+		}
+		if (m) {
+			uint64_t bytes = 0;
+
+			for (int i = 0; i < r; i++)
+				bytes += iov[i].iov_len;
+			atomic_fetch_add_explicit(ok ? &m->tx_pkts : &m->tx_errors,
+						  (uint64_t)r, memory_order_relaxed);
+			if (ok)
+				atomic_fetch_add_explicit(&m->tx_bytes, bytes,
+							  memory_order_relaxed);
+		}
+		w->head = (w->head + (uint32_t)r) % SV_WIRE_SLOTS;
+		w->n -= (uint32_t)r;
+	}
+	w->head = 0;
+}
+
+void sv_wire_flush(struct sv_engine *eng)
+{
+	struct sv_wire *w = eng->wire;
+	int left;
+
+	if (!w || !__atomic_load_n(&w->n, __ATOMIC_RELAXED))
+		return;
+	sv_spin_lock(&w->lock);
+	flush_locked(w, eng->wshm);
+	left = w->n != 0;
+	pthread_spin_unlock(&w->lock);
+	if (left)
+		sv_eng_want_work(eng);
+}
+
+int sv_wire_pending(struct sv_engine *eng)
+{
+	struct sv_wire *w = eng->wire;
+
+	return w && __atomic_load_n(&w->n, __ATOMIC_RELAXED) != 0;
+}
+
+uint8_t *sv_wire_reserve(struct sv_link *l, uint32_t len, uint32_t type,
+			 int *dead)
+{
+	struct sv_wire *w = l->eng->wire;
+	struct sv_wire_slot *s;
+
+	*dead = 0;
+	if (!w || len + 8 > SLOT_BYTES)
+		return NULL;
+	sv_spin_lock(&w->lock);
+	if (w->n == SV_WIRE_SLOTS)
+		flush_locked(w, l->eng->wshm);
+	/* Room for a duplicate too (fault injection). */
+	if (w->n + 2 > SV_WIRE_SLOTS) {
+		pthread_spin_unlock(&w->lock);
+		sv_eng_want_work(l->eng);
+		return NULL;
+	}
+	s = &w->slot[(w->head + w->n) % SV_WIRE_SLOTS];
+	s->len = len;
+	w->cur = l;
+	w->cur_type = type;
+	return s->pkt;
+}
+
+void sv_wire_abort(struct sv_link *l)
+{
+	struct sv_wire *w = l->eng->wire;
+
+	w->cur = NULL;
+	pthread_spin_unlock(&w->lock);
+}
+
+static void put_cmsg(struct sv_wire_slot *s, int level, int type,
+		     const void *v, size_t n)
+{
+	struct cmsghdr *c = (struct cmsghdr *)(s->ctl.buf + s->ctl_len);
+
+	c->cmsg_level = level;
+	c->cmsg_type = type;
+	c->cmsg_len = CMSG_LEN(n);
+	memcpy(CMSG_DATA(c), v, n);
+	s->ctl_len += (uint32_t)CMSG_SPACE(n);
+}
+
+/* Addresses slot s for flow f on a socket of family fam. */
+static void address(struct sv_wire_slot *s, const struct sv_roce_flow *f,
+		    int fam)
+{
+	int hop = f->hop_limit ? f->hop_limit : SV_DEFAULT_HOP_LIMIT;
+	int tc = f->tclass;
+
+	memset(&s->dst, 0, sizeof(s->dst));
+	s->ctl_len = 0;
+	if (fam == AF_INET6) {
+		struct in6_pktinfo pi;
+
+		s->dst.sin6_family = AF_INET6;
+		s->dst.sin6_port = htons(f->dport);
+		memcpy(&s->dst.sin6_addr, f->dgid, 16);
+		memset(&pi, 0, sizeof(pi));
+		memcpy(&pi.ipi6_addr, f->sgid, 16);
+		put_cmsg(s, IPPROTO_IPV6, IPV6_PKTINFO, &pi, sizeof(pi));
+		if (f->ipv6) {
+			s->dst.sin6_flowinfo = htonl(f->flow_label & 0xfffff);
+			put_cmsg(s, IPPROTO_IPV6, IPV6_TCLASS, &tc, sizeof(tc));
+			put_cmsg(s, IPPROTO_IPV6, IPV6_HOPLIMIT, &hop, sizeof(hop));
+		} else {
+			put_cmsg(s, IPPROTO_IP, IP_TOS, &tc, sizeof(tc));
+			put_cmsg(s, IPPROTO_IP, IP_TTL, &hop, sizeof(hop));
+		}
+	} else {
+		struct sockaddr_in *in = (struct sockaddr_in *)&s->dst;
+		struct in_pktinfo pi;
+
+		in->sin_family = AF_INET;
+		in->sin_port = htons(f->dport);
+		memcpy(&in->sin_addr, f->dgid + 12, 4);
+		memset(&pi, 0, sizeof(pi));
+		memcpy(&pi.ipi_spec_dst, f->sgid + 12, 4);
+		put_cmsg(s, IPPROTO_IP, IP_PKTINFO, &pi, sizeof(pi));
+		put_cmsg(s, IPPROTO_IP, IP_TOS, &tc, sizeof(tc));
+		put_cmsg(s, IPPROTO_IP, IP_TTL, &hop, sizeof(hop));
+	}
+}
+
+void sv_wire_commit(struct sv_link *l)
+{
+	struct sv_wire *w = l->eng->wire;
+	uint32_t idx = (w->head + w->n) % SV_WIRE_SLOTS;
+	struct sv_wire_slot *s = &w->slot[idx];
+	struct sv_roce_flow f = l->w->flow;
+	int grh = !!(w->cur_type & SV_REC_F_GRH);
+	uint8_t *ib = s->pkt + (grh ? SV_GRH_BYTES : 0);
+	uint32_t len = s->len - (grh ? SV_GRH_BYTES : 0), pad, icrc;
+
+	if (grh) {
+		/* UD: the AH's addressing, from the GRH the requester wrote. */
+		uint32_t w0 = ld_be32(s->pkt);
+
+		f.tclass = (uint8_t)(w0 >> 20);
+		f.flow_label = w0 & 0xfffff;
+		f.hop_limit = s->pkt[7];
+		memcpy(f.sgid, s->pkt + 8, 16);
+		memcpy(f.dgid, s->pkt + 24, 16);
+		f.ipv6 = !(sv_gid_is_v4(f.sgid) && sv_gid_is_v4(f.dgid));
+	}
+	pad = (0u - len) & 3;
+	ib[1] = (uint8_t)((ib[1] & ~0x30) | pad << 4);
+	memset(ib + len, 0, pad);
+	len += pad;
+	icrc = sv_icrc(&f, ib, len);
+	memcpy(ib + len, &icrc, SV_ICRC_BYTES);
+	s->off = grh ? SV_GRH_BYTES : 0;
+	s->len = len + SV_ICRC_BYTES;
+	s->fd = l->w->fd;
+	address(s, &f, l->eng->wire->fam);
+	w->cur = NULL;
+	switch (sv_fault_pick(l)) {
+	case SV_FAULT_DROP:
+		break;
+	case SV_FAULT_DUP:
+		w->slot[(idx + 1) % SV_WIRE_SLOTS] = *s;
+		w->n += 2;
+		break;
+	case SV_FAULT_REORDER:
+		if (w->n && w->slot[(idx + SV_WIRE_SLOTS - 1) % SV_WIRE_SLOTS].fd ==
+				    s->fd) {
+			/* Swapped with the one before: it arrives late. */
+			struct sv_wire_slot *p =
+				&w->slot[(idx + SV_WIRE_SLOTS - 1) % SV_WIRE_SLOTS];
+			struct sv_wire_slot tmp = *p;
+
+			*p = *s;
+			*s = tmp;
+		}
+		w->n++;
+		break;
+	default:
+		w->n++;
+		break;
+	}
+	pthread_spin_unlock(&w->lock);
+}
