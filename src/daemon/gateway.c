@@ -449,6 +449,8 @@ static int gw_start(void)
 
 void svd_gw_init(void)
 {
+	if (shm_make())
+		sv_err("wire: no shared page: the wire is unavailable");
 	gw_start();
 }
 

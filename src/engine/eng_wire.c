@@ -97,12 +97,14 @@ struct sv_wlink {
 
 /* ------------------------------------------------------------ GIDs -- */
 
+/* Loopback, or no address at all (an AH without GRH): this host. */
 static int is_loopback(const uint8_t *g)
 {
-	static const uint8_t one[16] = { [15] = 1 };
+	static const uint8_t one[16] = { [15] = 1 }, zero[16];
 	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
 
-	return !memcmp(g, one, 16) || (!memcmp(g, v4, 12) && g[12] == 127);
+	return !memcmp(g, one, 16) || !memcmp(g, zero, 16) ||
+	       (!memcmp(g, v4, 12) && g[12] == 127);
 }
 
 int sv_gid_local(struct sv_engine *eng, const uint8_t gid[16])
@@ -134,6 +136,11 @@ int sv_gid_local(struct sv_engine *eng, const uint8_t gid[16])
 		}
 	pthread_mutex_unlock(&eng->port_lock);
 	return 0;
+}
+
+int sv_av_remote(struct sv_engine *eng, const struct ibv_ah_attr *av)
+{
+	return av->is_global && !sv_gid_local(eng, av->grh.dgid.raw);
 }
 
 int sv_gid_at(struct sv_engine *eng, uint32_t index, uint8_t gid[16])

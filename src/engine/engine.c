@@ -779,7 +779,7 @@ void sv_engine_qp_route(struct sv_qp *qp, const struct ibv_qp_attr *na,
 	int local;
 
 	*peer = NULL;
-	if (!sv_gid_local(eng, na->ah_attr.grh.dgid.raw)) {
+	if (sv_av_remote(eng, &na->ah_attr)) {
 		*link = wire_route(qp, na);
 		return;
 	}

@@ -467,8 +467,12 @@ static inline int sv_gid_is_v4(const uint8_t *g)
 
 	return !memcmp(g, pfx, 12);
 }
-/* gid is this host's (the port's GID table, loopback): not the wire. */
+/* gid is this host's (the port's GID table, loopback, or zero: no
+ * address): not the wire. */
 int sv_gid_local(struct sv_engine *eng, const uint8_t gid[16]);
+/* An RC/UC QP's AV names another host: a GRH whose destination is not
+ * ours (no GRH stays here). */
+int sv_av_remote(struct sv_engine *eng, const struct ibv_ah_attr *av);
 /* The GID at index of port 1; 0 or -1 (empty slot). */
 int sv_gid_at(struct sv_engine *eng, uint32_t index, uint8_t gid[16]);
 /* Asks the daemon for the gateway ring (once).  0 or negative errno.  No

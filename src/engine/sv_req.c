@@ -264,8 +264,7 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 		/* Another host: the QP's wire link (none: no route, the
 		 * datagram is lost as on a fabric). */
 		link = tr->wlink;
-	} else if (!ud && !link &&
-		   !sv_gid_local(eng, qp->attr.ah_attr.grh.dgid.raw)) {
+	} else if (!ud && !link && sv_av_remote(eng, &qp->attr.ah_attr)) {
 		/* The wire route failed at RTR: route_late retries it. */
 	} else if (ud || !link) {
 		uint32_t dqpn = ud ? w->remote_qpn : qp->dest_qpn;
