@@ -370,14 +370,22 @@ static void wire_forward(struct sv_engine *eng, int n, const uint8_t *fwd)
  * turn).  Nonzero when taken. */
 static int wire_rx_begin(struct sv_engine *eng)
 {
-	if (eng->wire_sock < 0 || pthread_mutex_trylock(&eng->wire_rx_lock))
+	uint64_t now;
+
+	if (eng->wire_sock < 0)
+		return 0;
+	/* An empty read costs a system call: after one, the port rests a
+	 * moment (an application polling its CQ in a loop would spend its
+	 * time there). */
+	now = sv_now_ns();
+	if (now < atomic_load_explicit(&eng->wire_idle_until, memory_order_relaxed) ||
+	    pthread_mutex_trylock(&eng->wire_rx_lock))
 		return 0;
 	if (!sv_wire_rx_trylock(eng->wshm, (uint32_t)eng->pid)) {
 		pthread_mutex_unlock(&eng->wire_rx_lock);
 		return 0;
 	}
-	atomic_store_explicit(&eng->wshm->poll_ns, sv_now_ns(),
-			      memory_order_relaxed);
+	atomic_store_explicit(&eng->wshm->poll_ns, now, memory_order_relaxed);
 	return 1;
 }
 
@@ -411,6 +419,10 @@ int sv_eng_drain_all(struct sv_engine *eng, int *contended)
 	pthread_rwlock_unlock(&eng->qp_lock);
 	if (wire) {
 		wire_forward(eng, nw, fwd);
+		if (!nw)
+			atomic_store_explicit(&eng->wire_idle_until,
+					      sv_now_ns() + SV_WIRE_REST_NS,
+					      memory_order_relaxed);
 		wire_rx_end(eng);
 		n += nw;
 	}

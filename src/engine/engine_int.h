@@ -342,6 +342,7 @@ struct sv_engine {
 	struct sv_wire_shm *wshm;
 	struct sv_wire_rxb *rxb;
 	pthread_mutex_t wire_rx_lock;
+	_Atomic uint64_t wire_idle_until; /* the port was empty: rest till */
 	pthread_mutex_t port_lock;
 	struct sv_keytab_port *port_copy;
 	uint32_t port_seq;
@@ -460,6 +461,7 @@ int sv_fault_pick(struct sv_link *l);
 
 /* eng_wire.c: RoCE v2 to other hosts. */
 #define SV_WIRE_SLOTS 64 /* datagrams of one batch */
+#define SV_WIRE_REST_NS 2000 /* after an empty read of the port */
 struct sv_roce_flow;
 static inline int sv_gid_is_v4(const uint8_t *g)
 {
