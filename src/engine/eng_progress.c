@@ -673,7 +673,7 @@ void *sv_progress_main(void *arg)
 		struct epoll_event evs[4];
 		struct timespec ts;
 		uint64_t tmo;
-		int n, busy = 0, ready = 0, app, armed, live;
+		int n, busy = 0, ready = 0, app, armed, live, wsock;
 
 		now = sv_now_ns();
 		/* The application drains right now: keep off its rings (a
@@ -764,8 +764,22 @@ void *sv_progress_main(void *arg)
 		}
 		ts = (struct timespec){ (time_t)(tmo / 1000000000u),
 					(long)(tmo % 1000000000u) };
+		/* Asleep armed: the wire's port wakes us too (one waiter of
+		 * the namespace per datagram). */
+		wsock = armed ? eng->wire_sock : -1;
+		if (wsock >= 0) {
+			struct epoll_event ev = { .events = EPOLLIN | EPOLLEXCLUSIVE,
+						  .data.fd = wsock };
+
+			if (epoll_ctl(eng->epfd, EPOLL_CTL_ADD, wsock, &ev) < 0)
+				wsock = -1;
+		}
 		n = epoll_pwait2(eng->epfd, evs, 4,
 				 tmo == UINT64_MAX ? NULL : &ts, NULL);
+		if (wsock >= 0) {
+			epoll_ctl(eng->epfd, EPOLL_CTL_DEL, wsock, NULL);
+			atomic_store(&eng->wire_idle_until, 0);
+		}
 		atomic_store(&eng->sleep_until, 0);
 		if (armed)
 			arm_all(eng, 0, &ready);

@@ -573,9 +573,9 @@ uint8_t *sv_wire_reserve(struct sv_link *l, uint32_t len, uint32_t type,
 	if (!w || len + 8 > SLOT_BYTES)
 		return NULL;
 	sv_spin_lock(&w->lock);
-	if (w->n == SV_WIRE_SLOTS)
-		flush_locked(w, l->eng->wshm);
 	/* Room for a duplicate too (fault injection). */
+	if (w->n + 2 > SV_WIRE_SLOTS)
+		flush_locked(w, l->eng->wshm);
 	if (w->n + 2 > SV_WIRE_SLOTS) {
 		pthread_spin_unlock(&w->lock);
 		sv_eng_want_work(l->eng);
