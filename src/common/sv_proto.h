@@ -612,6 +612,12 @@ struct sv_wire_attach_rep {
 	uint64_t ring_size;
 };
 
+/* What an engine sends up its engine socket: a packet for QP1 (the CM's)
+ * it read from the wire's port: the type, then the ring record
+ * (SV_WIRE_REC: GRH, BTH .., at most SV_ENGINE_UP_MAX bytes). */
+#define SV_ENGINE_UP_QP1 0x51503155u /* "U1PQ" */
+#define SV_ENGINE_UP_MAX 1024
+
 /* What the daemon pushes on an engine socket.  LINK_NEW carries fds
  * {ring memfd, peer's doorbell}. */
 enum sv_engine_msg_type {

@@ -98,17 +98,26 @@ static void engine_destroy(struct svd_engine *e)
 
 void svd_engine_readable(struct svd_engine *e)
 {
-	char buf[64];
+	uint8_t buf[4 + SV_ENGINE_UP_MAX];
 	int fds[SV_MAX_FDS], nfds;
 	ssize_t n;
 
 	for (int i = 0; i < 16; i++) {
+		uint32_t type;
+
 		n = sv_recv_msg(e->w.fd, buf, sizeof(buf), fds, SV_MAX_FDS,
 				&nfds);
 		if (n == -EAGAIN)
 			return;
-		/* Engines send nothing: whatever comes is dropped, an empty
-		 * datagram and its descriptors included (as on a cmd_fd). */
+		/* Engines send only what the wire brought for QP1; anything
+		 * else is dropped, an empty datagram and its descriptors
+		 * included (as on a cmd_fd). */
+		if (n > 4 && !nfds) {
+			memcpy(&type, buf, 4);
+			if (type == SV_ENGINE_UP_QP1)
+				svd_gw_qp1_record(buf + 4, (size_t)n - 4);
+			continue;
+		}
 		if (n > 0 || n == -EMSGSIZE || nfds) {
 			sv_close_fds(fds, nfds);
 			continue;

@@ -27,6 +27,7 @@
  * doorbells' writes.
  */
 #include "svd_gw.h"
+#include "svd_cm.h"
 #include "sv_log.h"
 #include "sv_ring.h"
 #include "sv_roce.h"
@@ -60,6 +61,12 @@ struct gw_eng {
 	struct gw_eng *next;
 };
 
+struct gw_udq {
+	struct svd_gw_ud u;
+	struct gw_udq *next;
+};
+#define GW_UDQ_MAX 1024 /* datagrams for QP1 waiting for the CM */
+
 struct gw_qpent {
 	uint32_t qpn; /* 0: free */
 	pid_t pid;
@@ -79,9 +86,21 @@ static struct {
 	struct gw_eng *engs;
 	struct gw_qpent *qtab;
 	uint32_t qcap, nq;
+	/* Datagrams for QP1, oldest first (under lock). */
+	struct gw_udq *udq, **udq_tail;
+	uint32_t nudq;
+	uint32_t ud_psn;
+	int qp1_kick; /* the rx thread queued some: kick the CM */
 } gw = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .wake = -1, .shm_fd = -1 };
 
 /* ------------------------------------------------------- QPN table -- */
+
+static int sv_gid_v4(const uint8_t *g)
+{
+	static const uint8_t pfx[12] = { [10] = 0xff, [11] = 0xff };
+
+	return !memcmp(g, pfx, 12);
+}
 
 static uint32_t qhash(uint32_t qpn, uint32_t cap)
 {
@@ -209,6 +228,173 @@ void svd_gw_engine_gone(pid_t pid)
 		eng_free(e);
 }
 
+/* A ring record for QP1: a UD SEND to the CM, queued for the main
+ * thread.  Must hold gw.lock. */
+static void qp1_queue(const uint8_t *rec, size_t len)
+{
+	const uint8_t *b = rec + SV_GRH_WIRE;
+	struct gw_udq *q;
+	size_t hl = SV_BTH_WIRE + 8;
+
+	/* UD SEND only (0x64), a DETH, a payload that fits. */
+	if (len < SV_GRH_WIRE + hl || b[0] != 0x64 ||
+	    len - SV_GRH_WIRE - hl > SV_GW_UD_MAX || gw.nudq >= GW_UDQ_MAX) {
+		atomic_fetch_add_explicit(&gw.shm->rx_malformed, 1,
+					  memory_order_relaxed);
+		return;
+	}
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return;
+	memcpy(q->u.sgid, rec + 8, 16);
+	memcpy(q->u.dgid, rec + 24, 16);
+	q->u.tclass = (uint8_t)((uint32_t)rec[0] << 4 | rec[1] >> 4);
+	q->u.flow_label = ((uint32_t)rec[1] & 0xf) << 16 | (uint32_t)rec[2] << 8 | rec[3];
+	q->u.hop_limit = rec[7];
+	q->u.pkey = (uint16_t)(b[2] << 8 | b[3]);
+	q->u.dst_qpn = (uint32_t)b[5] << 16 | (uint32_t)b[6] << 8 | b[7];
+	q->u.qkey = (uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 |
+		    (uint32_t)b[14] << 8 | b[15];
+	q->u.src_qpn = (uint32_t)b[17] << 16 | (uint32_t)b[18] << 8 | b[19];
+	q->u.len = (uint32_t)(len - SV_GRH_WIRE - hl);
+	memcpy(q->u.data, b + hl, q->u.len);
+	if (!gw.udq_tail)
+		gw.udq_tail = &gw.udq;
+	*gw.udq_tail = q;
+	gw.udq_tail = &q->next;
+	gw.nudq++;
+}
+
+void svd_gw_qp1_record(const uint8_t *rec, size_t len)
+{
+	pthread_mutex_lock(&gw.lock);
+	qp1_queue(rec, len);
+	pthread_mutex_unlock(&gw.lock);
+	svd_cm_kick();
+}
+
+int svd_gw_ud_pop(struct svd_gw_ud *u)
+{
+	struct gw_udq *q;
+
+	pthread_mutex_lock(&gw.lock);
+	q = gw.udq;
+	if (q) {
+		gw.udq = q->next;
+		if (!gw.udq)
+			gw.udq_tail = &gw.udq;
+		gw.nudq--;
+	}
+	pthread_mutex_unlock(&gw.lock);
+	if (!q)
+		return 0;
+	*u = q->u;
+	free(q);
+	return 1;
+}
+
+int svd_gw_ud_send(const struct svd_gw_ud *u)
+{
+	uint8_t pkt[SV_BTH_WIRE + 8 + SV_GW_UD_MAX + 3 + SV_ICRC_BYTES];
+	struct sv_roce_flow f = { 0 };
+	uint32_t len = SV_BTH_WIRE + 8 + u->len, pad = (0u - len) & 3, icrc;
+	uint8_t ctl[CMSG_SPACE(sizeof(struct in6_pktinfo)) +
+		    2 * CMSG_SPACE(sizeof(int))] = { 0 };
+	struct sockaddr_in6 dst = { .sin6_family = AF_INET6 };
+	struct sockaddr_in dst4 = { .sin_family = AF_INET };
+	struct iovec iov;
+	struct msghdr mh = { 0 };
+	struct cmsghdr *c;
+	int v4 = sv_gid_v4(u->sgid) && sv_gid_v4(u->dgid), tc = u->tclass;
+	int hop = u->hop_limit ? u->hop_limit : 64;
+
+	if (gw.fd < 0)
+		return -ENETDOWN;
+	if (u->len > SV_GW_UD_MAX || (!gw.v6 && !v4))
+		return -EINVAL;
+	memset(pkt, 0, sizeof(pkt));
+	pkt[0] = 0x64; /* UD SEND only */
+	pkt[1] = (uint8_t)(pad << 4);
+	pkt[2] = (uint8_t)(u->pkey >> 8);
+	pkt[3] = (uint8_t)u->pkey;
+	pkt[5] = (uint8_t)(u->dst_qpn >> 16);
+	pkt[6] = (uint8_t)(u->dst_qpn >> 8);
+	pkt[7] = (uint8_t)u->dst_qpn;
+	pthread_mutex_lock(&gw.lock);
+	gw.ud_psn = (gw.ud_psn + 1) & 0xffffff;
+	pkt[9] = (uint8_t)(gw.ud_psn >> 16);
+	pkt[10] = (uint8_t)(gw.ud_psn >> 8);
+	pkt[11] = (uint8_t)gw.ud_psn;
+	pthread_mutex_unlock(&gw.lock);
+	pkt[12] = (uint8_t)(u->qkey >> 24);
+	pkt[13] = (uint8_t)(u->qkey >> 16);
+	pkt[14] = (uint8_t)(u->qkey >> 8);
+	pkt[15] = (uint8_t)u->qkey;
+	pkt[17] = (uint8_t)(u->src_qpn >> 16);
+	pkt[18] = (uint8_t)(u->src_qpn >> 8);
+	pkt[19] = (uint8_t)u->src_qpn;
+	memcpy(pkt + SV_BTH_WIRE + 8, u->data, u->len);
+	len += pad;
+	f.ipv6 = !v4;
+	f.tclass = u->tclass;
+	f.flow_label = u->flow_label & 0xfffff;
+	f.hop_limit = (uint8_t)hop;
+	f.sport = gw.port;
+	f.dport = gw.port;
+	memcpy(f.sgid, u->sgid, 16);
+	memcpy(f.dgid, u->dgid, 16);
+	icrc = sv_icrc(&f, pkt, len);
+	memcpy(pkt + len, &icrc, SV_ICRC_BYTES);
+	iov = (struct iovec){ pkt, len + SV_ICRC_BYTES };
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = ctl;
+	mh.msg_controllen = sizeof(ctl);
+	c = CMSG_FIRSTHDR(&mh);
+	if (gw.v6) {
+		struct in6_pktinfo pi = { .ipi6_ifindex = 0 };
+
+		memcpy(&pi.ipi6_addr, u->sgid, 16);
+		memcpy(&dst.sin6_addr, u->dgid, 16);
+		dst.sin6_port = htons(gw.port);
+		dst.sin6_flowinfo = htonl(f.flow_label);
+		mh.msg_name = &dst;
+		mh.msg_namelen = sizeof(dst);
+		c->cmsg_level = IPPROTO_IPV6;
+		c->cmsg_type = IPV6_PKTINFO;
+		c->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(c), &pi, sizeof(pi));
+	} else {
+		struct in_pktinfo pi = { .ipi_ifindex = 0 };
+
+		memcpy(&pi.ipi_spec_dst, u->sgid + 12, 4);
+		memcpy(&dst4.sin_addr, u->dgid + 12, 4);
+		dst4.sin_port = htons(gw.port);
+		mh.msg_name = &dst4;
+		mh.msg_namelen = sizeof(dst4);
+		c->cmsg_level = IPPROTO_IP;
+		c->cmsg_type = IP_PKTINFO;
+		c->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(c), &pi, sizeof(pi));
+	}
+	c = CMSG_NXTHDR(&mh, c);
+	c->cmsg_level = v4 ? IPPROTO_IP : IPPROTO_IPV6;
+	c->cmsg_type = v4 ? IP_TOS : IPV6_TCLASS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &tc, sizeof(int));
+	c = CMSG_NXTHDR(&mh, c);
+	c->cmsg_level = v4 ? IPPROTO_IP : IPPROTO_IPV6;
+	c->cmsg_type = v4 ? IP_TTL : IPV6_HOPLIMIT;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &hop, sizeof(int));
+	if (sendmsg(gw.fd, &mh, MSG_DONTWAIT) < 0)
+		return -errno;
+	atomic_fetch_add_explicit(&gw.shm->tx_pkts, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&gw.shm->tx_bytes, len + SV_ICRC_BYTES,
+				  memory_order_relaxed);
+	return 0;
+}
+
 /* Delivers one checked packet.  Must hold gw.lock. */
 static void deliver(const struct sv_wire_pkt *p)
 {
@@ -216,6 +402,11 @@ static void deliver(const struct sv_wire_pkt *p)
 	struct gw_eng *e = q ? eng_by_pid(q->pid) : NULL;
 	uint8_t *r;
 
+	if (p->qpn == 1) {
+		qp1_queue(p->rec, p->rec_len);
+		gw.qp1_kick = 1;
+		return;
+	}
 	if (!e) {
 		atomic_fetch_add_explicit(&gw.shm->rx_no_qp, 1, memory_order_relaxed);
 		return;
@@ -237,7 +428,7 @@ static void deliver(const struct sv_wire_pkt *p)
 static void rx_batch(struct sv_wire_rxb *b)
 {
 	uint32_t me = (uint32_t)getpid();
-	int n;
+	int n, kick;
 
 	if (!sv_wire_rx_trylock(gw.shm, me))
 		return; /* an engine reads */
@@ -267,8 +458,12 @@ static void rx_batch(struct sv_wire_rxb *b)
 			sv_dbg("wire: doorbell of engine %u: %s", e->engine_id,
 			       strerror(errno));
 	}
+	kick = gw.qp1_kick;
+	gw.qp1_kick = 0;
 	pthread_mutex_unlock(&gw.lock);
 	sv_wire_rx_unlock(gw.shm, me);
+	if (kick)
+		svd_cm_kick();
 }
 
 static uint64_t now_ns(void)
@@ -483,6 +678,14 @@ void svd_gw_close(void)
 	free(gw.qtab);
 	gw.qtab = NULL;
 	gw.qcap = gw.nq = 0;
+	while (gw.udq) {
+		struct gw_udq *q = gw.udq;
+
+		gw.udq = q->next;
+		free(q);
+	}
+	gw.udq_tail = &gw.udq;
+	gw.nudq = 0;
 }
 
 void svd_gw_status(struct svd_gw_stats *out, int32_t *err, uint16_t *port)

@@ -42,6 +42,31 @@ void svd_gw_engine_gone(pid_t pid);
  * fds[0] >= 0), or another negative errno with nothing made. */
 int svd_gw_attach(pid_t pid, uint32_t engine_id, int doorbell, int *fds,
 		  uint64_t *ring_size);
+/*
+ * UD datagrams of the daemon's own QP1 (the CM's MADs between hosts).
+ * svd_gw_ud_send: sends u (BTH SEND_ONLY from QP src_qpn to dst_qpn,
+ * DETH with qkey, data as payload) from u->sgid (one of our GIDs) to
+ * u->dgid on the wire; 0 or a negative errno.  svd_gw_ud_pop: takes the
+ * oldest datagram received for QP1 (1, or 0 when none); the gateway
+ * queues them (from its thread, or from an engine that read the port)
+ * and kicks the CM (svd_cm_kick), whose turn pops them.  Main thread.
+ */
+#define SV_GW_UD_MAX 512
+struct svd_gw_ud {
+	uint8_t sgid[16], dgid[16];
+	uint32_t src_qpn, dst_qpn, qkey;
+	uint16_t pkey;
+	uint8_t tclass, hop_limit;
+	uint32_t flow_label;
+	uint32_t len;
+	uint8_t data[SV_GW_UD_MAX];
+};
+int svd_gw_ud_send(const struct svd_gw_ud *u);
+int svd_gw_ud_pop(struct svd_gw_ud *u);
+/* A ring record (SV_WIRE_REC: GRH + BTH ..) for QP1 that an engine read
+ * from the port and handed up its engine socket. */
+void svd_gw_qp1_record(const uint8_t *rec, size_t len);
+
 /* Counters, and why the port is not bound (0: it is). */
 void svd_gw_status(struct svd_gw_stats *out, int32_t *err, uint16_t *port);
 

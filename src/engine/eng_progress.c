@@ -282,6 +282,20 @@ static int drain_ring(struct sv_engine *eng, struct sv_inring *in,
 	return n;
 }
 
+static void up_qp1(struct sv_engine *eng, const struct sv_wire_pkt *p)
+{
+	uint8_t msg[4 + SV_ENGINE_UP_MAX];
+	uint32_t type = SV_ENGINE_UP_QP1;
+
+	if (p->rec_len > SV_ENGINE_UP_MAX)
+		return;
+	memcpy(msg, &type, 4);
+	memcpy(msg + 4, p->rec, p->rec_len);
+	if (send(eng->sock, msg, 4 + p->rec_len, MSG_DONTWAIT) < 0)
+		sv_dbg("engine %u: a CM packet could not go up: %s", eng->id,
+		       strerror(errno));
+}
+
 /*
  * The wire port (sv_wire.h): when nobody else reads it, reads a batch;
  * packets for our QPs are dispatched here, the others are marked in
@@ -307,6 +321,14 @@ static int wire_read(struct sv_engine *eng, struct touched *t, uint8_t *fwd)
 				bad++;
 			else
 				junk++;
+			continue;
+		}
+		if (p.qpn == 1) {
+			/* QP1 is the daemon's (the CM): up the engine
+			 * socket (no lock of ours is waited on there). */
+			up_qp1(eng, &p);
+			pkts++;
+			bytes += p.ib_len;
 			continue;
 		}
 		if (!sv_eng_qp(eng, p.qpn)) {
