@@ -207,12 +207,16 @@ static int cmd_status(int json)
 			printf("null");
 		printf(", \"rx_packets\": %llu, \"rx_bytes\": %llu, "
 		       "\"rx_bad_icrc\": %llu, \"rx_dropped\": %llu, "
-		       "\"rx_ring_full\": %llu}}\n",
+		       "\"rx_ring_full\": %llu, \"tx_packets\": %llu, "
+		       "\"tx_bytes\": %llu, \"tx_errors\": %llu}}\n",
 		       (unsigned long long)st.wire_rx_pkts,
 		       (unsigned long long)st.wire_rx_bytes,
 		       (unsigned long long)st.wire_rx_bad_icrc,
 		       (unsigned long long)st.wire_rx_dropped,
-		       (unsigned long long)st.wire_rx_ring_full);
+		       (unsigned long long)st.wire_rx_ring_full,
+		       (unsigned long long)st.wire_tx_pkts,
+		       (unsigned long long)st.wire_tx_bytes,
+		       (unsigned long long)st.wire_tx_errors);
 		free(f);
 		return 0;
 	}
@@ -241,6 +245,10 @@ static int cmd_status(int json)
 		       st.wire_port, strerror(-st.wire_err));
 	else
 		printf("  wire:         RoCE v2 on UDP port %u\n", st.wire_port);
+	printf("  wire tx:      %llu packets, %llu bytes; %llu tx errors\n",
+	       (unsigned long long)st.wire_tx_pkts,
+	       (unsigned long long)st.wire_tx_bytes,
+	       (unsigned long long)st.wire_tx_errors);
 	printf("  wire rx:      %llu packets, %llu bytes; dropped: %llu bad "
 	       "ICRC, %llu other (%llu ring full)\n",
 	       (unsigned long long)st.wire_rx_pkts,
