@@ -149,7 +149,13 @@ static uint32_t oldest_open(struct sv_qp *qp)
 
 static int outstanding(struct sv_qp *qp)
 {
-	return oldest_open(qp) != qp->sq.next;
+	struct sv_tr *tr = tr_of(qp);
+
+	/* An open WQE before sq.next, or packets of the one at sq.next (a
+	 * long message stopped by the window) not acknowledged yet. */
+	return oldest_open(qp) != qp->sq.next ||
+	       (tr && qp->sq.next != qp->sq.tail &&
+		psn_diff(tr->psn, (tr->last_ack_psn + 1) & PSN_MASK) > 0);
 }
 
 /* Everything sent before idx that only needed an ACK is acknowledged

@@ -163,6 +163,52 @@ SV_TEST_T(rc_under_loss_write_read_atomic, 120)
 	ep_close(&b);
 }
 
+/* Messages longer than the send window (128 packets of 1 KiB): the
+ * window fills while the WQE is half sent, and when the packets before
+ * it are the lost ones only the retransmission timer can resume it. */
+SV_TEST_T(rc_under_loss_messages_longer_than_the_window, 120)
+{
+	const uint32_t len = 1u << 20;
+	struct ep a, b;
+	struct ibv_wc wc;
+	uint8_t *src, *dst;
+	struct ibv_mr *smr, *dmr;
+
+	pair_faulty(&a, &b, IBV_QPT_RC, "drop:0.05,dup:0.01,reorder:0.01,seed:3",
+		    7);
+	CHECK(posix_memalign((void **)&src, 4096, len) == 0);
+	CHECK(posix_memalign((void **)&dst, 4096, len) == 0);
+	smr = ibv_reg_mr(a.pd, src, len, IBV_ACCESS_LOCAL_WRITE);
+	dmr = ibv_reg_mr(b.pd, dst, len,
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	CHECK(smr && dmr);
+	for (uint32_t i = 0; i < 4; i++) {
+		struct ibv_sge s = { (uintptr_t)src, len, smr->lkey };
+		struct ibv_send_wr wr, *bad;
+
+		stamp(src, len, 100 + i);
+		memset(dst, 0, len);
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = i;
+		wr.sg_list = &s;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.rdma.remote_addr = (uintptr_t)dst;
+		wr.wr.rdma.rkey = dmr->rkey;
+		CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, i);
+		CHECK(stamped(dst, len, 100 + i));
+	}
+	CHECK_EQ(ibv_dereg_mr(smr), 0);
+	CHECK_EQ(ibv_dereg_mr(dmr), 0);
+	free(src);
+	free(dst);
+	ep_close(&a);
+	ep_close(&b);
+}
+
 SV_TEST_T(uc_loses_but_never_corrupts, 120)
 {
 	struct ep a, b;
