@@ -24,6 +24,10 @@ uint64_t svd_keytab_size(void);
 void svd_keytab_publish(const struct svd_mr *mr);
 /* The key stops naming anything (dereg, ufile teardown). */
 void svd_keytab_unpublish(uint32_t key);
+/* Writes port 1's block (port.c: GID table, MTU) under its seqlock; the
+ * caller's seq is ignored. */
+struct sv_keytab_port;
+void svd_keytab_port_publish(const struct sv_keytab_port *port);
 
 /* Op handlers. */
 struct svd_req;

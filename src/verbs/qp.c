@@ -177,9 +177,19 @@ static int check_values(struct sv_qp *qp, const struct ibv_qp_attr *a,
 		    !gid_exists(ctx, 1, a->alt_ah_attr.grh.sgid_index, NULL))
 			return EINVAL;
 	}
-	if ((mask & IBV_QP_PATH_MTU) &&
-	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))
-		return EINVAL;
+	if (mask & IBV_QP_PATH_MTU) {
+		enum ibv_mtu active;
+
+		if (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096)
+			return EINVAL;
+		/* Above what the port's interfaces carry: refused, as RoCE
+		 * drivers that check it do (hns_roce check_mtu_validate:
+		 * path_mtu > iboe_get_mtu(netdev MTU) is EINVAL, whatever the
+		 * QP type or transition that takes the attribute; rxe checks
+		 * max_mtu only and its packets then exceed the netdev MTU). */
+		if (!sv_port_active_mtu(ctx, &active) && a->path_mtu > active)
+			return EINVAL;
+	}
 	if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num > 0xffffff)
 		return EINVAL;
 	if ((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7)
