@@ -4,3 +4,9 @@ add_executable(test_ida ${U}/test_ida.c ${CMAKE_SOURCE_DIR}/src/daemon/ida.c)
 target_include_directories(test_ida PRIVATE ${CMAKE_SOURCE_DIR}/src/daemon)
 add_test(NAME test_ida COMMAND test_ida)
 set_tests_properties(test_ida PROPERTIES TIMEOUT 120 LABELS unit)
+add_executable(test_port_tab ${U}/test_port_tab.c
+  ${CMAKE_SOURCE_DIR}/src/daemon/port_tab.c)
+target_include_directories(test_port_tab PRIVATE ${CMAKE_SOURCE_DIR}/src/daemon
+  ${CMAKE_SOURCE_DIR}/src/common)
+add_test(NAME test_port_tab COMMAND test_port_tab)
+set_tests_properties(test_port_tab PROPERTIES TIMEOUT 60 LABELS unit)
