@@ -68,6 +68,23 @@ struct sv_keytab_hdr {
 };
 static_assert(sizeof(struct sv_keytab_hdr) == 64, "keytab header layout");
 
+#define SV_KEYTAB_GIDS 32 /* == SV_GID_TBL_LEN */
+
+/*
+ * One slot of port 1's GID table (struct sv_keytab_port).
+ *
+ * | field   | meaning                                          |
+ * |---------|--------------------------------------------------|
+ * | raw     | the GID (an IPv4 address as ::ffff:a.b.c.d)      |
+ * | ifindex | the GID's interface; 0: the slot is empty        |
+ * | mtu     | that interface's MTU in bytes (0: not known)     |
+ */
+struct sv_keytab_gid {
+	uint8_t raw[16];
+	uint32_t ifindex;
+	uint32_t mtu;
+};
+
 /*
  * Port 1 as the engines route by it: the GID table (stable slots, as the
  * kernel's: a removed address leaves its slot empty) and the MTU the wire
@@ -78,18 +95,11 @@ static_assert(sizeof(struct sv_keytab_hdr) == 64, "keytab header layout");
  * | field      | meaning                                                |
  * |------------|--------------------------------------------------------|
  * | seq        | seqlock: odd while the daemon writes                   |
- * | active_mtu | enum ibv_mtu: the largest IB MTU every netdev carries   |
+ * | active_mtu | enum ibv_mtu: the largest IB MTU the interfaces carry  |
  * | gen        | bumped at every change of the block (GIDs, MTUs)       |
  * | ngids      | slots up to the last one used, holes included          |
- * | gid[i]     | slot i: raw GID, its netdev (ifindex 0: slot empty),   |
- * |            | the netdev's MTU in bytes (0: not known)               |
+ * | gid        | the slots (struct sv_keytab_gid); empty ones zero      |
  */
-#define SV_KEYTAB_GIDS 32 /* == SV_GID_TBL_LEN */
-struct sv_keytab_gid {
-	uint8_t raw[16];
-	uint32_t ifindex;
-	uint32_t mtu;
-};
 struct sv_keytab_port {
 	_Atomic uint32_t seq;
 	uint32_t active_mtu;

@@ -6,6 +6,7 @@
  * removal, a resync that keeps what stays, and the active MTU rxe's way.
  */
 #include "svd_port.h"
+#include "unit_test.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -14,18 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-
-static int failures;
-
-#define EXPECT(c)                                                              \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__,          \
-				__LINE__, #c);                                 \
-			failures++;                                            \
-			return;                                                \
-		}                                                              \
-	} while (0)
 
 #define UP (IFF_UP)
 #define LO (IFF_UP | IFF_LOOPBACK)
@@ -259,10 +248,5 @@ int main(void)
 	link_removed();
 	resync_keeps_slots();
 	active_mtu();
-	if (failures) {
-		printf("%d failures\n", failures);
-		return 1;
-	}
-	printf("ok\n");
-	return 0;
+	return unit_result();
 }
