@@ -17,7 +17,6 @@ static int check_ah_attr(struct ibv_context *ctx, const struct ibv_ah_attr *a,
 			 union ibv_gid *sgid)
 {
 	struct ibv_gid_entry e;
-
 	int err;
 
 	if (a->port_num != 1 || !a->is_global)
