@@ -56,7 +56,7 @@ PAGES = {
     "docs/shared-memory.md": {
         "title": "Shared-memory layouts",
         "headers": ["sv_ring.h", "sv_keytab.h"],
-        "structs": ["sv_ring_hdr", "sv_rec_hdr", "sv_keytab_hdr", "sv_keytab_port", "sv_key_entry"],
+        "structs": ["sv_ring_hdr", "sv_rec_hdr", "sv_keytab_hdr", "sv_keytab_port", "sv_keytab_gid", "sv_key_entry"],
         "intro": (
             "The regions two processes map at once: the rings between "
             "engines (one memfd per link direction) and the key table the "

@@ -68,26 +68,38 @@ struct sv_keytab_hdr {
 };
 static_assert(sizeof(struct sv_keytab_hdr) == 64, "keytab header layout");
 
-/*
- * Port 1 as the engines route by it: the GID table (stable slots, as the
- * kernel's: a removed address leaves its slot empty) and the MTU the wire
- * allows.  Same seqlock as the entries (sv_port_read).
- *
- * | field      | meaning                                                |
- * |------------|--------------------------------------------------------|
- * | seq        | seqlock: odd while the daemon writes                   |
- * | active_mtu | enum ibv_mtu: the largest IB MTU every netdev carries   |
- * | gen        | bumped at every change of the table                    |
- * | ngids      | slots in use, holes included (0..SV_GID_TBL_LEN)       |
- * | gid[i]     | slot i: raw GID, its netdev (ifindex 0: slot empty),   |
- * |            | the netdev's MTU in bytes                              |
- */
 #define SV_KEYTAB_GIDS 32 /* == SV_GID_TBL_LEN */
+
+/*
+ * One slot of port 1's GID table (struct sv_keytab_port).
+ *
+ * | field   | meaning                                          |
+ * |---------|--------------------------------------------------|
+ * | raw     | the GID (an IPv4 address as ::ffff:a.b.c.d)      |
+ * | ifindex | the GID's interface; 0: the slot is empty        |
+ * | mtu     | that interface's MTU in bytes (0: not known)     |
+ */
 struct sv_keytab_gid {
 	uint8_t raw[16];
 	uint32_t ifindex;
 	uint32_t mtu;
 };
+
+/*
+ * Port 1 as the engines route by it: the GID table (stable slots, as the
+ * kernel's: a removed address leaves its slot empty) and the MTU the wire
+ * allows.  Written by the daemon (daemon/port.c) whenever the namespace's
+ * addresses or links change it, under the same seqlock as the entries
+ * (sv_port_read); read it with sv_port_gid_local and sv_port_mtu_bytes.
+ *
+ * | field      | meaning                                                |
+ * |------------|--------------------------------------------------------|
+ * | seq        | seqlock: odd while the daemon writes                   |
+ * | active_mtu | enum ibv_mtu: the largest IB MTU the interfaces carry  |
+ * | gen        | bumped at every change of the block (GIDs, MTUs)       |
+ * | ngids      | slots up to the last one used, holes included          |
+ * | gid        | the slots (struct sv_keytab_gid); empty ones zero      |
+ */
 struct sv_keytab_port {
 	_Atomic uint32_t seq;
 	uint32_t active_mtu;
@@ -198,6 +210,34 @@ static inline int sv_port_read(const struct sv_keytab_port *p,
 		}
 	}
 	return -1;
+}
+
+/*
+ * Routing by GID: 1 when a non-empty slot of p holds gid, i.e. the
+ * destination is this host (the namespace's own address) and a packet to
+ * it stays here; 0 when it belongs to another host (the wire).  p is a
+ * copy made by sv_port_read.
+ */
+static inline int sv_port_gid_local(const struct sv_keytab_port *p,
+				    const uint8_t gid[16])
+{
+	uint32_t n = p->ngids < SV_KEYTAB_GIDS ? p->ngids : SV_KEYTAB_GIDS;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (p->gid[i].ifindex && !memcmp(p->gid[i].raw, gid, 16))
+			return 1;
+	return 0;
+}
+
+/*
+ * The port's active MTU in bytes (256..4096): the most payload one packet
+ * may carry on the wire.  active_mtu is an enum ibv_mtu (IBV_MTU_256 = 1
+ * ... IBV_MTU_4096 = 5, 128 << value bytes); anything else reads as 256.
+ */
+static inline uint32_t sv_port_mtu_bytes(const struct sv_keytab_port *p)
+{
+	return p->active_mtu >= 1 && p->active_mtu <= 5 ? 128u << p->active_mtu :
+							  256;
 }
 
 #endif

@@ -56,6 +56,12 @@
 	(SV_MAX_PD + SV_MAX_MR + SV_MAX_DM + SV_MAX_MW + SV_MAX_CQ +           \
 	 SV_MAX_QP + SV_MAX_SRQ + SV_MAX_AH)
 
+/* The port (daemon/port.c).  Bytes a RoCE v2 packet carries besides its
+ * payload, as rxe counts them (RXE_MAX_HDR_LENGTH, rxe_hdr.h): the port's
+ * active MTU is the largest IB MTU that fits a netdev's MTU less this
+ * (rxe_param.h eth_mtu_int_to_enum): 1500 -> 1024, 9000 -> 4096. */
+#define SV_ROCE_MAX_HDR 80
+
 #define SV_DEFAULT_IDLE_MS 30000 /* daemon exit after this long with no ufile */
 
 #endif

@@ -169,14 +169,29 @@ struct sv_port_req {
 	uint32_t pad;
 };
 
+/*
+ * QUERY_GIDS reply: port 1's GID table as its slots stand.  Slots are
+ * stable, as the kernel's: an address removed leaves its slot empty and no
+ * other GID changes index (daemon/port_tab.c).
+ * | count   | slots up to the last one used, holes included         |
+ * | valid   | bit i set: slot i holds a GID; clear: slot i is empty |
+ * | entries | slot i at entries[i]; an empty slot is all zero       |
+ */
 #define SV_GID_TBL_LEN 32
 struct sv_gid_table {
-	uint32_t count; /* valid entries, indices 0..count-1 */
-	uint32_t pad;
+	uint32_t count;
+	uint32_t valid;
 	struct ibv_gid_entry entries[SV_GID_TBL_LEN];
 };
 static_assert(sizeof(struct sv_gid_table) + sizeof(struct sv_msg_hdr) <= SV_MSG_MAX,
 	      "gid table fits one message");
+static_assert(SV_GID_TBL_LEN <= 32, "sv_gid_table.valid is a 32-bit mask");
+
+/* 1 when slot i of t holds a GID, 0 when it is empty or out of range. */
+static inline int sv_gid_valid(const struct sv_gid_table *t, uint32_t i)
+{
+	return i < t->count && i < SV_GID_TBL_LEN && ((t->valid >> i) & 1);
+}
 
 struct sv_status_rep {
 	uint64_t instance;

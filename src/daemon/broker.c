@@ -208,10 +208,12 @@ int svd_op_engine_attach(struct svd_req *r)
 	engines = e;
 	rep->engine_id = e->id;
 	rep->kt_size = svd_keytab_size();
-	if (!svd_query_gids(1, &gids) && gids.count) {
-		memcpy(rep->gid, gids.entries[0].gid.raw, 16);
-		svd_keytab_port_publish(&gids, IBV_MTU_4096);
-	}
+	if (!svd_query_gids(1, &gids))
+		for (uint32_t i = 0; i < gids.count; i++)
+			if (sv_gid_valid(&gids, i)) {
+				memcpy(rep->gid, gids.entries[i].gid.raw, 16);
+				break;
+			}
 	r->rep_len = sizeof(*rep);
 	r->out_fds[0] = sv[1];
 	r->out_fds[1] = ktfd;

@@ -15,6 +15,7 @@
  */
 #include "svd_cm.h"
 #include "svd_ops.h"
+#include "svd_port.h"
 #include "sv_log.h"
 
 #include <arpa/inet.h>
@@ -104,7 +105,7 @@ static int gid_lookup(const uint8_t gid[16], struct ibv_gid_entry *out)
 
 	svd_query_gids(1, &t);
 	for (uint32_t i = 0; i < t.count; i++)
-		if (!memcmp(t.entries[i].gid.raw, gid, 16)) {
+		if (sv_gid_valid(&t, i) && !memcmp(t.entries[i].gid.raw, gid, 16)) {
 			if (out)
 				*out = t.entries[i];
 			return (int)i;
@@ -642,6 +643,11 @@ void svd_cm_make_path(struct svd_cm_id *id)
 	p->sl = 0;
 	p->mtu_selector = 2; /* exactly */
 	p->mtu = iboe_mtu(id->netdev_mtu ? id->netdev_mtu : 1500);
+	/* Our one port spans every interface and modify_qp refuses a path
+	 * MTU above its active MTU: no path may promise more (lo's 64 KiB
+	 * included). */
+	if (p->mtu > svd_port_active_mtu())
+		p->mtu = (uint8_t)svd_port_active_mtu();
 	p->rate_selector = 2;
 	p->rate = 0; /* the port's current rate */
 	p->packet_life_time_selector = 2;

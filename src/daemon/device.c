@@ -1,19 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the device reports about itself: attributes (from sv_param.h), its
- * one port, and the RoCE v2 GID table built from the addresses of the
- * network namespace the daemon runs in.
+ * What the device reports about itself: attributes (from sv_param.h) and
+ * its limits.  Its one port, GID table and MTU: port.c.
  */
 #include "svd_int.h"
 #include "sv_log.h"
 
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <endian.h>
 #include <errno.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,110 +209,6 @@ void svd_query_device(struct ibv_device_attr_ex *ax)
 	ax->pci_atomic_caps.fetch_add = 0;
 	ax->xrc_odp_caps = 0;
 	ax->phys_port_cnt_ex = 1;
-}
-
-int svd_query_port(uint32_t port, struct ibv_port_attr *p)
-{
-	struct sv_gid_table gids;
-
-	if (port != 1)
-		return -EINVAL;
-	svd_query_gids(1, &gids);
-	memset(p, 0, sizeof(*p));
-	p->state = IBV_PORT_ACTIVE;
-	p->max_mtu = IBV_MTU_4096;
-	p->active_mtu = IBV_MTU_4096;
-	p->gid_tbl_len = SV_GID_TBL_LEN;
-	p->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
-	p->max_msg_sz = SV_MAX_MSG_SZ;
-	p->pkey_tbl_len = SV_MAX_PKEYS;
-	p->lid = 0;
-	p->sm_lid = 0;
-	p->lmc = 0;
-	p->max_vl_num = 1; /* IBV_VL_0? no: 1 = one data VL */
-	p->active_width = 2;	/* 4X */
-	p->active_speed = 32;	/* EDR: 4X EDR = 100 Gb/s */
-	p->phys_state = 5;	/* LinkUp */
-	p->link_layer = IBV_LINK_LAYER_ETHERNET;
-	return 0;
-}
-
-static void put_gid(struct sv_gid_table *t, const uint8_t raw[16],
-		    unsigned ifindex)
-{
-	struct ibv_gid_entry *e;
-
-	for (uint32_t i = 0; i < t->count; i++)
-		if (!memcmp(t->entries[i].gid.raw, raw, 16))
-			return;
-	if (t->count == SV_GID_TBL_LEN)
-		return;
-	e = &t->entries[t->count];
-	memcpy(e->gid.raw, raw, 16);
-	e->gid_index = t->count;
-	e->port_num = 1;
-	e->gid_type = IBV_GID_TYPE_ROCE_V2;
-	e->ndev_ifindex = ifindex;
-	t->count++;
-}
-
-/* Order: IPv4 addresses of real interfaces first (so GID 0 is routable
- * between hosts), then 127.0.0.1, then IPv6 (global before link-local,
- * ::1 last).  Always at least ::ffff:127.0.0.1. */
-int svd_query_gids(uint32_t port, struct sv_gid_table *t)
-{
-	struct ifaddrs *ifa = NULL, *i;
-	uint8_t raw[16];
-	int pass;
-
-	if (port != 1)
-		return -EINVAL;
-	memset(t, 0, sizeof(*t));
-	if (getifaddrs(&ifa) < 0)
-		ifa = NULL;
-	for (pass = 0; pass < 5; pass++) {
-		for (i = ifa; i; i = i->ifa_next) {
-			const struct sockaddr *sa = i->ifa_addr;
-			int lo = (i->ifa_flags & IFF_LOOPBACK) != 0;
-
-			if (!sa || !(i->ifa_flags & IFF_UP))
-				continue;
-			if (sa->sa_family == AF_INET) {
-				const struct sockaddr_in *in = (const void *)sa;
-
-				if ((pass == 0 && lo) || (pass == 1 && !lo) ||
-				    pass > 1)
-					continue;
-				memset(raw, 0, 10);
-				raw[10] = raw[11] = 0xff;
-				memcpy(raw + 12, &in->sin_addr, 4);
-			} else if (sa->sa_family == AF_INET6) {
-				const struct sockaddr_in6 *in6 = (const void *)sa;
-				int ll = IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr);
-
-				if (pass < 2 || (pass == 2 && (lo || ll)) ||
-				    (pass == 3 && (lo || !ll)) ||
-				    (pass == 4 && !lo))
-					continue;
-				memcpy(raw, &in6->sin6_addr, 16);
-			} else {
-				continue;
-			}
-			put_gid(t, raw, if_nametoindex(i->ifa_name));
-		}
-		if (pass == 1) {
-			/* Loopback may be down in a fresh namespace; the
-			 * device still answers on it. */
-			memset(raw, 0, 10);
-			raw[10] = raw[11] = 0xff;
-			raw[12] = 127;
-			raw[15] = 1;
-			put_gid(t, raw, 1);
-		}
-	}
-	if (ifa)
-		freeifaddrs(ifa);
-	return 0;
 }
 
 unsigned svd_count_fds(void)

@@ -99,41 +99,32 @@ uint64_t svd_keytab_size(void)
 	return kt ? kt->size : 0;
 }
 
-/* The seqlock writer: odd, fields, even. */
-static void entry_write(uint32_t idx, const struct sv_key_entry *v)
+/* The seqlock writer: odd, the fields after seq (len bytes of the
+ * object), even.  Entries and the port block both start with their seq. */
+static void seq_write(_Atomic uint32_t *seq, const void *v, size_t len)
 {
-	struct sv_key_entry *e = &ents[idx];
-	uint32_t s = atomic_load_explicit(&e->seq, memory_order_relaxed);
+	uint32_t s = atomic_load_explicit(seq, memory_order_relaxed);
 
-	atomic_store_explicit(&e->seq, s + 1, memory_order_relaxed);
+	atomic_store_explicit(seq, s + 1, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
-	memcpy((char *)e + sizeof(e->seq), (const char *)v + sizeof(v->seq),
-	       sizeof(*e) - sizeof(e->seq));
-	atomic_store_explicit(&e->seq, s + 2, memory_order_release);
+	memcpy((char *)seq + sizeof(*seq), (const char *)v + sizeof(*seq),
+	       len - sizeof(*seq));
+	atomic_store_explicit(seq, s + 2, memory_order_release);
 }
 
-void svd_keytab_port_publish(const struct sv_gid_table *t, uint32_t active_mtu)
+static void entry_write(uint32_t idx, const struct sv_key_entry *v)
+{
+	seq_write(&ents[idx].seq, v, sizeof(*v));
+}
+
+void svd_keytab_port_publish(const struct sv_keytab_port *v)
 {
 	struct sv_keytab_port *p;
-	uint32_t s;
 
 	if (!kt)
 		return;
 	p = (struct sv_keytab_port *)((char *)kt + kt->port_off);
-	s = atomic_load_explicit(&p->seq, memory_order_relaxed);
-	atomic_store_explicit(&p->seq, s + 1, memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
-	p->active_mtu = active_mtu;
-	p->gen++;
-	p->ngids = t->count < SV_KEYTAB_GIDS ? t->count : SV_KEYTAB_GIDS;
-	memset(p->gid, 0, sizeof(p->gid));
-	for (uint32_t i = 0; i < p->ngids; i++) {
-		const struct ibv_gid_entry *e = &t->entries[i];
-
-		memcpy(p->gid[e->gid_index].raw, e->gid.raw, 16);
-		p->gid[e->gid_index].ifindex = e->ndev_ifindex ? e->ndev_ifindex : 1;
-	}
-	atomic_store_explicit(&p->seq, s + 2, memory_order_release);
+	seq_write(&p->seq, v, sizeof(*v));
 }
 
 static void entry_get(uint32_t idx, struct sv_key_entry *out)

@@ -8,6 +8,7 @@
 #include "svd_engine.h"
 #include "svd_cm.h"
 #include "svd_gw.h"
+#include "svd_port.h"
 #include "sv_log.h"
 #include "sv_sock.h"
 
@@ -291,7 +292,7 @@ int main(int argc, char **argv)
 	svd.epfd = epoll_create1(EPOLL_CLOEXEC);
 	sw.fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (svd.epfd < 0 || sw.fd < 0 || svd_watch_add(&lw, EPOLLIN) ||
-	    svd_watch_add(&sw, EPOLLIN) || svd_cm_init()) {
+	    svd_watch_add(&sw, EPOLLIN) || svd_cm_init() || svd_port_init()) {
 		fprintf(stderr, "softverbsd: epoll setup: %s\n", strerror(errno));
 		return 1;
 	}
@@ -336,6 +337,9 @@ int main(int argc, char **argv)
 			case SVD_W_CM:
 				svd_cm_readable(w, evs[i].events);
 				break;
+			case SVD_W_PORT:
+				svd_port_readable();
+				break;
 			case SVD_W_SIGNAL:
 				sv_info("signal: exiting");
 				svd.stopping = 1;
@@ -356,6 +360,7 @@ int main(int argc, char **argv)
 		if (svd.ufiles[i])
 			svd_ufile_destroy(svd.ufiles[i]);
 	svd_reap_deferred();
+	svd_port_close();
 	close(sw.fd);
 	close(svd.epfd);
 	return 0;

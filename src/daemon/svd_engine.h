@@ -22,10 +22,12 @@ uint64_t svd_keytab_size(void);
 /* Publishes mr's current state under mr->key (reg, rereg); the engines
  * see it before the op's reply leaves. */
 void svd_keytab_publish(const struct svd_mr *mr);
-/* The port's GID table and active MTU as the engines route by them. */
-void svd_keytab_port_publish(const struct sv_gid_table *t, uint32_t active_mtu);
 /* The key stops naming anything (dereg, ufile teardown). */
 void svd_keytab_unpublish(uint32_t key);
+/* Writes port 1's block (port.c: GID table, MTU) under its seqlock; the
+ * caller's seq is ignored. */
+struct sv_keytab_port;
+void svd_keytab_port_publish(const struct sv_keytab_port *port);
 
 /* Op handlers. */
 struct svd_req;

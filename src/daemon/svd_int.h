@@ -20,6 +20,7 @@ enum svd_watch_kind {
 	SVD_W_SIGNAL,
 	SVD_W_ENGINE, /* broker.c: an engine socket */
 	SVD_W_CM,     /* cm.c: an event channel, the CM's timer or wake-up */
+	SVD_W_PORT,   /* port.c: the rtnetlink subscription */
 };
 
 struct svd_watch {
@@ -161,6 +162,11 @@ void svd_ufile_destroy(struct svd_ufile *uf);
 int svd_ctx_create(struct svd_conn *c, struct svd_ufile *uf, int want_async,
 		   int *client_async_fd, struct svd_ctx **out);
 void svd_ctx_destroy(struct svd_ctx *ctx);
+/* Sends an async event (a port or device event: no object) to every open
+ * context of the device, as the kernel's ib_dispatch_event reaches every
+ * ufile's async file.  Never blocks: a context whose socket is full misses
+ * it. */
+void svd_ctx_event_all(uint32_t event_type, uint64_t element);
 struct svd_ctx *svd_conn_view(struct svd_conn *c, struct svd_ufile *uf);
 /* Handles: reserve the lowest free handle for obj (type set), counting
  * it against the device's limit for its type: 0, or -ENOMEM (the limit,
@@ -191,8 +197,10 @@ void svd_device_init(void);
  * (then the defaults stand). */
 int svd_limits_init(const char *spec);
 void svd_query_device(struct ibv_device_attr_ex *attr);
+unsigned svd_count_fds(void);
+/* port.c: port 1's attributes and GID table (its slots as they stand);
+ * -EINVAL for another port. */
 int svd_query_port(uint32_t port, struct ibv_port_attr *attr);
 int svd_query_gids(uint32_t port, struct sv_gid_table *tbl);
-unsigned svd_count_fds(void);
 
 #endif

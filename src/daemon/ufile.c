@@ -260,6 +260,19 @@ void svd_ctx_destroy(struct svd_ctx *ctx)
 	free(ctx);
 }
 
+void svd_ctx_event_all(uint32_t event_type, uint64_t element)
+{
+	struct sv_async_msg m = { .event_type = event_type,
+				  .element = element };
+
+	for (struct svd_conn *c = svd.conns; c; c = c->next)
+		for (struct svd_ctx *ctx = c->ctxs; ctx; ctx = ctx->next_in_conn)
+			if (ctx->async_fd >= 0 &&
+			    sv_send_msg(ctx->async_fd, &m, sizeof(m), NULL, 0, 1))
+				sv_dbg("ctx %u: async event %u dropped", ctx->id,
+				       event_type);
+}
+
 struct svd_ctx *svd_conn_view(struct svd_conn *c, struct svd_ufile *uf)
 {
 	for (struct svd_ctx *ctx = c->ctxs; ctx; ctx = ctx->next_in_conn)

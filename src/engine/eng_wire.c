@@ -111,6 +111,7 @@ int sv_gid_local(struct sv_engine *eng, const uint8_t gid[16])
 {
 	const struct sv_keytab_port *p = eng->port;
 	uint32_t seq;
+	int local;
 
 	if (!p || is_loopback(gid))
 		return 1;
@@ -128,14 +129,18 @@ int sv_gid_local(struct sv_engine *eng, const uint8_t gid[16])
 		pthread_mutex_unlock(&eng->port_lock);
 		return 1;
 	}
-	for (uint32_t i = 0; i < eng->port_copy->ngids && i < SV_KEYTAB_GIDS; i++)
-		if (eng->port_copy->gid[i].ifindex &&
-		    !memcmp(eng->port_copy->gid[i].raw, gid, 16)) {
-			pthread_mutex_unlock(&eng->port_lock);
-			return 1;
-		}
+	local = sv_port_gid_local(eng->port_copy, gid);
 	pthread_mutex_unlock(&eng->port_lock);
-	return 0;
+	return local;
+}
+
+uint32_t sv_eng_port_mtu(struct sv_engine *eng)
+{
+	struct sv_keytab_port p;
+
+	if (!eng->port || sv_port_read(eng->port, &p) || !p.gen)
+		return 4096;
+	return sv_port_mtu_bytes(&p);
 }
 
 int sv_av_remote(struct sv_engine *eng, const struct ibv_ah_attr *av)

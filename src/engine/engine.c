@@ -813,7 +813,8 @@ int sv_engine_qp_commit(struct sv_qp *qp, enum ibv_qp_state cur,
 	qp->attr = *na;
 	q->access = na->qp_access_flags;
 	q->qkey = na->qkey;
-	q->mtu = qp->type == IBV_QPT_UD ? 4096 : sv_mtu_bytes(na->path_mtu);
+	q->mtu = qp->type == IBV_QPT_UD ? sv_eng_port_mtu(qp->eng) :
+					 sv_mtu_bytes(na->path_mtu);
 	q->dest_qpn = na->dest_qp_num;
 	q->min_rnr = na->min_rnr_timer;
 	if (mask & IBV_QP_RQ_PSN)
@@ -842,7 +843,7 @@ int sv_engine_qp_commit(struct sv_qp *qp, enum ibv_qp_state cur,
 		qp->link = NULL;
 	}
 	if (tr) {
-		if (mask & IBV_QP_PATH_MTU)
+		if ((mask & IBV_QP_PATH_MTU) || qp->type == IBV_QPT_UD)
 			tr->mtu = q->mtu;
 		if (mask & IBV_QP_SQ_PSN) {
 			tr->psn = na->sq_psn & PSN_MASK;

@@ -475,6 +475,8 @@ int sv_gid_local(struct sv_engine *eng, const uint8_t gid[16]);
 /* An RC/UC QP's AV names another host: a GRH whose destination is not
  * ours (no GRH stays here). */
 int sv_av_remote(struct sv_engine *eng, const struct ibv_ah_attr *av);
+/* The port's active MTU in bytes (a UD message's limit). */
+uint32_t sv_eng_port_mtu(struct sv_engine *eng);
 /* The GID at index of port 1; 0 or -1 (empty slot). */
 int sv_gid_at(struct sv_engine *eng, uint32_t index, uint8_t gid[16]);
 /* Asks the daemon for the gateway ring (once).  0 or negative errno.  No

@@ -648,7 +648,8 @@ void sv_tr_reset(struct sv_qp *qp)
 	if (!tr)
 		return;
 	memset(tr, 0, sizeof(*tr));
-	tr->mtu = qp->type == IBV_QPT_UD ? 4096 : sv_mtu_bytes(qp->attr.path_mtu);
+	tr->mtu = qp->type == IBV_QPT_UD ? sv_eng_port_mtu(qp->eng) :
+					  sv_mtu_bytes(qp->attr.path_mtu);
 	tr->retry_left = qp->attr.retry_cnt;
 	tr->rnr_left = qp->attr.rnr_retry;
 	tr->psn = qp->attr.sq_psn & PSN_MASK;

@@ -23,7 +23,9 @@ static void usage(FILE *f)
 		"usage: softverbs devices [--json]\n"
 		"\n"
 		"Lists the softverbs devices like ibv_devices, with each port's state,\n"
-		"link layer, active MTU and GID table.  Starts the daemon if needed.\n"
+		"link layer, active MTU and GID table (the slots in use, with their\n"
+		"indices: a slot whose address went away stays empty and is not shown).\n"
+		"Starts the daemon if needed.\n"
 		"--json prints a JSON array of devices with the same data.\n");
 }
 
@@ -106,13 +108,15 @@ static int show_port(uint32_t port)
 
 	if (query_port(port, &pa, &tbl))
 		return 1;
-	printf("\tport %u: %s, %s, active_mtu %d\n", port,
+	printf("\tport %u: %s, %s, active_mtu %d (max %d)\n", port,
 	       port_state_str(pa.state), link_layer_str(pa.link_layer),
-	       mtu_bytes(pa.active_mtu));
+	       mtu_bytes(pa.active_mtu), mtu_bytes(pa.max_mtu));
 	for (uint32_t i = 0; i < tbl.count; i++) {
 		const struct ibv_gid_entry *e = &tbl.entries[i];
 		char addr[INET6_ADDRSTRLEN], ifname[IF_NAMESIZE];
 
+		if (!sv_gid_valid(&tbl, i))
+			continue; /* an empty slot: its address went away */
 		gid_strings(e, addr, ifname);
 		printf("\t\tGID[%3u]: %-40s %-8s %s\n", e->gid_index, addr,
 		       gid_type_str(e->gid_type), ifname);
@@ -132,13 +136,16 @@ static int show_port_json(uint32_t port, int first)
 	sv_tool_json_str(stdout, port_state_str(pa.state));
 	printf(", \"link_layer\": ");
 	sv_tool_json_str(stdout, link_layer_str(pa.link_layer));
-	printf(", \"active_mtu\": %d, \"gids\": [", mtu_bytes(pa.active_mtu));
-	for (uint32_t i = 0; i < tbl.count; i++) {
+	printf(", \"active_mtu\": %d, \"max_mtu\": %d, \"gids\": [",
+	       mtu_bytes(pa.active_mtu), mtu_bytes(pa.max_mtu));
+	for (uint32_t i = 0, n = 0; i < tbl.count; i++) {
 		const struct ibv_gid_entry *e = &tbl.entries[i];
 		char addr[INET6_ADDRSTRLEN], ifname[IF_NAMESIZE];
 
+		if (!sv_gid_valid(&tbl, i))
+			continue;
 		gid_strings(e, addr, ifname);
-		printf("%s\n    {\"index\": %u, \"gid\": ", i ? "," : "",
+		printf("%s\n    {\"index\": %u, \"gid\": ", n++ ? "," : "",
 		       e->gid_index);
 		sv_tool_json_str(stdout, addr);
 		printf(", \"type\": ");

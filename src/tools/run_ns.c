@@ -276,7 +276,7 @@ static int write_ibdev(const char *base, const struct devinfo *di)
 	for (int i = 0; i < pa->gid_tbl_len && i < SV_GID_TBL_LEN; i++) {
 		uint8_t zero[16] = { 0 };
 		const struct ibv_gid_entry *e = &di->gids.entries[i];
-		int valid = (uint32_t)i < di->gids.count;
+		int valid = sv_gid_valid(&di->gids, (uint32_t)i);
 		char g[40], name[64], ifname[IF_NAMESIZE] = "";
 
 		gid_str(g, valid ? e->gid.raw : zero);

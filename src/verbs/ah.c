@@ -17,11 +17,15 @@ static int check_ah_attr(struct ibv_context *ctx, const struct ibv_ah_attr *a,
 			 union ibv_gid *sgid)
 {
 	struct ibv_gid_entry e;
+	int err;
 
 	if (a->port_num != 1 || !a->is_global)
 		return EINVAL;
-	if (_ibv_query_gid_ex(ctx, 1, a->grh.sgid_index, &e, 0, sizeof(e)))
-		return EINVAL;
+	/* The kernel's rdma_fill_sgid_attr: an empty slot ENODATA, past the
+	 * table EINVAL. */
+	err = _ibv_query_gid_ex(ctx, 1, a->grh.sgid_index, &e, 0, sizeof(e));
+	if (err)
+		return err;
 	*sgid = e.gid;
 	return 0;
 }

@@ -128,17 +128,13 @@ static int transition_ok(enum ibv_qp_state cur, enum ibv_qp_state next,
 	return !(mask & ~(req | opt | IBV_QP_STATE));
 }
 
-/* Does the port have a GID at this index?  (AVs on RoCE need one.) */
-static int gid_exists(struct ibv_context *ctx, uint8_t port, unsigned index,
-		      union ibv_gid *gid)
+/* An AV's source GID (RoCE AVs need one): 0, ENODATA for an empty slot,
+ * EINVAL past the table, as the kernel's rdma_fill_sgid_attr answers. */
+static int sgid_check(struct ibv_context *ctx, unsigned index)
 {
 	struct ibv_gid_entry e;
 
-	if (_ibv_query_gid_ex(ctx, port, index, &e, 0, sizeof(e)))
-		return 0;
-	if (gid)
-		*gid = e.gid;
-	return 1;
+	return _ibv_query_gid_ex(ctx, 1, index, &e, 0, sizeof(e));
 }
 
 /* qp_access_flags a QP takes: rxe's RXE_ACCESS_SUPPORTED_QP, i.e. every
@@ -151,11 +147,13 @@ static int gid_exists(struct ibv_context *ctx, uint8_t port, unsigned index,
 	 IBV_ACCESS_OPTIONAL_RANGE)
 
 /* The attribute values the device checks (rxe_qp_chk_attr's list, for a
- * RoCE port): 0 or EINVAL. */
+ * RoCE port): 0, EINVAL, or ENODATA for an AV whose source GID slot is
+ * empty. */
 static int check_values(struct sv_qp *qp, const struct ibv_qp_attr *a,
 			uint32_t mask)
 {
 	struct ibv_context *ctx = qp->qpx.qp_base.context;
+	int err;
 
 	if ((mask & IBV_QP_PORT) && a->port_num != 1)
 		return EINVAL;
@@ -167,19 +165,33 @@ static int check_values(struct sv_qp *qp, const struct ibv_qp_attr *a,
 	if (mask & IBV_QP_AV) {
 		/* RoCE: every address is a GRH address. */
 		if (!a->ah_attr.is_global ||
-		    (a->ah_attr.port_num && a->ah_attr.port_num != 1) ||
-		    !gid_exists(ctx, 1, a->ah_attr.grh.sgid_index, NULL))
+		    (a->ah_attr.port_num && a->ah_attr.port_num != 1))
 			return EINVAL;
+		err = sgid_check(ctx, a->ah_attr.grh.sgid_index);
+		if (err)
+			return err;
 	}
 	if (mask & IBV_QP_ALT_PATH) {
 		if (!a->alt_ah_attr.is_global || a->alt_port_num != 1 ||
-		    a->alt_pkey_index >= SV_MAX_PKEYS ||
-		    !gid_exists(ctx, 1, a->alt_ah_attr.grh.sgid_index, NULL))
+		    a->alt_pkey_index >= SV_MAX_PKEYS)
+			return EINVAL;
+		err = sgid_check(ctx, a->alt_ah_attr.grh.sgid_index);
+		if (err)
+			return err;
+	}
+	if (mask & IBV_QP_PATH_MTU) {
+		enum ibv_mtu active;
+
+		if (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096)
+			return EINVAL;
+		/* Above what the port's interfaces carry: refused, as RoCE
+		 * drivers that check it do (hns_roce check_mtu_validate:
+		 * path_mtu > iboe_get_mtu(netdev MTU) is EINVAL, whatever the
+		 * QP type or transition that takes the attribute; rxe checks
+		 * max_mtu only and its packets then exceed the netdev MTU). */
+		if (!sv_port_active_mtu(ctx, &active) && a->path_mtu > active)
 			return EINVAL;
 	}
-	if ((mask & IBV_QP_PATH_MTU) &&
-	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))
-		return EINVAL;
 	if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num > 0xffffff)
 		return EINVAL;
 	if ((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7)

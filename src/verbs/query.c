@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Device, port, GID and P_Key queries.  The daemon is the device: it
- * answers the attributes and builds the GID table from the addresses of its
- * network namespace.
+ * answers the attributes and keeps the GID table from the addresses of its
+ * network namespace, in stable slots (an address gone leaves its slot
+ * empty).
  */
 #include "verbs_int.h"
 
@@ -57,6 +58,16 @@ static int query_port(struct ibv_context *ctx, uint8_t port,
 				  sizeof(*p));
 }
 
+int sv_port_active_mtu(struct ibv_context *ctx, enum ibv_mtu *mtu)
+{
+	struct ibv_port_attr p;
+	int err = query_port(ctx, 1, &p);
+
+	if (!err)
+		*mtu = p.active_mtu;
+	return err;
+}
+
 /* verbs_context op behind verbs.h's ibv_query_port() macro. */
 static int sv_query_port(struct ibv_context *ctx, uint8_t port_num,
 			 struct ibv_port_attr *port_attr, size_t port_attr_len)
@@ -106,10 +117,12 @@ SV_EXPORT int _ibv_query_gid_ex(struct ibv_context *ctx, uint32_t port_num,
 	err = gid_table(ctx, port_num, &t);
 	if (err)
 		return -err;
+	/* The kernel's rdma_get_gid_attr: an index past the table EINVAL,
+	 * an empty slot ENODATA. */
 	if (gid_index >= SV_GID_TBL_LEN)
 		return EINVAL;
-	if (gid_index >= t.count)
-		return ENODATA; /* an empty slot */
+	if (!sv_gid_valid(&t, gid_index))
+		return ENODATA;
 	memcpy(entry, &t.entries[gid_index], sizeof(*entry));
 	return 0;
 }
@@ -120,6 +133,7 @@ SV_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *ctx,
 				       size_t entry_size)
 {
 	struct sv_gid_table t;
+	ssize_t n = 0;
 	int err;
 
 	if (flags || !max_entries || entry_size < sizeof(*entries))
@@ -127,12 +141,18 @@ SV_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *ctx,
 	err = gid_table(ctx, 1, &t);
 	if (err)
 		return err;
-	if (max_entries < t.count)
-		return -EINVAL;
-	for (uint32_t i = 0; i < t.count; i++)
-		memcpy((char *)entries + i * entry_size, &t.entries[i],
+	/* The kernel's rdma_query_gid_table: the GIDs in slot order, empty
+	 * slots skipped; EINVAL when they do not fit. */
+	for (uint32_t i = 0; i < t.count; i++) {
+		if (!sv_gid_valid(&t, i))
+			continue;
+		if ((size_t)n >= max_entries)
+			return -EINVAL;
+		memcpy((char *)entries + (size_t)n * entry_size, &t.entries[i],
 		       sizeof(*entries));
-	return t.count;
+		n++;
+	}
+	return n;
 }
 
 SV_EXPORT int ibv_query_gid(struct ibv_context *ctx, uint8_t port_num,

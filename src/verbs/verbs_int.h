@@ -83,6 +83,8 @@ void sv_set_dummy_ops(struct verbs_context *vctx);
 
 /* query.c */
 void sv_set_query_ops(struct verbs_context *vctx);
+/* Port 1's active MTU now: 0, or a negative errno (daemon gone). */
+int sv_port_active_mtu(struct ibv_context *ctx, enum ibv_mtu *mtu);
 
 /*
  * PDs and MRs (pd.c, mr.c).  The verbs.h objects are wrapped so the library

@@ -38,6 +38,19 @@ void sv_test_fail(const char *file, int line, const char *fmt, ...)
 	_exit(1);
 }
 
+void sv_test_skip(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	printf("skip %s: %s\n", current, buf);
+	fflush(stdout);
+	_exit(SV_TEST_SKIPPED);
+}
+
 void sv_test_sleep_ms(int ms)
 {
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
@@ -209,6 +222,7 @@ struct ibv_context *sv_test_recv_context(int sock, void *data, size_t len)
 	return ctx;
 }
 
+/* 0 passed, 1 failed, 2 skipped. */
 static int run_case(const struct sv_test_case *t)
 {
 	int status;
@@ -233,6 +247,8 @@ static int run_case(const struct sv_test_case *t)
 		printf("ok %s\n", t->name);
 		return 0;
 	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == SV_TEST_SKIPPED)
+		return 2; /* the case said why */
 	if (WIFSIGNALED(status))
 		printf("FAIL %s: %s%s\n", t->name, strsignal(WTERMSIG(status)),
 		       WTERMSIG(status) == SIGALRM ? " (timeout)" : "");
@@ -245,7 +261,7 @@ int sv_test_main(int argc, char **argv)
 {
 	char sock[108];
 	const char *only = argc > 1 ? argv[1] : NULL;
-	int failed = 0, ran = 0;
+	int failed = 0, ran = 0, skipped = 0;
 
 	if (only && !strcmp(only, "--list")) {
 		for (int i = 0; i < sv_test_ncases; i++)
@@ -265,14 +281,27 @@ int sv_test_main(int argc, char **argv)
 		if (only && strcmp(only, sv_test_cases[i].name))
 			continue;
 		ran++;
-		failed += run_case(&sv_test_cases[i]);
+		switch (run_case(&sv_test_cases[i])) {
+		case 1:
+			failed++;
+			break;
+		case 2:
+			skipped++;
+			break;
+		}
 	}
 	if (!getenv("SV_TEST_SHARED_DAEMON") && sv_chan_probe() == 0)
 		sv_call_simple(SV_OP_SHUTDOWN, 0, 0, -1, NULL, 0, NULL, 0);
-	printf("%d passed, %d failed\n", ran - failed, failed);
+	if (skipped)
+		printf("%d passed, %d failed, %d skipped\n",
+		       ran - failed - skipped, failed, skipped);
+	else
+		printf("%d passed, %d failed\n", ran - failed, failed);
 	if (only && !ran) {
 		fprintf(stderr, "no test named %s\n", only);
 		return 2;
 	}
-	return failed ? 1 : 0;
+	if (failed)
+		return 1;
+	return ran && skipped == ran ? SV_TEST_SKIPPED : 0;
 }

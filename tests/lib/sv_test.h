@@ -52,6 +52,12 @@ int sv_test_main(int argc, char **argv);
 
 void sv_test_fail(const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4), noreturn));
+/* Ends the case as skipped: what it needs (root, a command, a kernel
+ * feature) is missing here.  A program whose cases all skip exits 77,
+ * which its ctest entry counts as skipped (SKIP_RETURN_CODE). */
+#define SV_TEST_SKIPPED 77
+void sv_test_skip(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2), noreturn));
 
 /* A failing check prints the expression and errno, and ends the case. */
 #define CHECK(cond)                                                            \

@@ -6,23 +6,12 @@
  * allocation reads do not grow with the number of live ids.
  */
 #include "svd_ida.h"
+#include "unit_test.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-
-#define EXPECT(c)                                                              \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__,          \
-				__LINE__, #c);                                 \
-			failures++;                                            \
-			return;                                                \
-		}                                                              \
-	} while (0)
 
 static uint32_t lowest_free(const unsigned char *used, uint32_t limit)
 {
@@ -135,6 +124,5 @@ int main(void)
 			failures++;
 		}
 	}
-	printf("%s\n", failures ? "FAILED" : "ok");
-	return failures ? 1 : 0;
+	return unit_result();
 }

@@ -10,3 +10,10 @@ add_executable(test_roce ${U}/test_roce.c)
 target_link_libraries(test_roce PRIVATE sv_common)
 add_test(NAME test_roce COMMAND test_roce)
 set_tests_properties(test_roce PROPERTIES TIMEOUT 60 LABELS unit)
+
+add_executable(test_port_tab ${U}/test_port_tab.c
+  ${CMAKE_SOURCE_DIR}/src/daemon/port_tab.c)
+target_include_directories(test_port_tab PRIVATE ${CMAKE_SOURCE_DIR}/src/daemon
+  ${CMAKE_SOURCE_DIR}/src/common)
+add_test(NAME test_port_tab COMMAND test_port_tab)
+set_tests_properties(test_port_tab PROPERTIES TIMEOUT 60 LABELS unit)
