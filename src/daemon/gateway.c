@@ -492,7 +492,11 @@ static void *gw_main(void *arg)
 		int engines = last && now - last < SV_WIRE_HANDOFF_NS;
 		struct pollfd pf[2] = { { .fd = gw.wake, .events = POLLIN },
 					{ .fd = gw.fd, .events = POLLIN } };
-		int timeout = 1 + (int)(SV_WIRE_HANDOFF_NS / 1000000);
+		/* Engines read: look again when they may have stopped.  Else
+		 * wait for a datagram (an idle daemon sleeps). */
+		int timeout = engines ? 1 + (int)((last + SV_WIRE_HANDOFF_NS - now) /
+						  1000000) :
+					-1;
 
 		if (poll(pf, engines ? 1 : 2, timeout) < 0) {
 			if (errno == EINTR)
