@@ -123,3 +123,11 @@ foreach(p ${SV_RDMACM_PAIRS})
 endforeach()
 # librdmacm.so.1's ABI against Debian's (symbols, versions, SONAME).
 sv_script_test(rdmacm_abi compat/rdmacm_abi.sh)
+
+# Two hosts on one machine (tests/compat/netns_lib.sh), proven: network
+# namespaces joined by a veth, ping and UDP across, a daemon per namespace
+# listing its addresses as GIDs, the nftables loss rule, tcpdump on the
+# veth, nothing left after.  Root only (CI); SKIP otherwise.
+sv_script_test(netns_smoke compat/netns_smoke.sh)
+set_tests_properties(netns_smoke PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120
+                     LABELS "compat;netns")
