@@ -201,6 +201,7 @@ struct touched {
 	struct sv_qp *qp[64];
 	int n;
 	int contended; /* a ring with packets was locked by another thread */
+	int left;      /* a ring still holds packets (the batch limit) */
 };
 
 static void touch(struct touched *t, struct sv_qp *qp)
@@ -278,6 +279,9 @@ static int drain_ring(struct sv_engine *eng, struct sv_inring *in,
 		sv_ring_pop(&in->rx, len);
 		n++;
 	}
+	if (n == SV_ENG_BATCH &&
+	    atomic_load_explicit(&in->rx.h->tail, memory_order_relaxed) != in->rx.head)
+		t->left = 1;
 	pthread_mutex_unlock(&in->lock);
 	return n;
 }
@@ -430,8 +434,13 @@ int sv_eng_drain_all(struct sv_engine *eng, int *contended)
 	 * is older than what the port holds now. */
 	for (unsigned i = 0; i < nin; i++)
 		n += drain_ring(eng, eng->in[i], &t);
-	if (wire)
+	/* A ring still holds packets (another thread of ours dispatches
+	 * from it, or the batch limit left some): they are older than what
+	 * the port holds, so the port waits. */
+	if (wire && !t.contended && !t.left)
 		nw = wire_read(eng, &t, fwd);
+	else
+		nw = -1;
 	for (int i = 0; i < t.n; i++) {
 		sv_resp_flush(t.qp[i]);
 		if (atomic_load_explicit(&t.qp[i]->shm->events,
@@ -446,7 +455,8 @@ int sv_eng_drain_all(struct sv_engine *eng, int *contended)
 					      sv_now_ns() + SV_WIRE_REST_NS,
 					      memory_order_relaxed);
 		wire_rx_end(eng);
-		n += nw;
+		if (nw > 0)
+			n += nw;
 	}
 	sv_wire_flush(eng);
 	if (contended)

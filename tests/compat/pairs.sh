@@ -7,6 +7,13 @@
 #   pairs.sh NAME...     run these pairs (exit 0 when all pass)
 #   pairs.sh --list      the names, one a line
 #   pairs.sh --all       every pair, with a summary (by hand, not in ctest)
+#   pairs.sh --wire4 NAME... | --wire6 NAME...
+#                        the same pairs between two hosts: the server in one
+#                        network namespace, the client in another, joined by
+#                        a veth (tests/compat/netns_lib.sh; root, else SKIP
+#                        with status 77), a daemon in each, RoCE v2 on the
+#                        wire with the IPv4 (--wire4) or IPv6 (--wire6)
+#                        GIDs of the veth's addresses (-g / -x pick them)
 #
 # Each pair: both programs bounded by a timeout, both exit codes checked,
 # what the user reads checked (pingpong's "N bytes in S seconds" with the
@@ -18,6 +25,10 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 SV=${SOFTVERBS:-${SV_BUILD_DIR:-$here/../../build}/bin/softverbs}
 export SOFTVERBS_SOCKET=svtest.pairs.$$
+WIRE=
+case ${1:-} in
+--wire4 | --wire6) WIRE=${1#--wire}; shift ;;
+esac
 export SOFTVERBS_IDLE_TIMEOUT=120
 TMO=${PAIRS_TIMEOUT:-60}
 # shellcheck source=tests/compat/pairs_lib.sh
@@ -25,7 +36,7 @@ TMO=${PAIRS_TIMEOUT:-60}
 
 # ud_size: sets UD to the port's active MTU in bytes (1024 if unknown).
 ud_size() {
-	UD=$("$SV" devices --json 2>/dev/null |
+	UD=$(in_ns "$PAIR_SRV_NS" "$SV" devices --json 2>/dev/null |
 		sed -n 's/.*"active_mtu": \([0-9]*\).*/\1/p' | head -n 1)
 	UD=${UD:-1024}
 }
@@ -79,9 +90,46 @@ send_bw_uc send_bw_ud write_bw_uc send_lat_inline write_bw_infinite"
 
 TMP=$(mktemp -d)
 cleanup() {
-	"$SV" daemon stop >/dev/null 2>&1
+	if [ -n "$WIRE" ]; then
+		netns_cleanup
+	else
+		"$SV" daemon stop >/dev/null 2>&1
+	fi
 	rm -rf "$TMP"
 }
+
+# Between hosts: two namespaces, a daemon in each; G = the GID index of
+# the veth's IPv4 or IPv6 address (the same on both sides).
+G=0
+if [ -n "$WIRE" ]; then
+	# shellcheck source=tests/compat/netns_lib.sh
+	. "$here/netns_lib.sh"
+	why=$(netns_require) || { echo "$why"; rm -rf "$TMP"; exit 77; }
+	netns_setup || { echo "pairs: cannot set up the namespaces"; exit 1; }
+	netns_daemon a && netns_daemon b || { echo "pairs: no daemons"; exit 1; }
+	PAIR_SRV_NS=$NS_B
+	PAIR_CLI_NS=$NS_A
+	# The programs' own TCP exchange goes over IPv4 either way.
+	PAIR_ADDR=$NS_B_IP4
+	gid_index() { # NS ADDRESS-AS-GID
+		ip netns exec "$1" "$SV" devices --json |
+			sed -n "s/.*\"index\": \([0-9]*\), \"gid\": \"$2\".*/\1/p"
+	}
+	if [ "$WIRE" = 4 ]; then
+		ga=$(gid_index "$NS_A" "::ffff:$NS_A_IP4")
+		gb=$(gid_index "$NS_B" "::ffff:$NS_B_IP4")
+	else
+		ga=$(gid_index "$NS_A" "$NS_A_IP6")
+		gb=$(gid_index "$NS_B" "$NS_B_IP6")
+	fi
+	if [ -z "$ga" ] || [ "$ga" != "$gb" ]; then
+		echo "pairs: the veth's GIDs are at index '$ga' and '$gb': want one index"
+		ip netns exec "$NS_A" "$SV" devices
+		ip netns exec "$NS_B" "$SV" devices
+		exit 1
+	fi
+	G=$ga
+fi
 trap cleanup EXIT
 
 # The first line of output that looks like an error, for summaries.
@@ -139,6 +187,8 @@ run_cmd() {
 run_pair() {
 	local name=$1 dir=$TMP/$1 why="" ok=0
 	spec "$name" || { echo "unknown pair '$name' (see --list)"; return 2; }
+	CMD=${CMD/-g 0/-g $G}
+	CMD=${CMD/-x 0/-x $G}
 	mkdir -p "$dir"
 	echo "== $name: $CMD"
 	run_cmd "$dir"
@@ -171,7 +221,12 @@ run_pair() {
 		ok=$?
 	fi
 	if [ $ok = 0 ]; then
-		why=$(pairs_daemon_quiet) || ok=1
+		if [ -n "$WIRE" ]; then
+			why=$(pairs_daemon_quiet "$NS_A") &&
+				why=$(pairs_daemon_quiet "$NS_B") || ok=1
+		else
+			why=$(pairs_daemon_quiet) || ok=1
+		fi
 	fi
 	if [ $ok = 0 ]; then
 		case $KIND in
@@ -189,10 +244,19 @@ run_pair() {
 	fi
 	echo "   --- server output ($CMD, port $PAIR_PORT)"
 	sed 's/^/   | /' "$dir/server.out"
-	echo "   --- client output ($CMD 127.0.0.1)"
+	echo "   --- client output ($CMD $PAIR_ADDR)"
 	sed 's/^/   | /' "$dir/client.out"
 	# Leave the daemon fresh for the next pair.
-	"$SV" daemon stop >/dev/null 2>&1
+	if [ -n "$WIRE" ]; then
+		in_ns "$NS_A" "$SV" daemon status 2>&1 | sed 's/^/   A: /'
+		in_ns "$NS_B" "$SV" daemon status 2>&1 | sed 's/^/   B: /'
+		in_ns "$NS_A" "$SV" daemon stop >/dev/null 2>&1
+		in_ns "$NS_B" "$SV" daemon stop >/dev/null 2>&1
+		netns_daemon a
+		netns_daemon b
+	else
+		"$SV" daemon stop >/dev/null 2>&1
+	fi
 	return 1
 }
 
@@ -205,7 +269,7 @@ esac
 for p in ibv_rc_pingpong ib_send_bw; do
 	command -v $p >/dev/null || { echo "pairs: $p not installed (scripts/deps.sh)"; exit 1; }
 done
-"$SV" daemon start >/dev/null 2>&1
+[ -n "$WIRE" ] || "$SV" daemon start >/dev/null 2>&1
 
 pass=0 fail=0 failed=
 for n in "$@"; do

@@ -24,9 +24,27 @@
 #	s).  Returns 1 and prints the status when it is dead or still holds
 #	something.
 
+#   Between hosts (pairs.sh --wire4/--wire6): PAIR_SRV_NS and PAIR_CLI_NS
+#	name the network namespaces the server and the client run in, and
+#	PAIR_ADDR the address the client connects to (default 127.0.0.1).
+
 PAIR_SRV_RC=
 PAIR_CLI_RC=
 PAIR_PORT=
+: "${PAIR_ADDR:=127.0.0.1}"
+: "${PAIR_SRV_NS:=}"
+: "${PAIR_CLI_NS:=}"
+
+# in_ns NS CMD...: CMD in network namespace NS (here when NS is empty).
+in_ns() {
+	local ns=$1
+	shift
+	if [ -n "$ns" ]; then
+		ip netns exec "$ns" "$@"
+	else
+		"$@"
+	fi
+}
 : "${PAIR_STOP_AFTER:=}"
 : "${PAIR_STOP_SIG:=TERM}"
 
@@ -34,15 +52,18 @@ PAIR_PORT=
 port_in_use() {
 	local hex
 	hex=$(printf '%04X' "$1")
-	awk -v p=":$hex" 'NR > 1 && substr($2, length($2) - 4) == p { f = 1 }
+	in_ns "$PAIR_SRV_NS" awk -v p=":$hex" \
+		'NR > 1 && substr($2, length($2) - 4) == p { f = 1 }
 		END { exit !f }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
-# True when something listens on TCP port $1 (state 0A = LISTEN).
+# True when something listens on TCP port $1 (state 0A = LISTEN), in the
+# server's namespace.
 port_listening() {
 	local hex
 	hex=$(printf '%04X' "$1")
-	awk -v p=":$hex" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { f = 1 }
+	in_ns "$PAIR_SRV_NS" awk -v p=":$hex" \
+		'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { f = 1 }
 		END { exit !f }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
@@ -84,7 +105,8 @@ pair_once() {
 	command -v stdbuf >/dev/null && wrap=(stdbuf -oL "${wrap[@]}")
 	: >"$dir/server.out"
 	: >"$dir/client.out"
-	timeout -k 5 "$tmo" "${wrap[@]}" "$@" -p "$PAIR_PORT" >"$dir/server.out" 2>&1 &
+	timeout -k 5 "$tmo" ${PAIR_SRV_NS:+ip netns exec "$PAIR_SRV_NS"} \
+		"${wrap[@]}" "$@" -p "$PAIR_PORT" >"$dir/server.out" 2>&1 &
 	srv=$!
 	# The server opens the device, makes its QPs, then listens: wait for
 	# the listen (or its death) before starting the client.
@@ -104,7 +126,8 @@ pair_once() {
 		fi
 		return 1
 	fi
-	timeout -k 5 "$tmo" "${wrap[@]}" "$@" -p "$PAIR_PORT" 127.0.0.1 >"$dir/client.out" 2>&1 &
+	timeout -k 5 "$tmo" ${PAIR_CLI_NS:+ip netns exec "$PAIR_CLI_NS"} \
+		"${wrap[@]}" "$@" -p "$PAIR_PORT" "$PAIR_ADDR" >"$dir/client.out" 2>&1 &
 	cli=$!
 	if [ -n "$PAIR_STOP_AFTER" ]; then
 		sleep "$PAIR_STOP_AFTER"
@@ -149,27 +172,30 @@ pairs_run() {
 		{ [ "$PAIR_CLI_RC" = 0 ] || [ "$PAIR_CLI_RC" = "$ok_rc" ]; }
 }
 
-# Prints the daemon's status field $1 (a number) from `daemon status --json`.
+# Prints the daemon's status field $1 (a number) from `daemon status
+# --json`, of the daemon of namespace $2 (default: here).
 daemon_field() {
-	"$SV" daemon status --json 2>/dev/null |
+	in_ns "${2:-}" "$SV" daemon status --json 2>/dev/null |
 		sed -n "s/.*\"$1\": *\([0-9][0-9]*\).*/\1/p"
 }
 
+# pairs_daemon_quiet [NS]: the daemon (of namespace NS) answers and holds
+# nothing.
 pairs_daemon_quiet() {
-	local u c o
+	local u c o ns=${1:-}
 	for _ in $(seq 1 100); do
-		if ! "$SV" daemon status >/dev/null 2>&1; then
-			echo "daemon does not answer 'softverbs daemon status':"
-			"$SV" daemon status 2>&1 | sed 's/^/    /'
+		if ! in_ns "$ns" "$SV" daemon status >/dev/null 2>&1; then
+			echo "daemon${ns:+ of $ns} does not answer 'softverbs daemon status':"
+			in_ns "$ns" "$SV" daemon status 2>&1 | sed 's/^/    /'
 			return 1
 		fi
-		u=$(daemon_field ufiles)
-		c=$(daemon_field contexts)
-		o=$(daemon_field objects)
+		u=$(daemon_field ufiles "$ns")
+		c=$(daemon_field contexts "$ns")
+		o=$(daemon_field objects "$ns")
 		[ "$u" = 0 ] && [ "$c" = 0 ] && [ "$o" = 0 ] && return 0
 		sleep 0.1
 	done
-	echo "daemon still holds ufiles=$u contexts=$c objects=$o after both programs exited:"
-	"$SV" daemon status 2>&1 | sed 's/^/    /'
+	echo "daemon${ns:+ of $ns} still holds ufiles=$u contexts=$c objects=$o after both programs exited:"
+	in_ns "$ns" "$SV" daemon status 2>&1 | sed 's/^/    /'
 	return 1
 }

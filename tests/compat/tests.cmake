@@ -131,3 +131,13 @@ sv_script_test(rdmacm_abi compat/rdmacm_abi.sh)
 sv_script_test(netns_smoke compat/netns_smoke.sh)
 set_tests_properties(netns_smoke PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120
                      LABELS "compat;netns")
+
+# Between hosts (issue 9): every data-path pair again with the server and
+# the client in two network namespaces joined by a veth, a daemon in each,
+# RoCE v2 on the wire with the IPv4 GIDs and with the IPv6 GIDs of the
+# veth's addresses.  Root only (CI); SKIP otherwise.
+foreach(v 4 6)
+  sv_script_test(wire_pairs_v${v} compat/pairs.sh --wire${v} --all)
+  set_tests_properties(wire_pairs_v${v} PROPERTIES SKIP_RETURN_CODE 77
+                       TIMEOUT 900 LABELS "compat;netns;wire")
+endforeach()
