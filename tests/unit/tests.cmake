@@ -4,3 +4,9 @@ add_executable(test_ida ${U}/test_ida.c ${CMAKE_SOURCE_DIR}/src/daemon/ida.c)
 target_include_directories(test_ida PRIVATE ${CMAKE_SOURCE_DIR}/src/daemon)
 add_test(NAME test_ida COMMAND test_ida)
 set_tests_properties(test_ida PROPERTIES TIMEOUT 120 LABELS unit)
+
+# RoCE v2 encapsulation and ICRC (src/common/sv_roce.c).
+add_executable(test_roce ${U}/test_roce.c)
+target_link_libraries(test_roce PRIVATE sv_common)
+add_test(NAME test_roce COMMAND test_roce)
+set_tests_properties(test_roce PROPERTIES TIMEOUT 60 LABELS unit)

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * RoCE v2 encapsulation (IBTA vol. 1, Annex A17): an IBTA packet (BTH ..
+ * payload and pad) travels in UDP to port 4791 over IPv4 or IPv6, followed
+ * by the 4-byte ICRC.  This module owns those bytes: the engines' wire
+ * path, the daemon's gateway and `softverbs capture` all build and check
+ * frames here, so what is captured is exactly what is sent.
+ *
+ * A frame (what sv_roce_frame writes and sv_roce_parse reads; no link
+ * layer header, as LINKTYPE_RAW in a pcap):
+ *
+ *   | bytes       | what                                              |
+ *   |-------------|---------------------------------------------------|
+ *   | 20 or 40    | IPv4 header (no options) or IPv6 header           |
+ *   | 8           | UDP header: sport, dport 4791, length, checksum   |
+ *   | ib_len      | BTH, extension headers, payload, pad              |
+ *   | 4           | ICRC                                              |
+ *
+ * The ICRC (A17.8, and the kernel's rxe, drivers/infiniband/sw/rxe/
+ * rxe_icrc.c) is the Ethernet CRC-32 over a pseudo packet: 8 bytes of
+ * 0xff standing for the LRH, then the IP header, UDP header and IBTA
+ * packet with the fields a router may change set to all ones (sv_roce.c
+ * lists them where it masks them).  Everything else in the IP and UDP
+ * headers is covered, the IPv4 identification and flags included: a
+ * sender must put into the header what it computed the ICRC with.
+ *
+ * GIDs are IPv6 addresses; an IPv4 address is the GID ::ffff:a.b.c.d
+ * (RoCE v2's IPv4-mapped GIDs, as the device's GID table lists them).
+ */
+#ifndef SV_ROCE_H
+#define SV_ROCE_H
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SV_ROCE_PORT 4791
+#define SV_ICRC_BYTES 4
+#define SV_ROCE_IP4_HDR 20
+#define SV_ROCE_IP6_HDR 40
+#define SV_ROCE_UDP_HDR 8
+/* The longest IBTA packet a frame can carry (the IP length fields are 16
+ * bits: IPv4 counts its own header, IPv6 does not). */
+#define SV_ROCE_MAX_IB4 (65535 - SV_ROCE_IP4_HDR - SV_ROCE_UDP_HDR - SV_ICRC_BYTES)
+#define SV_ROCE_MAX_IB6 (65535 - SV_ROCE_UDP_HDR - SV_ICRC_BYTES)
+
+/*
+ * The IP and UDP headers of one packet, in host terms.
+ *
+ * | field      | meaning                                                 |
+ * |------------|---------------------------------------------------------|
+ * | ipv6       | 0: IPv4 (both GIDs are ::ffff:a.b.c.d); 1: IPv6          |
+ * | tclass     | IPv4 TOS / IPv6 traffic class (DSCP and ECN)            |
+ * | hop_limit  | IPv4 TTL / IPv6 hop limit                               |
+ * | pad        | 0                                                       |
+ * | flow_label | IPv6 flow label, 20 bits (IPv4: unused)                  |
+ * | sport      | UDP source port, host order (RoCE: per QP or flow)      |
+ * | dport      | UDP destination port, host order (SV_ROCE_PORT)         |
+ * | pad2       | 0                                                       |
+ * | sgid       | source GID (the source address)                         |
+ * | dgid       | destination GID (the destination address)               |
+ */
+struct sv_roce_flow {
+	uint8_t ipv6;
+	uint8_t tclass;
+	uint8_t hop_limit;
+	uint8_t pad;
+	uint32_t flow_label;
+	uint16_t sport, dport;
+	uint16_t pad2[2];
+	uint8_t sgid[16], dgid[16];
+};
+static_assert(sizeof(struct sv_roce_flow) == 48, "roce flow layout");
+
+/*
+ * The 4 ICRC bytes of the IBTA packet ib (BTH .. payload and pad, without
+ * ICRC) travelling in the IP/UDP headers of f, as a value whose memory
+ * representation is what follows the packet on the wire (memcpy it
+ * there).  IPv4: identification 0 and DF set, as Linux sends a DF
+ * datagram from an unconnected UDP socket (and the frames sv_roce_frame
+ * writes).  Thread-safe; about 1 ns per byte or better (sv_roce.c).
+ */
+uint32_t sv_icrc(const struct sv_roce_flow *f, const void *ib, size_t ib_len);
+
+/* The bytes in front of the IBTA packet: 20 + 8 (IPv4) or 40 + 8 (IPv6). */
+size_t sv_roce_hdr_len(const struct sv_roce_flow *f);
+
+/*
+ * Writes IP | UDP | ib | ICRC into out.  IPv4: identification 0, DF, the
+ * header checksum computed, UDP checksum 0 (as RoCE v2 NICs and rxe send
+ * it; the ICRC protects the packet).  IPv6: the UDP checksum is
+ * computed, since IPv6 forbids a zero one (RFC 8200; decoders flag it)
+ * and Linux computes it for a UDP socket's datagrams.  Returns the
+ * frame's length; 0 when cap is too small or ib_len exceeds what the IP
+ * length fields hold (SV_ROCE_MAX_IB4 / SV_ROCE_MAX_IB6).
+ */
+size_t sv_roce_frame(void *out, size_t cap, const struct sv_roce_flow *f,
+		     const void *ib, size_t ib_len);
+
+/*
+ * Parses a raw IP frame (len bytes; bytes after the IP datagram, such as
+ * Ethernet padding, are ignored).  Returns 0 with *f filled and *ib,
+ * *ib_len the IBTA packet (without its ICRC, at least a BTH) when it is
+ * RoCE v2 to UDP port 4791 with a good ICRC; -EBADMSG when only the ICRC
+ * is wrong; -EINVAL for anything else (not IPv4/IPv6 + UDP to 4791, IP
+ * options or extension headers, a fragment, inconsistent lengths, a bad
+ * IPv4 header checksum, no room for BTH and ICRC).  The ICRC is checked
+ * over the header bytes as received (whatever identification the sender
+ * chose), as rxe checks it.
+ */
+int sv_roce_parse(const void *frame, size_t len, struct sv_roce_flow *f,
+		  const uint8_t **ib, size_t *ib_len);
+
+/*
+ * pcap (the libpcap file format, nanosecond timestamps, LINKTYPE_RAW:
+ * frames as sv_roce_frame makes them, IPv4 or IPv6).  sv_pcap_header
+ * writes the 24-byte file header, sv_pcap_record one record (16-byte
+ * record header, then the frame), each with complete writes (retried
+ * after a partial one or EINTR).  0 or -errno.
+ */
+#define SV_PCAP_MAGIC_NS 0xa1b23c4du
+#define SV_PCAP_LINKTYPE_RAW 101
+#define SV_PCAP_SNAPLEN 262144
+#define SV_PCAP_FILE_HDR 24
+#define SV_PCAP_REC_HDR 16
+int sv_pcap_header(int fd);
+int sv_pcap_record(int fd, uint64_t ts_ns, const void *frame, size_t len);
+
+/* The same headers in memory, for writers that buffer (the daemon):
+ * SV_PCAP_FILE_HDR and SV_PCAP_REC_HDR bytes. */
+void sv_pcap_file_hdr(void *out);
+void sv_pcap_rec_hdr(void *out, uint64_t ts_ns, size_t len);
+
+/* The raw CRC-32 register update (reflected polynomial 0xedb88320, no
+ * inversion before or after, as the kernel's crc32_le): exposed for the
+ * tests and the benchmark. */
+uint32_t sv_crc32_le(uint32_t crc, const void *p, size_t n);
+/* The same with the portable tables only (slicing-by-8). */
+uint32_t sv_crc32_le_tables(uint32_t crc, const void *p, size_t n);
+
+#endif
