@@ -49,6 +49,9 @@
  * | nentries    | entries; a key index >= nentries is invalid           |
  * | entries_off | offset of entry 0                                    |
  * | instance    | daemon instance (sv_hello_rep.instance)              |
+ * | capture     | capture sessions running (`softverbs capture`): an   |
+ * |             | engine copies its packets to the daemon only while  |
+ * |             | nonzero, so capture costs one load when none runs   |
  */
 struct sv_keytab_hdr {
 	uint32_t magic;
@@ -59,9 +62,11 @@ struct sv_keytab_hdr {
 	uint32_t nentries;
 	uint32_t entries_off;
 	uint64_t instance;
-	uint8_t reserved[24];
+	_Atomic uint32_t capture;
+	uint8_t reserved[20];
 };
 static_assert(sizeof(struct sv_keytab_hdr) == 64, "keytab header layout");
+static_assert(offsetof(struct sv_keytab_hdr, capture) == 40, "keytab header");
 
 enum sv_key_kind {
 	SV_KEY_FREE = 0,

@@ -98,6 +98,12 @@ uint64_t svd_keytab_size(void)
 	return kt ? kt->size : 0;
 }
 
+void svd_keytab_set_capture(uint32_t n)
+{
+	if (kt)
+		atomic_store_explicit(&kt->capture, n, memory_order_release);
+}
+
 /* The seqlock writer: odd, fields, even. */
 static void entry_write(uint32_t idx, const struct sv_key_entry *v)
 {

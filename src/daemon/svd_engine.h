@@ -24,6 +24,8 @@ uint64_t svd_keytab_size(void);
 void svd_keytab_publish(const struct svd_mr *mr);
 /* The key stops naming anything (dereg, ufile teardown). */
 void svd_keytab_unpublish(uint32_t key);
+/* Publishes the number of capture sessions running (sv_keytab_hdr). */
+void svd_keytab_set_capture(uint32_t n);
 
 /* Op handlers. */
 struct svd_req;
@@ -32,6 +34,9 @@ int svd_op_mw_bind(struct svd_req *r);
 int svd_op_key_invalidate(struct svd_req *r);
 
 /* broker.c */
+/* 0 when fd is a memfd sealed against shrinking and growing of exactly
+ * ring_size bytes (a ring another process can map safely), else -EINVAL. */
+int svd_check_ring_fd(int fd, uint64_t ring_size);
 int svd_op_engine_attach(struct svd_req *r);
 int svd_op_qpn_lookup(struct svd_req *r);
 int svd_op_link_connect(struct svd_req *r);

@@ -123,3 +123,12 @@ foreach(p ${SV_RDMACM_PAIRS})
 endforeach()
 # librdmacm.so.1's ABI against Debian's (symbols, versions, SONAME).
 sv_script_test(rdmacm_abi compat/rdmacm_abi.sh)
+
+# Capture and the RoCE v2 encapsulation (issue 9): packets of every opcode
+# written by sv_roce.c and through `softverbs capture` from a fake engine
+# (roce_gen), decoded by Debian's tshark and checked against scapy's RoCE
+# layer; the command's filters, stops and drop count.
+add_executable(roce_gen ${CMAKE_CURRENT_LIST_DIR}/roce_gen.c
+               ${CMAKE_SOURCE_DIR}/src/engine/sv_opcode.c)
+target_include_directories(roce_gen PRIVATE ${CMAKE_SOURCE_DIR}/src/engine)
+target_link_libraries(roce_gen PRIVATE sv_client)
