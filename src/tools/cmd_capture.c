@@ -181,6 +181,7 @@ int sv_cmd_capture(int argc, char **argv)
 	struct copier cp = { .in = -1, .out = -1 };
 	const char *path = NULL, *why = NULL, *note = NULL;
 	int i, err, sfd = -1, rc = 1, stats_err;
+	uint64_t instance = 0;
 	uint32_t v;
 	sigset_t mask;
 
@@ -255,6 +256,9 @@ int sv_cmd_capture(int argc, char **argv)
 					    strerror(-err));
 		goto out;
 	}
+	instance = sv_chan_instance(&err);
+	if (!instance)
+		instance = 2; /* no daemon's (theirs are odd): never start one */
 
 	for (;;) {
 		struct pollfd pfd[2] = { { cp.in, POLLIN, 0 },
@@ -303,7 +307,8 @@ int sv_cmd_capture(int argc, char **argv)
 		sv_tool_err("%s", why);
 	else
 		rc = 0;
-	stats_err = sv_call_simple(SV_OP_CAPTURE_STATS, 0, 0, -1, &sreq,
+	/* The same daemon only: never start one to ask (-EIO if it is gone). */
+	stats_err = sv_call_simple(SV_OP_CAPTURE_STATS, 0, instance, -1, &sreq,
 				   sizeof(sreq), &st, sizeof(st));
 	close(cp.in);
 	cp.in = -1;

@@ -2,13 +2,20 @@
 # SPDX-License-Identifier: MIT
 """Checks a pcap of RoCE v2 frames with two decoders that are not ours.
 
-    roce_check.py PCAP MANIFEST [--only-qpn N] [--count N] [--same-frames PCAP2]
+    roce_check.py PCAP MANIFEST [--only-qpn N] [--count N] [--subset]
+                  [--same-frames PCAP2] [--frames N] [--name WHAT]
+                  [+ PCAP MANIFEST [options]]...
+
+Several checks may go in one run, separated by "+" (tshark and scapy
+start once: that is most of the time); each prints one line, "ok WHAT"
+or "FAIL WHAT" with the problems.
 
 MANIFEST (tests/compat/roce_gen.c) lists the packets that were sent, one
 line each: index, opcode, DestQP, PSN, ipv6, source, destination, IBTA
 length, pad count, local QPN, name.  The pcap must hold exactly those
 packets in that order (with --only-qpn, exactly those to or from QP N;
-with --count, the first N).
+with --count, the first N; with --subset, some of them in order, as a
+capture that dropped packets holds).
 
 tshark (Debian's): every frame decodes as IP/UDP/InfiniBand on port 4791
 with the manifest's opcode, DestQP, PSN and pad count, addresses and
@@ -30,6 +37,9 @@ ones, and the rest of the packet.
 
 --same-frames: the frames (not the timestamps) equal PCAP2's, byte for
 byte: a capture through the daemon writes what sv_roce.c writes directly.
+--frames N: the pcap holds N frames (what the capture said it wrote).
+--scapy-max N: scapy looks at the first N frames only (it takes about a
+millisecond a frame; tshark still reads them all).
 
 Exit 0 when all agree, 1 with one line per difference otherwise.
 """
@@ -41,7 +51,7 @@ import sys
 import zlib
 
 logging.getLogger("scapy.runtime").setLevel(logging.ERROR)
-from scapy.all import IP, IPv6, UDP, raw, rdpcap  # noqa: E402
+from scapy.all import IP, IPv6, UDP, RawPcapReader, raw, rdpcap  # noqa: E402
 from scapy.contrib.roce import BTH  # noqa: E402
 
 FIELDS = ["frame.number", "frame.protocols", "ip.src", "ip.dst", "ipv6.src",
@@ -57,8 +67,6 @@ errors = []
 
 def err(msg):
     errors.append(msg)
-    if len(errors) <= 40:
-        print("roce_check: " + msg, file=sys.stderr)
 
 
 def manifest(path, only_qpn, count):
@@ -76,9 +84,15 @@ def manifest(path, only_qpn, count):
     return rows[:count] if count is not None else rows
 
 
+_heur = None
+
+
 def tshark(pcap):
-    heur = subprocess.run(["tshark", "-G", "heuristic-decodes"],
-                          capture_output=True, text=True).stdout
+    global _heur
+    if _heur is None:
+        _heur = subprocess.run(["tshark", "-G", "heuristic-decodes"],
+                               capture_output=True, text=True).stdout
+    heur = _heur
     cmd = ["tshark", "-r", pcap, "-n", "-o", "ip.check_checksum:TRUE",
            "-o", "udp.check_checksum:TRUE", "-T", "fields",
            "-E", "separator=/t", "-E", "occurrence=a", "-E", "aggregator=,"]
@@ -114,11 +128,7 @@ def icrc_v6(frame):
     return struct.pack("<I", c & 0xffffffff)
 
 
-def main():
-    args = sys.argv[1:]
-    if len(args) < 2:
-        print(__doc__, file=sys.stderr)
-        return 2
+def check(args):
     pcap, man = args[0], args[1]
     only_qpn = count = None
     if "--only-qpn" in args:
@@ -129,9 +139,28 @@ def main():
 
     # ---- tshark
     ts = tshark(pcap)
+    if "--subset" in args:
+        # Align each frame with the next manifest row of the same BTH.
+        kept, j = [], 0
+        for t in ts:
+            key = (t["infiniband.bth.opcode"], t["infiniband.bth.destqp"],
+                   t["infiniband.bth.psn"])
+            while j < len(rows) and key != (str(rows[j]["opcode"]),
+                                            "0x%06x" % rows[j]["dqpn"],
+                                            str(rows[j]["psn"])):
+                j += 1
+            if j == len(rows):
+                err("frame %s is none of the manifest's packets (in order)"
+                    % t["frame.number"])
+                break
+            kept.append(rows[j])
+            j += 1
+        rows = kept
     if len(ts) != len(rows):
         err("tshark: %d frames, expected %d" % (len(ts), len(rows)))
-    frames = rdpcap(pcap)
+    smax = int(args[args.index("--scapy-max") + 1]) if "--scapy-max" in args else None
+    frames = rdpcap(pcap, count=smax or -1)
+    nframes = sum(1 for _ in RawPcapReader(pcap)) if smax else len(frames)
     for i, (t, r) in enumerate(zip(ts, rows)):
         where = "frame %d (%s, %s)" % (i + 1, r["name"], "IPv6" if r["v6"] else "IPv4")
         proto = "raw:ipv6:udp:infiniband" if r["v6"] else "raw:ip:udp:infiniband"
@@ -169,8 +198,8 @@ def main():
                     % (where, t["infiniband.invariant.crc"]))
 
     # ---- scapy
-    if len(frames) != len(rows):
-        err("scapy: %d frames, expected %d" % (len(frames), len(rows)))
+    if nframes != len(rows):
+        err("scapy: %d frames, expected %d" % (nframes, len(rows)))
     for i, (p, r) in enumerate(zip(frames, rows)):
         where = "frame %d (%s)" % (i + 1, r["name"])
         if BTH not in p or UDP not in p:
@@ -202,14 +231,45 @@ def main():
             err("frames differ from the other pcap's (%d vs %d frames; differing: %s)"
                 % (len(mine), len(other), diff[:10]))
 
-    if errors:
-        print("roce_check: %d problem(s) in %s" % (len(errors), pcap), file=sys.stderr)
-        return 1
+    if "--frames" in args and nframes != int(args[args.index("--frames") + 1]):
+        err("%d frames, the capture said %s" % (nframes, args[args.index("--frames") + 1]))
+
     v6 = sum(1 for r in rows if r["v6"])
-    print("roce_check: %s: %d frames (%d IPv4, %d IPv6), %d opcodes: tshark and scapy agree"
-          % (os.path.basename(pcap), len(rows), len(rows) - v6, v6,
-             len(set(r["opcode"] for r in rows))))
-    return 0
+    return "%s: %d frames (%d IPv4, %d IPv6), %d opcodes" % (
+        os.path.basename(pcap), len(rows), len(rows) - v6, v6,
+        len(set(r["opcode"] for r in rows)))
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    jobs, cur = [], []
+    for a in args:
+        if a == "+":
+            jobs.append(cur)
+            cur = []
+        else:
+            cur.append(a)
+    jobs.append(cur)
+    failed = 0
+    for job in jobs:
+        name = job[job.index("--name") + 1] if "--name" in job else job[0]
+        del errors[:]
+        try:
+            what = check(job)
+        except Exception as e:  # a pcap scapy cannot read, ...
+            err("%s: %r" % (job[0], e))
+            what = job[0]
+        if errors:
+            failed += 1
+            print("FAIL %s: %d problem(s) in %s" % (name, len(errors), what))
+            for e in errors[:40]:
+                print("    " + e)
+        else:
+            print("ok %s: tshark and scapy agree on %s" % (name, what))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -132,3 +132,7 @@ add_executable(roce_gen ${CMAKE_CURRENT_LIST_DIR}/roce_gen.c
                ${CMAKE_SOURCE_DIR}/src/engine/sv_opcode.c)
 target_include_directories(roce_gen PRIVATE ${CMAKE_SOURCE_DIR}/src/engine)
 target_link_libraries(roce_gen PRIVATE sv_client)
+sv_script_test(capture compat/capture.sh)
+set_tests_properties(capture PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120
+                     LABELS "compat;capture")
+add_dependencies(roce_gen softverbsd softverbs)
