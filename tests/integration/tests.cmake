@@ -40,6 +40,8 @@ foreach(t test_engine_rc test_engine_err test_engine_mw test_engine_rmem
   sv_c_test_env(${t}_packets ${t} SOFTVERBS_DIRECT=0)
 endforeach()
 sv_c_test(test_ud_wc ${D}/test_ud_wc.c TIMEOUT 60)
+# Capture (issue 9): sessions, capture rings, filters, stalled readers.
+sv_c_test(test_capture ${D}/test_capture.c TIMEOUT 120 LABELS capture)
 # rdma_cm semantics (issue 10): librdmacm.so.1 on the daemon's CM.
 sv_c_test(test_rdmacm ${D}/test_rdmacm.c TIMEOUT 300 LABELS rdmacm)
 target_link_libraries(test_rdmacm PRIVATE rdmacm)
