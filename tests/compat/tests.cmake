@@ -136,3 +136,11 @@ sv_script_test(capture compat/capture.sh)
 set_tests_properties(capture PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120
                      LABELS "compat;capture")
 add_dependencies(roce_gen softverbsd softverbs)
+
+# Two hosts on one machine (tests/compat/netns_lib.sh), proven: network
+# namespaces joined by a veth, ping and UDP across, a daemon per namespace
+# listing its addresses as GIDs, the nftables loss rule, tcpdump on the
+# veth, nothing left after.  Root only (CI); SKIP otherwise.
+sv_script_test(netns_smoke compat/netns_smoke.sh)
+set_tests_properties(netns_smoke PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120
+                     LABELS "compat;netns")

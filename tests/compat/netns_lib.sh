@@ -1,0 +1,194 @@
+# SPDX-License-Identifier: MIT
+# Two hosts on one machine, for the tests between hosts (issue 9): two
+# network namespaces joined by a veth pair, a softverbs daemon in each
+# (the daemon's abstract socket belongs to its namespace, so each
+# namespace is a host with its own device), and what a lossy network and
+# a packet capture need.  Root only.  Source it:
+#
+#   . tests/compat/netns_lib.sh
+#   netns_require || exit 77   # root, ip netns, nft: else says why
+#   netns_setup                # A and B up, addresses, MTU 1500, cleanup trap
+#   ns_a ping -c1 "$NS_B_IP4"  # a command in A (ns_b: in B)
+#   netns_daemon a; netns_daemon b
+#   netns_loss b 5             # B drops ~5% of the UDP 4791 packets it gets
+#   netns_capture b FILE       # tcpdump of UDP 4791 on B's veth, until
+#   netns_capture_stop         #   stopped (or cleanup)
+#
+# Names carry this shell's pid, so tests run side by side; addresses are
+# only from the documentation ranges (RFC 5737, RFC 3849), never a real
+# network's:
+#   A: 198.51.100.1/24, 2001:db8::1/64 on sva<pid>
+#   B: 198.51.100.2/24, 2001:db8::2/64 on svb<pid>
+# netns_cleanup (run by the trap on EXIT, INT and TERM; safe to call twice)
+# stops the daemons and background commands, and deletes both namespaces,
+# which takes the veth pair, the addresses and the nftables rules with
+# them.
+
+NS_TAG=${NS_TAG:-$$}
+NS_A=svtest-a-$NS_TAG
+NS_B=svtest-b-$NS_TAG
+NS_IF_A=sva$NS_TAG
+NS_IF_B=svb$NS_TAG
+NS_A_IP4=198.51.100.1
+NS_B_IP4=198.51.100.2
+NS_A_IP6=2001:db8::1
+NS_B_IP6=2001:db8::2
+NS_MTU=1500
+# The daemons: this test's socket name in both namespaces (each has its
+# own abstract socket namespace, so they do not meet).
+export SOFTVERBS_SOCKET=${SOFTVERBS_SOCKET:-svtest.netns.$NS_TAG}
+NS_SV=${SOFTVERBS:-${SV_BUILD_DIR:-$(dirname "${BASH_SOURCE[0]}")/../../build}/bin/softverbs}
+NS_PIDS=()	   # background commands to stop at cleanup
+NS_CAPTURE_PID=
+
+# The reason on stdout and status 1 when this machine cannot run the
+# namespace tests (not root, no ip netns, no nftables).
+netns_require() {
+	if [ "$(id -u)" != 0 ]; then
+		echo "SKIP: network namespaces need root (CI runs the tests as root)"
+		return 1
+	fi
+	local t
+	for t in ip nft; do
+		command -v $t >/dev/null ||
+			{ echo "SKIP: $t missing (scripts/deps.sh installs it)"; return 1; }
+	done
+	if ! ip netns add "svtest-probe-$NS_TAG" 2>/dev/null; then
+		echo "SKIP: cannot create network namespaces here (no CAP_SYS_ADMIN?)"
+		return 1
+	fi
+	ip netns del "svtest-probe-$NS_TAG"
+	return 0
+}
+
+ns_a() { ip netns exec "$NS_A" "$@"; }
+ns_b() { ip netns exec "$NS_B" "$@"; }
+# ns_name a|b: the namespace's name.
+ns_name() {
+	case $1 in
+	a | A) echo "$NS_A" ;;
+	b | B) echo "$NS_B" ;;
+	*) echo "netns: no namespace '$1'" >&2; return 2 ;;
+	esac
+}
+# ns_in a|b CMD...
+ns_in() {
+	local ns
+	ns=$(ns_name "$1") || return 2
+	shift
+	ip netns exec "$ns" "$@"
+}
+
+netns_setup() {
+	trap netns_cleanup EXIT
+	trap 'netns_cleanup; exit 130' INT
+	trap 'netns_cleanup; exit 143' TERM
+	ip netns add "$NS_A" || return 1
+	ip netns add "$NS_B" || return 1
+	ip link add "$NS_IF_A" mtu $NS_MTU netns "$NS_A" type veth \
+		peer name "$NS_IF_B" mtu $NS_MTU netns "$NS_B" || return 1
+	# IPv6 addresses usable at once (nodad): nothing else is on the link.
+	ns_a ip addr add "$NS_A_IP4/24" dev "$NS_IF_A" &&
+		ns_a ip -6 addr add "$NS_A_IP6/64" dev "$NS_IF_A" nodad &&
+		ns_b ip addr add "$NS_B_IP4/24" dev "$NS_IF_B" &&
+		ns_b ip -6 addr add "$NS_B_IP6/64" dev "$NS_IF_B" nodad &&
+		ns_a ip link set lo up && ns_b ip link set lo up &&
+		ns_a ip link set "$NS_IF_A" up && ns_b ip link set "$NS_IF_B" up ||
+		return 1
+	# The link is up when both ends say so.
+	local i
+	for i in $(seq 1 100); do
+		ns_a ip -o link show "$NS_IF_A" | grep -q "state UP" &&
+			ns_b ip -o link show "$NS_IF_B" | grep -q "state UP" && return 0
+		sleep 0.05
+	done
+	echo "netns: the veth pair did not come up" >&2
+	return 1
+}
+
+# netns_bg a|b CMD...: CMD in the background in that namespace, stopped
+# at cleanup; its pid in $NS_LAST_PID (CMD's own: `ip netns exec` execs
+# it, and no shell function stands between, so a signal reaches it).
+netns_bg() {
+	local ns
+	ns=$(ns_name "$1") || return 2
+	shift
+	ip netns exec "$ns" "$@" &
+	NS_LAST_PID=$!
+	NS_PIDS+=("$NS_LAST_PID")
+}
+
+# netns_daemon a|b: the namespace's softverbsd (started, idle timeout off).
+netns_daemon() {
+	ns_in "$1" env SOFTVERBS_IDLE_TIMEOUT=0 "$NS_SV" daemon start >/dev/null
+}
+
+# netns_loss a|b PERCENT: that namespace drops about PERCENT% of the UDP
+# packets to port 4791 it receives (nftables: this kernel has no netem).
+# netns_loss_dropped a|b prints how many it dropped so far.
+netns_loss() {
+	ns_in "$1" nft -f - <<EOF
+table inet svloss {
+	chain input {
+		type filter hook input priority 0; policy accept;
+		udp dport 4791 numgen random mod 100 < $2 counter drop
+	}
+}
+EOF
+}
+netns_loss_dropped() {
+	ns_in "$1" nft list table inet svloss 2>/dev/null |
+		sed -n 's/.*counter packets \([0-9]*\) .*/\1/p'
+}
+netns_loss_off() { ns_in "$1" nft delete table inet svloss 2>/dev/null; }
+
+# netns_capture a|b FILE [FILTER]: tcpdump on that namespace's veth (UDP
+# 4791 unless FILTER), writing FILE packet by packet, until
+# netns_capture_stop.  Returns once it listens.
+netns_capture() {
+	local which=$1 file=$2 filter=${3:-udp port 4791} dev ns i
+	case $which in a | A) dev=$NS_IF_A ;; *) dev=$NS_IF_B ;; esac
+	ns=$(ns_name "$which") || return 2
+	# -Z root: write FILE as root (tcpdump would drop to its own user).
+	ip netns exec "$ns" tcpdump -i "$dev" -U -n -Z root -w "$file" $filter \
+		2>"$file.log" &
+	NS_CAPTURE_PID=$!
+	for i in $(seq 1 100); do
+		grep -q "listening on" "$file.log" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	echo "netns: tcpdump did not start: $(cat "$file.log")" >&2
+	return 1
+}
+netns_capture_stop() {
+	[ -n "$NS_CAPTURE_PID" ] || return 0
+	kill -INT "$NS_CAPTURE_PID" 2>/dev/null
+	wait "$NS_CAPTURE_PID" 2>/dev/null
+	NS_CAPTURE_PID=
+}
+
+netns_cleanup() {
+	local p ns
+	netns_capture_stop
+	for p in "${NS_PIDS[@]}"; do
+		kill "$p" 2>/dev/null
+	done
+	for p in "${NS_PIDS[@]}"; do
+		wait "$p" 2>/dev/null
+	done
+	NS_PIDS=()
+	for ns in "$NS_A" "$NS_B"; do
+		if ip netns list 2>/dev/null | grep -qw "$ns"; then
+			ip netns exec "$ns" "$NS_SV" daemon stop >/dev/null 2>&1
+			# Whatever still runs in it (a test's stray program).
+			for p in $(ip netns pids "$ns" 2>/dev/null); do
+				kill -9 "$p" 2>/dev/null
+			done
+			ip netns del "$ns" 2>/dev/null
+		fi
+	done
+	# The veth pair goes with the namespaces; make sure of it.
+	ip link del "$NS_IF_A" 2>/dev/null
+	ip link del "$NS_IF_B" 2>/dev/null
+	return 0
+}
