@@ -686,6 +686,11 @@ struct sv_async_msg {
 	uint64_t element; /* user_handle of the object, or port number */
 };
 
+#define SV_CAPTURE_QPN 1u /* sv_capture_req.flags: filter by QP */
+#define SV_CAPTURE_PID 2u /* sv_capture_req.flags: filter by process */
+#define SV_CAPTURE_MAX 16 /* sessions at once */
+#define SV_REC_CAPTURE 1u /* ring record type of a struct sv_cap_rec */
+
 /*
  * Capture (issue 9; src/daemon/capture.c, `softverbs capture`).
  *
@@ -708,9 +713,6 @@ struct sv_async_msg {
  * | flags | SV_CAPTURE_*                                               |
  * | pad   | 0                                                          |
  */
-#define SV_CAPTURE_QPN 1u
-#define SV_CAPTURE_PID 2u
-#define SV_CAPTURE_MAX 16
 struct sv_capture_req {
 	uint32_t qpn;
 	uint32_t pid;
@@ -768,7 +770,6 @@ struct sv_capture_ring_req {
  * | qpn    | the local QP that sent or received it                       |
  * | flow   | the IP/UDP headers it has (or would have) on the wire       |
  */
-#define SV_REC_CAPTURE 1u
 struct sv_cap_rec {
 	uint64_t ts_ns;
 	uint32_t dir;

@@ -114,7 +114,7 @@ def tshark(pcap):
 
 
 def icrc_v6(frame):
-    """The ICRC of an IPv6 frame from the definition (A17.8, as rxe)."""
+    """The ICRC of an IPv6 frame from the definition (Annex A17, as rxe)."""
     ip = bytearray(frame[:40])
     ip[0] |= 0x0f
     ip[1] = ip[2] = ip[3] = 0xff  # traffic class, flow label

@@ -209,7 +209,7 @@ static uint16_t csum(const uint8_t *p, size_t n)
 	return (uint16_t)~s;
 }
 
-/* Which bits of a frame the ICRC leaves out (A17.8, rxe_icrc.c). */
+/* Which bits of a frame the ICRC leaves out (Annex A17, rxe_icrc.c). */
 static int masked(int v6, size_t byte, int bit)
 {
 	size_t ip = v6 ? 40 : 20;
