@@ -89,6 +89,20 @@ uint32_t sv_icrc(const struct sv_roce_flow *f, const void *ib, size_t ib_len);
 size_t sv_roce_hdr_len(const struct sv_roce_flow *f);
 
 /*
+ * For a receiver that never sees the IPv4 header (a UDP socket): the ICRC
+ * covers the IPv4 identification and flags, which the kernel's rxe fills
+ * with __ip_select_ident (not 0) and a UDP socket does not report.  Finds
+ * the identification (and DF) that make `icrc` (the 4 bytes after the
+ * packet, as sv_icrc returns them) the ICRC of ib in the IPv4 flow f:
+ * 0 with *id and *df set, or -EBADMSG when none does.  The CRC is linear,
+ * so this is a 16-unknown linear system, not a search (a few hundred ns;
+ * per-thread cache by packet length); what is left of the check is 15 of
+ * the CRC's 32 bits.  IPv6 has no such field: use sv_icrc.
+ */
+int sv_icrc_ipv4_id(const struct sv_roce_flow *f, const void *ib,
+		    size_t ib_len, uint32_t icrc, uint16_t *id, int *df);
+
+/*
  * Writes IP | UDP | ib | ICRC into out.  IPv4: identification 0, DF, the
  * header checksum computed, UDP checksum 0 (as RoCE v2 NICs and rxe send
  * it; the ICRC protects the packet).  IPv6: the UDP checksum is
