@@ -194,10 +194,15 @@ d=$(sed -n 's/.*, \([0-9]*\) dropped.*/\1/p' "$TMP/slow.err")
 check "stalled reader (the $n reported, whole, in order)" "$TMP/slow.pcap" \
 	"$TMP/slow.tsv" --subset --frames "${n:-0}" --scapy-max 300
 
-# ---- the daemon going away ends the capture with a valid file
-timeout 30 "$SV" capture -w "$TMP/end.pcap" 2>"$TMP/end.err" &
+# ---- a daemon that started for a capture stays while it runs (idle 1 s);
+# its going away ends the capture with a valid file
+"$SV" daemon stop >/dev/null
+SOFTVERBS_IDLE_TIMEOUT=1 timeout 30 "$SV" capture -w "$TMP/end.pcap" 2>"$TMP/end.err" &
 cap=$!
 wait_count 1
+sleep 2.5
+"$SV" daemon status >/dev/null 2>&1 && kill -0 $cap 2>/dev/null &&
+	ok "no idle exit while a capture runs" || fail "the daemon left a capture for idleness"
 "$SV" daemon stop >/dev/null
 wait $cap && grep -q "the daemon ended the capture" "$TMP/end.err" &&
 	[ "$(stat -c %s "$TMP/end.pcap")" = 24 ] &&
