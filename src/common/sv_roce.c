@@ -506,6 +506,19 @@ int sv_icrc_ipv4_id(const struct sv_roce_flow *f, const void *ib,
 	return -EBADMSG;
 }
 
+uint32_t sv_icrc_ipv4(const struct sv_roce_flow *f, const void *ib,
+		      size_t ib_len, uint16_t id, int df)
+{
+	uint8_t h[SV_ROCE_IP6_HDR + SV_ROCE_UDP_HDR + 12];
+	size_t hl = build_hdr(h, f, ib_len);
+
+	if (!f->ipv6) {
+		st16(h + 4, id);
+		h[6] = df ? 0x40 : 0;
+	}
+	return icrc_of(h, hl, f->ipv6, ib, ib_len);
+}
+
 size_t sv_roce_frame(void *out, size_t cap, const struct sv_roce_flow *f,
 		     const void *ib, size_t ib_len)
 {

@@ -89,6 +89,15 @@ uint32_t sv_icrc(const struct sv_roce_flow *f, const void *ib, size_t ib_len);
 size_t sv_roce_hdr_len(const struct sv_roce_flow *f);
 
 /*
+ * sv_icrc with another IPv4 identification and DF than 0 and set: for a
+ * sender whose kernel numbers the datagrams, as UDP GSO does (the
+ * segments of one send carry identifications 0, 1, 2, ... when the first
+ * is 0).  IPv6 flows: sv_icrc.
+ */
+uint32_t sv_icrc_ipv4(const struct sv_roce_flow *f, const void *ib,
+		      size_t ib_len, uint16_t id, int df);
+
+/*
  * For a receiver that never sees the IPv4 header (a UDP socket): the ICRC
  * covers the IPv4 identification and flags, which the kernel's rxe fills
  * with __ip_select_ident (not 0) and a UDP socket does not report.  Finds

@@ -13,8 +13,9 @@
  *     frame still parses; anywhere else it is refused (-EBADMSG wherever
  *     the frame still looks like RoCE v2, the IPv4 identification and
  *     flags included);
- *   - a receiver that sees no IPv4 header recovers the identification
- *     and DF the sender used (sv_icrc_ipv4_id) and refuses corruption;
+ *   - the ICRC for a given IPv4 identification and DF (sv_icrc_ipv4), and
+ *     a receiver that sees no IPv4 header recovers the identification and
+ *     DF the sender used (sv_icrc_ipv4_id) and refuses corruption;
  *   - pcap headers and records are laid out as libpcap reads them.
  * `test_roce --bench` measures the CRC and the ICRC of a 4 KiB packet.
  */
@@ -449,6 +450,7 @@ static void test_ipv4_id(void)
 		fr[4] = (uint8_t)(id >> 8), fr[5] = (uint8_t)id;
 		fr[6] = df ? 0x40 : 0;
 		icrc = icrc_ref(fr, len);
+		EXPECT(sv_icrc_ipv4(&f, ib, n, id, df) == icrc);
 		EXPECT(sv_icrc_ipv4_id(&f, ib, n, icrc, &got, &gdf) == 0);
 		EXPECT(got == id && gdf == df);
 		/* id 0 with DF: what sv_icrc gives. */
