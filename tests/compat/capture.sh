@@ -124,7 +124,12 @@ b=$!
 timeout 30 "$SV" capture -w "$TMP/pid.pcap" --pid "$a" 2>"$TMP/pid.err" &
 cap=$!
 wait $a $b || fail "producers (pid)"
-sleep 0.5
+size=$(stat -c %s "$TMP/direct.pcap") # A's packets, same sizes
+for i in $(seq 1 100); do
+	[ "$(stat -c %s "$TMP/pid.pcap")" -ge "$size" ] && break
+	sleep 0.1
+done
+sleep 0.2 # (more than A's would show as a failure below, not be cut)
 kill -INT $cap
 wait $cap || fail "capture --pid: exit $?"
 check "capture --pid (a second producer claims that pid)" "$TMP/pid.pcap" "$TMP/a.tsv"
@@ -166,23 +171,23 @@ check "after SIGTERM (the $n reported, whole)" "$TMP/term.pcap" "$TMP/term.tsv" 
 	--count "${n:-0}" --frames "${n:-0}" --scapy-max 300
 
 # ---- a reader that stalls: producers and the daemon carry on, drops counted
+# (the reader reads nothing until told; a daemon that waited for it would
+# hold the producer, whose drain wait then times out, and daemon status)
 mkfifo "$TMP/fifo"
-(exec 3<"$TMP/fifo"; sleep 2; cat <&3 >"$TMP/slow.pcap") &
+(exec 3<"$TMP/fifo"
+ while [ ! -e "$TMP/go" ]; do sleep 0.05; done
+ cat <&3 >"$TMP/slow.pcap") &
 reader=$!
 timeout 60 "$SV" capture -w - >"$TMP/fifo" 2>"$TMP/slow.err" &
 cap=$!
 wait_count 1
-t0=$(date +%s%N)
-timeout 30 "$GEN" produce "$TMP/slow.tsv" --repeat 100 >/dev/null || fail "producer (slow reader)"
-t1=$(date +%s%N)
-"$SV" daemon status >/dev/null || fail "daemon status while the reader stalls"
-t2=$(date +%s%N)
-ms=$(((t1 - t0) / 1000000))
-sms=$(((t2 - t1) / 1000000))
-[ $ms -lt 1800 ] && ok "stalled reader: $((N * 100)) packets produced in $ms ms (reader asleep 2 s)" ||
-	fail "stalled reader held the producer: $ms ms"
-[ $sms -lt 1000 ] && ok "stalled reader: daemon status answers in $sms ms" ||
-	fail "daemon status took $sms ms with a stalled reader"
+timeout 30 "$GEN" produce "$TMP/slow.tsv" --repeat 100 >/dev/null &&
+	ok "stalled reader: $((N * 100)) packets produced and taken while nobody reads" ||
+	fail "a stalled reader held the producer"
+timeout 10 "$SV" daemon status >/dev/null &&
+	ok "stalled reader: daemon status answers" ||
+	fail "daemon status with a stalled reader"
+touch "$TMP/go"
 kill -INT $cap
 wait $cap || fail "stalled reader: capture exit $?"
 wait $reader

@@ -142,6 +142,10 @@ n=$(udp_through 4 "$NS_B_IP4" 4791 500)
 netns_capture b "$TMP/veth.pcap" || fail "tcpdump"
 udp_through 4 "$NS_B_IP4" 4791 7 >/dev/null
 udp_through 6 "$NS_B_IP6" 4791 5 >/dev/null
+for i in $(seq 1 100); do
+	[ "$(netns_capture_count "$TMP/veth.pcap")" -ge 12 ] && break
+	sleep 0.1
+done
 netns_capture_stop
 c=$(tshark -r "$TMP/veth.pcap" -n 2>/dev/null | wc -l)
 [ "$c" = 12 ] && ok "tcpdump on the veth: 12 UDP 4791 packets" || fail "tcpdump saw $c packets, expected 12"
