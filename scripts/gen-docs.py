@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """Writes the generated reference pages of docs/ from the shared headers.
 
-    docs/protocol.md      <- src/common/sv_proto.h  (control protocol)
+    docs/protocol.md      <- src/common/sv_proto.h  (control protocol),
+                             src/common/sv_roce.h   (RoCE v2 frames: capture)
     docs/shared-memory.md <- src/common/sv_ring.h, src/common/sv_keytab.h
     docs/queues.md        <- src/engine/sv_shm.h (CQ, receive queues, QP block)
 
@@ -44,7 +45,7 @@ def header_rel(h):
 PAGES = {
     "docs/protocol.md": {
         "title": "Control protocol",
-        "headers": ["sv_proto.h"],
+        "headers": ["sv_proto.h", "sv_roce.h"],
         "structs": None,  # all of them
         "intro": (
             "How `libibverbs.so.1` and the `softverbs` command talk to "

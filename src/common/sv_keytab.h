@@ -51,7 +51,9 @@
  * | entries_off | offset of entry 0                                    |
  * | instance    | daemon instance (sv_hello_rep.instance)              |
  * | port_off    | offset of struct sv_keytab_port                      |
- * | capture     | capture sessions running (0: the data path skips it) |
+ * | capture     | capture sessions running (`softverbs capture`): an   |
+ * |             | engine copies its packets to the daemon only while  |
+ * |             | nonzero, so capture costs one load when none runs   |
  */
 struct sv_keytab_hdr {
 	uint32_t magic;
@@ -67,6 +69,7 @@ struct sv_keytab_hdr {
 	uint8_t reserved[16];
 };
 static_assert(sizeof(struct sv_keytab_hdr) == 64, "keytab header layout");
+static_assert(offsetof(struct sv_keytab_hdr, capture) == 44, "keytab header");
 
 #define SV_KEYTAB_GIDS 32 /* == SV_GID_TBL_LEN */
 

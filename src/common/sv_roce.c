@@ -202,9 +202,12 @@ crc_clmul(uint32_t crc, const uint8_t *p, size_t n)
 }
 #endif
 
+static void make_x2n(void); /* below, with its users */
+
 __attribute__((constructor)) static void crc_init(void)
 {
 	make_tables();
+	make_x2n();
 #ifdef SV_HAVE_CLMUL
 	fold_constants();
 	__builtin_cpu_init();
@@ -366,6 +369,153 @@ uint32_t sv_icrc(const struct sv_roce_flow *f, const void *ib, size_t ib_len)
 	uint8_t h[SV_ROCE_IP6_HDR + SV_ROCE_UDP_HDR + 12];
 	size_t hl = build_hdr(h, f, ib_len);
 
+	return icrc_of(h, hl, f->ipv6, ib, ib_len);
+}
+
+/* ------------------------------------------- unknown IPv4 identification -- */
+
+/*
+ * Over GF(2), the CRC register is linear in the message: flipping bits at
+ * byte offset o of an n-byte message XORs the register with the register
+ * those bits alone give, carried through the n - o - 1 bytes after them,
+ * i.e. multiplied by x^(8(n-o-1)) mod P.  mulmod multiplies two registers
+ * (reflected: bit 31 is x^0); x2n[k] = x^(2^k) mod P builds any power.
+ */
+static uint32_t x2n[32];
+
+static uint32_t mulmod(uint32_t a, uint32_t b)
+{
+	uint32_t p = 0;
+
+	for (uint32_t m = 0x80000000u; m; m >>= 1) {
+		if (a & m)
+			p ^= b;
+		b = (b >> 1) ^ (CRC_POLY & (0u - (b & 1))); /* b *= x */
+	}
+	return p;
+}
+
+static void make_x2n(void)
+{
+	x2n[0] = 0x40000000u; /* x^1 */
+	for (int k = 1; k < 32; k++)
+		x2n[k] = mulmod(x2n[k - 1], x2n[k - 1]);
+}
+
+/* x^(8 n) mod P: the effect of n zero bytes. */
+static uint32_t zeros(size_t n)
+{
+	uint32_t r = 0x80000000u; /* x^0 */
+	uint64_t e = (uint64_t)n * 8;
+
+	for (int k = 0; e; k++, e >>= 1)
+		if (e & 1)
+			r = mulmod(r, x2n[k]);
+	return r;
+}
+
+/* The reduced basis for one packet length: pivot[b] is a combination of
+ * identification bits (tag) whose effect has bit b as its highest. */
+struct id_basis {
+	size_t ib_len;
+	uint32_t df; /* the effect of the DF bit */
+	uint32_t v[32];
+	uint16_t tag[32];
+	uint8_t valid;
+};
+
+static void basis_make(struct id_basis *B, size_t ib_len)
+{
+	/* Offsets in the pseudo packet after the seed: identification at
+	 * bytes 4-5 of the IPv4 header, DF in byte 6; n bytes in all. */
+	size_t n = SV_ROCE_IP4_HDR + SV_ROCE_UDP_HDR + ib_len;
+	uint32_t z5 = zeros(n - 5 - 1), z4 = mulmod(z5, x2n[3]);
+
+	memset(B, 0, sizeof(*B));
+	B->ib_len = ib_len;
+	B->df = mulmod(crc_tab[0][0x40], zeros(n - 6 - 1));
+	for (int i = 0; i < 16; i++) {
+		/* tag bit i: bit i of the 16-bit identification */
+		uint32_t v = i < 8 ? mulmod(crc_tab[0][1u << i], z5) :
+				     mulmod(crc_tab[0][1u << (i - 8)], z4);
+		uint16_t tag = (uint16_t)(1u << i);
+
+		for (int b = 31; b >= 0 && v; b--) {
+			if (!(v >> b & 1))
+				continue;
+			if (!B->v[b]) {
+				B->v[b] = v;
+				B->tag[b] = tag;
+				break;
+			}
+			v ^= B->v[b];
+			tag ^= B->tag[b];
+		}
+	}
+	B->valid = 1;
+}
+
+/* The identification whose effect is d, or -1. */
+static int basis_solve(const struct id_basis *B, uint32_t d)
+{
+	uint16_t x = 0;
+
+	for (int b = 31; b >= 0; b--) {
+		if (!(d >> b & 1))
+			continue;
+		if (!B->v[b])
+			return -1;
+		d ^= B->v[b];
+		x ^= B->tag[b];
+	}
+	return x;
+}
+
+int sv_icrc_ipv4_id(const struct sv_roce_flow *f, const void *ib,
+		    size_t ib_len, uint32_t icrc, uint16_t *id, int *df)
+{
+	static __thread struct id_basis cache;
+	uint32_t c0, want, d;
+	int x;
+
+	if (f->ipv6 || !ib_len_fits(f, ib_len))
+		return -EBADMSG;
+	if (!cache.valid || cache.ib_len != ib_len)
+		basis_make(&cache, ib_len);
+	/* Registers before the final inversion, in host order. */
+	c0 = sv_icrc(f, ib, ib_len); /* identification 0, DF */
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	c0 = __builtin_bswap32(c0);
+	icrc = __builtin_bswap32(icrc);
+#endif
+	c0 = ~c0;
+	want = ~icrc;
+	d = c0 ^ want;
+	x = basis_solve(&cache, d);
+	if (x >= 0) {
+		*id = (uint16_t)x;
+		*df = 1;
+		return 0;
+	}
+	x = basis_solve(&cache, d ^ cache.df);
+	if (x >= 0) {
+		*id = (uint16_t)x;
+		*df = 0;
+		return 0;
+	}
+	return -EBADMSG;
+}
+
+uint32_t sv_icrc_ipv4(const struct sv_roce_flow *f, const void *ib,
+		      size_t ib_len, uint16_t id, int df)
+{
+	uint8_t h[SV_ROCE_IP6_HDR + SV_ROCE_UDP_HDR + 12];
+	size_t hl = build_hdr(h, f, ib_len);
+
+	if (!f->ipv6) {
+		st16(h + 4, id);
+		h[6] = df ? 0x40 : 0;
+	}
 	return icrc_of(h, hl, f->ipv6, ib, ib_len);
 }
 

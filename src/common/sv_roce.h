@@ -16,7 +16,7 @@
  *   | ib_len      | BTH, extension headers, payload, pad              |
  *   | 4           | ICRC                                              |
  *
- * The ICRC (A17.8, and the kernel's rxe, drivers/infiniband/sw/rxe/
+ * The ICRC (Annex A17, and the kernel's rxe, drivers/infiniband/sw/rxe/
  * rxe_icrc.c) is the Ethernet CRC-32 over a pseudo packet: 8 bytes of
  * 0xff standing for the LRH, then the IP header, UDP header and IBTA
  * packet with the fields a router may change set to all ones (sv_roce.c
@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SV_ROCE_PORT 4791
+#define SV_ROCE_PORT 4791 /* UDP destination port of RoCE v2 (IANA) */
 #define SV_ICRC_BYTES 4
 #define SV_ROCE_IP4_HDR 20
 #define SV_ROCE_IP6_HDR 40
@@ -66,11 +66,14 @@ struct sv_roce_flow {
 	uint8_t hop_limit;
 	uint8_t pad;
 	uint32_t flow_label;
-	uint16_t sport, dport;
+	uint16_t sport;
+	uint16_t dport;
 	uint16_t pad2[2];
-	uint8_t sgid[16], dgid[16];
+	uint8_t sgid[16];
+	uint8_t dgid[16];
 };
 static_assert(sizeof(struct sv_roce_flow) == 48, "roce flow layout");
+static_assert(offsetof(struct sv_roce_flow, sgid) == 16, "roce flow layout");
 
 /*
  * The 4 ICRC bytes of the IBTA packet ib (BTH .. payload and pad, without
@@ -84,6 +87,29 @@ uint32_t sv_icrc(const struct sv_roce_flow *f, const void *ib, size_t ib_len);
 
 /* The bytes in front of the IBTA packet: 20 + 8 (IPv4) or 40 + 8 (IPv6). */
 size_t sv_roce_hdr_len(const struct sv_roce_flow *f);
+
+/*
+ * sv_icrc with another IPv4 identification and DF than 0 and set: for a
+ * sender whose kernel numbers the datagrams, as UDP GSO does (the
+ * segments of one send carry identifications 0, 1, 2, ... when the first
+ * is 0).  IPv6 flows: sv_icrc.
+ */
+uint32_t sv_icrc_ipv4(const struct sv_roce_flow *f, const void *ib,
+		      size_t ib_len, uint16_t id, int df);
+
+/*
+ * For a receiver that never sees the IPv4 header (a UDP socket): the ICRC
+ * covers the IPv4 identification and flags, which the kernel's rxe fills
+ * with __ip_select_ident (not 0) and a UDP socket does not report.  Finds
+ * the identification (and DF) that make `icrc` (the 4 bytes after the
+ * packet, as sv_icrc returns them) the ICRC of ib in the IPv4 flow f:
+ * 0 with *id and *df set, or -EBADMSG when none does.  The CRC is linear,
+ * so this is a 16-unknown linear system, not a search (a few hundred ns;
+ * per-thread cache by packet length); what is left of the check is 15 of
+ * the CRC's 32 bits.  IPv6 has no such field: use sv_icrc.
+ */
+int sv_icrc_ipv4_id(const struct sv_roce_flow *f, const void *ib,
+		    size_t ib_len, uint32_t icrc, uint16_t *id, int *df);
 
 /*
  * Writes IP | UDP | ib | ICRC into out.  IPv4: identification 0, DF, the
@@ -118,11 +144,11 @@ int sv_roce_parse(const void *frame, size_t len, struct sv_roce_flow *f,
  * record header, then the frame), each with complete writes (retried
  * after a partial one or EINTR).  0 or -errno.
  */
-#define SV_PCAP_MAGIC_NS 0xa1b23c4du
-#define SV_PCAP_LINKTYPE_RAW 101
-#define SV_PCAP_SNAPLEN 262144
-#define SV_PCAP_FILE_HDR 24
-#define SV_PCAP_REC_HDR 16
+#define SV_PCAP_MAGIC_NS 0xa1b23c4du /* pcap, nanosecond timestamps */
+#define SV_PCAP_LINKTYPE_RAW 101     /* frames start with the IP header */
+#define SV_PCAP_SNAPLEN 262144	     /* as tcpdump's default */
+#define SV_PCAP_FILE_HDR 24	     /* bytes of the file header */
+#define SV_PCAP_REC_HDR 16	     /* bytes of a record header */
 int sv_pcap_header(int fd);
 int sv_pcap_record(int fd, uint64_t ts_ns, const void *frame, size_t len);
 

@@ -308,7 +308,7 @@ int svd_op_qp_peer(struct svd_req *r)
  * contract), exactly as large as announced, is handed on.  The receiving
  * engine checks the same again, since it trusts nobody's word for it.
  */
-static int check_ring_fd(int fd, uint64_t ring_size)
+int svd_check_ring_fd(int fd, uint64_t ring_size)
 {
 	struct stat st;
 	int seals = fcntl(fd, F_GET_SEALS);
@@ -338,7 +338,7 @@ int svd_op_link_connect(struct svd_req *r)
 		return -ENOENT;
 	if (req->pad || req->ring_size < 8192 || req->ring_size > (1u << 30))
 		return -EINVAL;
-	err = check_ring_fd(r->fds[0], req->ring_size);
+	err = svd_check_ring_fd(r->fds[0], req->ring_size);
 	if (err)
 		return err;
 	db = fcntl(to->doorbell, F_DUPFD_CLOEXEC, 0);

@@ -8,6 +8,7 @@
 #include "svd_ops.h"
 #include "svd_engine.h"
 #include "svd_gw.h"
+#include "svd_capture.h"
 #include "sv_log.h"
 #include "sv_sock.h"
 
@@ -92,6 +93,7 @@ void svd_conn_close(struct svd_conn *c)
 		return;
 	sv_dbg("client pid %d gone", (int)c->pid);
 	svd_engine_conn_gone(c);
+	svd_capture_conn_gone(c);
 	while (c->ctxs)
 		svd_ctx_destroy(c->ctxs);
 	svd_watch_del(&c->w);

@@ -99,6 +99,12 @@ uint64_t svd_keytab_size(void)
 	return kt ? kt->size : 0;
 }
 
+void svd_keytab_set_capture(uint32_t n)
+{
+	if (kt)
+		atomic_store_explicit(&kt->capture, n, memory_order_release);
+}
+
 /* The seqlock writer: odd, the fields after seq (len bytes of the
  * object), even.  Entries and the port block both start with their seq. */
 static void seq_write(_Atomic uint32_t *seq, const void *v, size_t len)

@@ -9,6 +9,7 @@
 #include "svd_cm.h"
 #include "svd_gw.h"
 #include "svd_port.h"
+#include "svd_capture.h"
 #include "sv_log.h"
 #include "sv_sock.h"
 
@@ -143,7 +144,7 @@ static int next_timeout(void)
 {
 	uint64_t now, deadline;
 
-	if (!svd.idle_ms || svd.nufiles || svd_cm_busy())
+	if (!svd.idle_ms || svd.nufiles || svd_cm_busy() || svd_capture_busy())
 		return -1;
 	now = svd_now_ms();
 	deadline = svd.idle_since_ms + svd.idle_ms;
@@ -340,18 +341,23 @@ int main(int argc, char **argv)
 			case SVD_W_PORT:
 				svd_port_readable();
 				break;
+			case SVD_W_CAPTURE:
+				svd_capture_event(w, evs[i].events);
+				break;
 			case SVD_W_SIGNAL:
 				sv_info("signal: exiting");
 				svd.stopping = 1;
 				break;
 			}
 		}
+		svd_capture_flush();
 		svd_reap_deferred();
 	}
 
 	/* Orderly teardown: clients see EOF on their channels and async fds. */
 	close(lw.fd);
 	svd_cm_close_all();
+	svd_capture_close_all();
 	svd_engines_close();
 	svd_gw_close();
 	while (svd.conns)

@@ -28,6 +28,8 @@ void svd_keytab_unpublish(uint32_t key);
  * caller's seq is ignored. */
 struct sv_keytab_port;
 void svd_keytab_port_publish(const struct sv_keytab_port *port);
+/* Publishes the number of capture sessions running (sv_keytab_hdr). */
+void svd_keytab_set_capture(uint32_t n);
 
 /* Op handlers. */
 struct svd_req;
@@ -36,6 +38,9 @@ int svd_op_mw_bind(struct svd_req *r);
 int svd_op_key_invalidate(struct svd_req *r);
 
 /* broker.c */
+/* 0 when fd is a memfd sealed against shrinking and growing of exactly
+ * ring_size bytes (a ring another process can map safely), else -EINVAL. */
+int svd_check_ring_fd(int fd, uint64_t ring_size);
 int svd_op_engine_attach(struct svd_req *r);
 int svd_op_qpn_lookup(struct svd_req *r);
 int svd_op_link_connect(struct svd_req *r);

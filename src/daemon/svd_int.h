@@ -21,6 +21,7 @@ enum svd_watch_kind {
 	SVD_W_ENGINE, /* broker.c: an engine socket */
 	SVD_W_CM,     /* cm.c: an event channel, the CM's timer or wake-up */
 	SVD_W_PORT,   /* port.c: the rtnetlink subscription */
+	SVD_W_CAPTURE, /* capture.c: the rings' doorbell or a session's pipe */
 };
 
 struct svd_watch {

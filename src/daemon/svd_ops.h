@@ -87,6 +87,8 @@ int svd_dm_fd(struct svd_obj *obj);
 
 /* broker.c, keytab.c: the engines' ops (svd_engine.h). */
 #include "svd_engine.h"
+/* capture.c: `softverbs capture` and the capture rings. */
+#include "svd_capture.h"
 #define SVD_ENGINE_OPS \
 	[SV_OP_ENGINE_ATTACH] = { svd_op_engine_attach, 0, ONE_FD }, \
 	[SV_OP_QPN_LOOKUP] = { svd_op_qpn_lookup, sizeof(struct sv_qpn_req), 0 }, \
@@ -97,6 +99,12 @@ int svd_dm_fd(struct svd_obj *obj);
 	[SV_OP_ASYNC_EVENT] = { svd_op_async_event, sizeof(struct sv_async_req), NEED_UFILE }, \
 	[SV_OP_QP_PEER] = { svd_op_qp_peer, sizeof(struct sv_qpn_req), 0 }, \
 	[SV_OP_WIRE_ATTACH] = { svd_op_wire_attach, 0, 0 }, \
-	SVD_CM_OPS
+	SVD_CM_OPS \
+	SVD_CAPTURE_OPS
+
+#define SVD_CAPTURE_OPS \
+	[SV_OP_CAPTURE_START] = { svd_op_capture_start, sizeof(struct sv_capture_req), 0 }, \
+	[SV_OP_CAPTURE_RING] = { svd_op_capture_ring, sizeof(struct sv_capture_ring_req), ONE_FD }, \
+	[SV_OP_CAPTURE_STATS] = { svd_op_capture_stats, sizeof(struct sv_capture_rep), 0 },
 
 #endif

@@ -112,6 +112,7 @@ static void usage(FILE *f)
 		"  devices                        list devices, port state and GIDs\n"
 		"  daemon start|stop|status       manage the device daemon (softverbsd)\n"
 		"  res show [TYPE] [--json]       list live objects (PDs, MRs, QPs, ...)\n"
+		"  capture -w FILE [OPTIONS]      write every packet to a pcap (Wireshark)\n"
 		"  version                        this build, the library and daemon in use\n"
 		"\n"
 		"'softverbs COMMAND --help' describes each command; 'softverbs --version'\n"
@@ -144,5 +145,7 @@ int main(int argc, char **argv)
 		return sv_cmd_daemon(argc - 1, argv + 1);
 	if (!strcmp(cmd, "res") || !strcmp(cmd, "resource"))
 		return sv_cmd_res(argc - 1, argv + 1);
+	if (!strcmp(cmd, "capture"))
+		return sv_cmd_capture(argc - 1, argv + 1);
 	sv_tool_usage_err(NULL, "unknown command '%s'", cmd);
 }

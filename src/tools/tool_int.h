@@ -63,5 +63,6 @@ int sv_cmd_devices(int argc, char **argv);
 int sv_cmd_daemon(int argc, char **argv);
 int sv_cmd_res(int argc, char **argv);
 int sv_cmd_version(int argc, char **argv);
+int sv_cmd_capture(int argc, char **argv);
 
 #endif

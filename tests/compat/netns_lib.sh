@@ -12,7 +12,8 @@
 #   netns_daemon a; netns_daemon b
 #   netns_loss b 5             # B drops ~5% of the UDP 4791 packets it gets
 #   netns_capture b FILE       # tcpdump of UDP 4791 on B's veth, until
-#   netns_capture_stop         #   stopped (or cleanup)
+#   netns_capture_stop         #   stopped (or cleanup); netns_capture_count
+#                              #   FILE: packets in it so far
 #
 # Names carry this shell's pid, so tests run side by side; addresses are
 # only from the documentation ranges (RFC 5737, RFC 3849), never a real
@@ -160,11 +161,17 @@ netns_capture() {
 	echo "netns: tcpdump did not start: $(cat "$file.log")" >&2
 	return 1
 }
+# (tcpdump drops what it has not read from its socket yet when stopped:
+# wait for what you expect first, netns_capture_count FILE says how many.)
 netns_capture_stop() {
 	[ -n "$NS_CAPTURE_PID" ] || return 0
 	kill -INT "$NS_CAPTURE_PID" 2>/dev/null
 	wait "$NS_CAPTURE_PID" 2>/dev/null
 	NS_CAPTURE_PID=
+}
+
+netns_capture_count() {
+	tcpdump -r "$1" -n 2>/dev/null | wc -l
 }
 
 netns_cleanup() {

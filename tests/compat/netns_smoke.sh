@@ -124,6 +124,9 @@ sys.exit(0 if want <= set(gids) else 1)' 2>/dev/null &&
 	ok "softverbs devices --json: the GIDs" || fail "devices --json: $(ns_a "$NS_SV" devices --json)"
 
 # ---- loss: about its share of UDP 4791, nothing else
+# (B's daemon binds UDP 4791, the wire's port: the raw datagrams below
+# need it free.)
+ns_b "$NS_SV" daemon stop >/dev/null 2>&1
 netns_loss b 30
 n=$(udp_through 4 "$NS_B_IP4" 4791 2000)
 d=$(netns_loss_dropped b)
@@ -142,6 +145,10 @@ n=$(udp_through 4 "$NS_B_IP4" 4791 500)
 netns_capture b "$TMP/veth.pcap" || fail "tcpdump"
 udp_through 4 "$NS_B_IP4" 4791 7 >/dev/null
 udp_through 6 "$NS_B_IP6" 4791 5 >/dev/null
+for i in $(seq 1 100); do
+	[ "$(netns_capture_count "$TMP/veth.pcap")" -ge 12 ] && break
+	sleep 0.1
+done
 netns_capture_stop
 c=$(tshark -r "$TMP/veth.pcap" -n 2>/dev/null | wc -l)
 [ "$c" = 12 ] && ok "tcpdump on the veth: 12 UDP 4791 packets" || fail "tcpdump saw $c packets, expected 12"

@@ -124,6 +124,19 @@ endforeach()
 # librdmacm.so.1's ABI against Debian's (symbols, versions, SONAME).
 sv_script_test(rdmacm_abi compat/rdmacm_abi.sh)
 
+# Capture and the RoCE v2 encapsulation (issue 9): packets of every opcode
+# written by sv_roce.c and through `softverbs capture` from a fake engine
+# (roce_gen), decoded by Debian's tshark and checked against scapy's RoCE
+# layer; the command's filters, stops and drop count.
+add_executable(roce_gen ${CMAKE_CURRENT_LIST_DIR}/roce_gen.c
+               ${CMAKE_SOURCE_DIR}/src/engine/sv_opcode.c)
+target_include_directories(roce_gen PRIVATE ${CMAKE_SOURCE_DIR}/src/engine)
+target_link_libraries(roce_gen PRIVATE sv_client)
+sv_script_test(capture compat/capture.sh)
+set_tests_properties(capture PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120
+                     LABELS "compat;capture")
+add_dependencies(roce_gen softverbsd softverbs)
+
 # Two hosts on one machine (tests/compat/netns_lib.sh), proven: network
 # namespaces joined by a veth, ping and UDP across, a daemon per namespace
 # listing its addresses as GIDs, the nftables loss rule, tcpdump on the

@@ -42,6 +42,8 @@ endforeach()
 sv_c_test(test_ud_wc ${D}/test_ud_wc.c TIMEOUT 60)
 # The port follows the namespace's network (root: a namespace of its own).
 sv_c_test(test_port ${D}/test_port.c TIMEOUT 300)
+# Capture (issue 9): sessions, capture rings, filters, stalled readers.
+sv_c_test(test_capture ${D}/test_capture.c TIMEOUT 120 LABELS capture)
 # rdma_cm semantics (issue 10): librdmacm.so.1 on the daemon's CM.
 sv_c_test(test_rdmacm ${D}/test_rdmacm.c TIMEOUT 300 LABELS rdmacm)
 target_link_libraries(test_rdmacm PRIVATE rdmacm)
