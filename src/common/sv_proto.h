@@ -630,7 +630,7 @@ struct sv_link_rep {
  * every attach.
  * | wire_err | 0 or -errno | port | UDP port | ring_size | bytes of the memfd |
  */
-#define SV_WIRE_REC 0x10001u
+#define SV_WIRE_REC 0x30001u /* a packet, with a GRH, from the wire */
 struct sv_wire_attach_rep {
 	int32_t wire_err;
 	uint32_t port;

@@ -443,6 +443,16 @@ void sv_link_commit(struct sv_link *link)
 		sv_link_ring(link);
 }
 
+int sv_link_cur(struct sv_link *l, uint8_t **p, uint32_t *len, uint32_t *type)
+{
+	if (l->w)
+		return sv_wire_cur(l, p, len, type);
+	*p = l->cur;
+	*len = l->cur_len;
+	*type = l->cur_type;
+	return l->cur != NULL;
+}
+
 void sv_link_abort(struct sv_link *link)
 {
 	if (link->w) {

@@ -237,6 +237,13 @@ static void dispatch(struct sv_engine *eng, const uint8_t *buf, uint32_t len,
 	qp = sv_eng_qp(eng, pkt.qpn);
 	if (!qp)
 		return;
+	if ((type & SV_REC_F_WIRE) && sv_cap_on(eng) && pkt.grh) {
+		/* Arrived from the wire: the capture sees it come in. */
+		struct sv_roce_flow f;
+
+		sv_cap_flow_grh(pkt.grh, 0, &f);
+		sv_cap(eng, 1, pkt.qpn, &f, pkt.bth, len - SV_GRH_BYTES);
+	}
 	if (pkt.flags & OP_REQ) {
 		sv_resp_packet(qp, &pkt);
 		touch(t, qp);
@@ -708,6 +715,7 @@ void *sv_progress_main(void *arg)
 		int n, busy = 0, ready = 0, app, armed, live, wsock;
 
 		now = sv_now_ns();
+		sv_cap_prepare(eng);
 		/* The application drains right now: keep off its rings (a
 		 * thread preempted with a ring lock held stalls it for a
 		 * time slice). */
@@ -843,6 +851,7 @@ void sv_engine_progress(struct sv_engine *eng)
 	atomic_store_explicit(&eng->last_inline, sv_now_ns(),
 			      memory_order_relaxed);
 	if (eng->attached) {
+		sv_cap_prepare(eng);
 		/* The application polls: what it posted in a burst runs now. */
 		if (atomic_load_explicit(&eng->deferred, memory_order_relaxed))
 			sv_eng_run_deferred(eng, 0);

@@ -52,7 +52,8 @@
 #define IPV6_FLOWINFO_SEND 33 /* linux/in6.h */
 #endif
 
-static_assert(SV_WIRE_REC == (SV_REC_PKT | SV_REC_F_GRH), "wire record type");
+static_assert(SV_WIRE_REC == (SV_REC_PKT | SV_REC_F_GRH | SV_REC_F_WIRE),
+	      "wire record type");
 
 /* GRH + the longest packet + pad + ICRC. */
 #define SLOT_BYTES (SV_GRH_BYTES + SV_ENG_MAX_PKT + 8)
@@ -474,6 +475,25 @@ struct sv_link *sv_wire_link_new(struct sv_engine *eng,
 	l->peer_db = -1;
 	l->w = wl;
 	return l;
+}
+
+const struct sv_roce_flow *sv_wire_link_flow(const struct sv_link *l)
+{
+	return &l->w->flow;
+}
+
+int sv_wire_cur(struct sv_link *l, uint8_t **p, uint32_t *len, uint32_t *type)
+{
+	struct sv_wire *w = l->eng->wire;
+	struct sv_wire_slot *s;
+
+	if (!w || w->cur != l)
+		return 0;
+	s = &w->slot[(w->head + w->n) % SV_WIRE_SLOTS];
+	*p = s->pkt;
+	*len = s->len;
+	*type = w->cur_type;
+	return 1;
 }
 
 void sv_wire_link_free(struct sv_link *l)

@@ -483,6 +483,7 @@ static void release_all(struct sv_engine *eng, int close_fds)
 	atomic_store(&eng->nin, 0);
 	eng->loop = NULL;
 	sv_wire_free(eng);
+	sv_cap_free(eng);
 	sv_peer_clear(eng);
 	memset(eng->dcache, 0, sizeof(eng->dcache));
 	memset(eng->nodirect, 0, sizeof(eng->nodirect));
@@ -648,6 +649,7 @@ static void init_locks(struct sv_engine *eng)
 	pthread_mutex_init(&eng->wire_lock, NULL);
 	pthread_mutex_init(&eng->port_lock, NULL);
 	pthread_mutex_init(&eng->wire_rx_lock, NULL);
+	pthread_spin_init(&eng->cap_lock, PTHREAD_PROCESS_PRIVATE);
 	pthread_rwlock_init(&eng->attach_lock, NULL);
 	pthread_rwlock_init(&eng->qp_lock, NULL);
 }
@@ -706,6 +708,7 @@ struct sv_engine *sv_engine_get(const struct sv_ctx_ref *cref)
 		init_locks(eng);
 		eng->sock = eng->doorbell = eng->stopfd = eng->epfd = -1;
 		eng->wire_sock = -1;
+		eng->cap_db = -1;
 		eng->async_tail = &eng->async_head;
 		eng->pid = getpid();
 		the_engine = eng;
@@ -1053,6 +1056,8 @@ void sv_engine_kick_sq(struct sv_qp *qp)
 
 	if (!tr)
 		return;
+	if (sv_cap_on(eng))
+		sv_cap_prepare(eng);
 	if (tr->direct != 1) {
 		sv_req_run(qp);
 		return;

@@ -95,6 +95,8 @@ static inline void sv_spin_lock(pthread_spinlock_t *l)
 #define SV_REC_PKT 1u
 #define SV_REC_EVENT 2u	   /* struct sv_ev_rec: nudge the owner */
 #define SV_REC_F_GRH 0x10000u
+#define SV_REC_F_WIRE 0x20000u /* came from the wire (a capture saw it
+				  arrive) */
 
 /* An owner event travelling on a link (SV_REC_EVENT): someone ran the
  * responder of, or produced into, an object of the ring's consumer. */
@@ -346,6 +348,14 @@ struct sv_engine {
 	pthread_mutex_t port_lock;
 	struct sv_keytab_port *port_copy;
 	uint32_t port_seq;
+	/* Capture (eng_capture.c): the ring to the daemon, made once a
+	 * capture is seen (cap_state 1; -1: refused; under wire_lock). */
+	pthread_spinlock_t cap_lock; /* leaf: producers of the ring */
+	struct sv_ring_prod cap_prod;
+	void *cap_map;
+	size_t cap_len;
+	int cap_db;
+	int cap_state;
 
 	/* Key table (read-only mapping, kept across detaches). */
 	const struct sv_keytab_hdr *kt;
@@ -495,11 +505,36 @@ uint8_t *sv_wire_reserve(struct sv_link *l, uint32_t len, uint32_t type,
 			 int *dead);
 void sv_wire_commit(struct sv_link *l);
 void sv_wire_abort(struct sv_link *l);
+int sv_wire_cur(struct sv_link *l, uint8_t **p, uint32_t *len, uint32_t *type);
 /* Sends the batch (no lock held); whether some still waits. */
 void sv_wire_flush(struct sv_engine *eng);
 int sv_wire_pending(struct sv_engine *eng);
 /* Closes the sockets and frees the state (detach). */
 void sv_wire_free(struct sv_engine *eng);
+/* The flow of a wire link's packets (UD: its source port only). */
+const struct sv_roce_flow *sv_wire_link_flow(const struct sv_link *l);
+
+/* eng_capture.c: `softverbs capture`. */
+static inline int sv_cap_on(const struct sv_engine *eng)
+{
+	return eng->kt && atomic_load_explicit(&eng->kt->capture,
+					       memory_order_relaxed);
+}
+/* Makes the capture ring when a capture runs and none exists.  No lock
+ * held (may call the daemon). */
+void sv_cap_prepare(struct sv_engine *eng);
+void sv_cap_free(struct sv_engine *eng);
+/* Copies one packet (ib: BTH .., len bytes without pad or ICRC; dir 0
+ * sent, 1 received; qpn: our QP) with the flow it has on the wire. */
+void sv_cap(struct sv_engine *eng, uint32_t dir, uint32_t qpn,
+	    const struct sv_roce_flow *f, const uint8_t *ib, uint32_t len);
+/* The flow a GRH (ring format) stands for, with UDP source port sport. */
+void sv_cap_flow_grh(const uint8_t *grh, uint32_t sport,
+		     struct sv_roce_flow *f);
+/* sv_link_commit of a packet qp sends, copied to the capture first. */
+void sv_cap_commit(struct sv_link *l, struct sv_qp *qp);
+/* The record reserved on l (not committed): 1 and its bytes, or 0. */
+int sv_link_cur(struct sv_link *l, uint8_t **p, uint32_t *len, uint32_t *type);
 
 /* eng_progress.c */
 /* Asks the progress thread to come back soon (ring full, timers). */

@@ -119,7 +119,8 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 	uint64_t len;
 	int err;
 
-	if ((!ud && tr->direct != 1) || !sv_direct_enabled() ||
+	/* (A capture runs: packets, which it sees.) */
+	if ((!ud && tr->direct != 1) || !sv_direct_enabled() || sv_cap_on(eng) ||
 	    (ud && !sv_gid_local(eng, w->dgid.raw)))
 		return -EAGAIN;
 	/* A packet to this destination may still sit in a ring: this
@@ -306,7 +307,7 @@ int sv_direct_write_batch(struct sv_qp *qp, struct sv_tr *tr)
 
 	avail = qp->sq.tail - qp->sq.next;
 	if (avail < 2 || tr->direct != 1 || qp->type == IBV_QPT_UD ||
-	    (qp->type == IBV_QPT_RC && drop_pending(qp)))
+	    sv_cap_on(eng) || (qp->type == IBV_QPT_RC && drop_pending(qp)))
 		return 0;
 	for (uint32_t i = 0; i < avail && n < SV_DIRECT_BATCH; i++) {
 		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, qp->sq.next + i);

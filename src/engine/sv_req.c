@@ -309,7 +309,7 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 		if (p) {
 			build_hdrs(qp, eng, w, p, opc, psn, 1, 1, 0, len - done,
 				   w->remote_addr + done);
-			sv_link_commit(link);
+			sv_cap_commit(link, qp);
 		}
 		if (!resume) {
 			w->first_psn = tr->psn;
@@ -377,7 +377,7 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 							 IBV_WC_LOC_PROT_ERR);
 				return STEP_NEXT;
 			}
-			sv_link_commit(link);
+			sv_cap_commit(link, qp);
 			if (rc && link && !tr->timer_at)
 				sv_comp_arm_timer(qp, tr);
 			tr->ring_mark = link && !link->w ? link->tx.tail : 0;

@@ -1056,7 +1056,7 @@ static int send_queued(struct sv_qp *qp, struct sv_tr *tr)
 			aeth_set(p + SV_BTH_BYTES, SV_AETH_ACK | SV_AETH_ACK_UNLIMITED,
 				 q->msn);
 			atmack_set(p + SV_BTH_BYTES + SV_AETH_BYTES, e->orig);
-			sv_link_commit(link);
+			sv_cap_commit(link, qp);
 			tr->rq_head++;
 			continue;
 		}
@@ -1090,7 +1090,7 @@ static int send_queued(struct sv_qp *qp, struct sv_tr *tr)
 					 SV_AETH_NAK | (e2 == SV_KERR_OWNER ?
 							SV_NAK_REM_OP : SV_NAK_REM_ACCESS),
 					 q->msn);
-				sv_link_commit(link);
+				sv_cap_commit(link, qp);
 				e->left = 0;
 				break;
 			}
@@ -1125,12 +1125,12 @@ static int send_queued(struct sv_qp *qp, struct sv_tr *tr)
 								  SV_NAK_REM_OP :
 								  SV_NAK_REM_ACCESS),
 						 q->msn);
-					sv_link_commit(link);
+					sv_cap_commit(link, qp);
 					e->left = 0;
 					break;
 				}
 			}
-			sv_link_commit(link);
+			sv_cap_commit(link, qp);
 			e->left -= chunk;
 			e->psn = (e->psn + 1) & PSN_MASK;
 		} while (e->left);
@@ -1144,7 +1144,7 @@ static int send_queued(struct sv_qp *qp, struct sv_tr *tr)
 			return dead ? (tr->ack_pending = 0, 0) : -1;
 		bth_init(p, OPC_ACK, 0, 0xffff, q->dest_qpn, 0, tr->ack_psn);
 		aeth_set(p + SV_BTH_BYTES, tr->ack_syn, q->msn);
-		sv_link_commit(link);
+		sv_cap_commit(link, qp);
 	}
 	tr->ack_pending = 0;
 	return 0;

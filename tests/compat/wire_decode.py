@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Checks a capture of real RoCE v2 traffic with decoders that are not ours.
+
+    wire_decode.py PCAP [--min N] [--opcodes A,B,..] [--qpns Q,..] [--name W]
+
+PCAP: tcpdump on a veth (Ethernet frames) or `softverbs capture` (raw IP).
+Every UDP datagram to port 4791 in it must be a RoCE v2 packet both
+Debian's tshark and Debian's scapy read as such:
+
+tshark: IP/UDP/InfiniBand, a BTH opcode, DestQP and PSN, no malformed
+packet, no expert info of warning level or above, IP and UDP checksums not
+bad (the payload heuristics are off, as in roce_check.py).
+
+scapy (scapy.contrib.roce): a BTH with the same opcode, DestQP and PSN as
+tshark's, and the ICRC scapy computes (IPv4; IPv6 from the definition, as
+roce_check.py) equals the frame's last 4 bytes.
+
+--min N: at least N RoCE packets.  --opcodes: each of these BTH opcodes
+(numbers) appears.  --qpns: every DestQP is one of these.
+
+Prints "ok W: ..." (or "FAIL W: ..." and the problems); exit 0 or 1.
+"""
+import logging
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+logging.getLogger("scapy.runtime").setLevel(logging.ERROR)
+from scapy.all import IP, IPv6, UDP, raw, rdpcap  # noqa: E402
+from scapy.contrib.roce import BTH  # noqa: E402
+
+import roce_check  # noqa: E402
+
+
+def main():
+    a = sys.argv[1:]
+    pcap = a[0]
+    opt = {a[i]: a[i + 1] for i in range(1, len(a) - 1, 2)}
+    name = opt.get("--name", os.path.basename(pcap))
+    errs = []
+
+    rows = [t for t in roce_check.tshark(pcap) if t["udp.dstport"] == "4791"]
+    errs += roce_check.errors
+    for t in rows:
+        where = "frame %s" % t["frame.number"]
+        if "infiniband" not in t["frame.protocols"] or t["infiniband.bth.opcode"] == "":
+            errs.append("%s: tshark does not decode InfiniBand (%s)"
+                        % (where, t["frame.protocols"]))
+        if t["_ws.malformed"]:
+            errs.append("%s: tshark says malformed" % where)
+        for sev, msg in zip(t["_ws.expert.severity"].split(","),
+                            t["_ws.expert.message"].split(",")):
+            if sev and int(sev) >= roce_check.SEV_WARN:
+                errs.append("%s: tshark expert info: %s" % (where, msg))
+        for k in ("ip.checksum.status", "udp.checksum.status"):
+            if t[k] == "2":
+                errs.append("%s: tshark: bad %s" % (where, k))
+
+    pkts = [p for p in rdpcap(pcap) if UDP in p and p[UDP].dport == 4791]
+    if len(pkts) != len(rows):
+        errs.append("scapy sees %d RoCE datagrams, tshark %d" % (len(pkts), len(rows)))
+    opcodes, qpns = set(), set()
+    for p, t in zip(pkts, rows):
+        where = "frame %s" % t["frame.number"]
+        if BTH not in p:
+            errs.append("%s: scapy finds no BTH" % where)
+            continue
+        b = p[BTH]
+        opcodes.add(b.opcode)
+        qpns.add(b.dqpn)
+        try:
+            tt = (int(t["infiniband.bth.opcode"]), int(t["infiniband.bth.destqp"], 0),
+                  int(t["infiniband.bth.psn"]))
+        except ValueError:
+            tt = None
+        if tt != (b.opcode, b.dqpn, b.psn):
+            errs.append("%s: tshark %s, scapy %s" % (where, tt, (b.opcode, b.dqpn, b.psn)))
+        ipl = p[IP] if IP in p else p[IPv6]
+        frame = raw(ipl)
+        want = b.compute_icrc(None) if IP in p else roce_check.icrc_v6(frame)
+        if frame[-4:] != want:
+            errs.append("%s: ICRC %s, scapy/definition %s"
+                        % (where, frame[-4:].hex(), want.hex()))
+
+    if len(rows) < int(opt.get("--min", "1")):
+        errs.append("%d RoCE packets, want at least %s" % (len(rows), opt.get("--min", "1")))
+    for o in filter(None, opt.get("--opcodes", "").split(",")):
+        if int(o, 0) not in opcodes:
+            errs.append("opcode %s never seen (seen: %s)" % (o, sorted(opcodes)))
+    if "--qpns" in opt:
+        allowed = {int(q, 0) for q in opt["--qpns"].split(",") if q}
+        if not qpns <= allowed:
+            errs.append("DestQPs %s not among %s" % (sorted(qpns - allowed), sorted(allowed)))
+
+    v6 = sum(1 for p in pkts if IPv6 in p)
+    summary = "%d RoCE packets (%d IPv4, %d IPv6), opcodes %s" % (
+        len(rows), len(rows) - v6, v6, ",".join(hex(o) for o in sorted(opcodes)))
+    if errs:
+        print("FAIL %s: %s" % (name, summary))
+        for e in errs[:20]:
+            print("   " + e)
+        if len(errs) > 20:
+            print("   ... %d more" % (len(errs) - 20))
+        return 1
+    print("ok %s: %s" % (name, summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
