@@ -26,17 +26,25 @@
 
 /* -------------------------------------------------------- the port -- */
 
-int sv_wire_rx_trylock(struct sv_wire_shm *s, uint32_t pid)
+int sv_wire_rx_trylock(struct sv_wire_shm *s, uint32_t pid, uint64_t now)
 {
 	uint32_t cur = 0;
 
 	if (atomic_compare_exchange_strong(&s->rx_owner, &cur, pid))
-		return 1;
-	/* Its reader died holding it: the port is nobody's. */
-	if (cur != pid && kill((pid_t)cur, 0) < 0 && errno == ESRCH &&
+		goto taken;
+	if (cur == pid)
+		return 0;
+	/* Its reader died holding it, or sits stopped (SIGSTOP, a
+	 * debugger) with it: the port is nobody's. */
+	if (((kill((pid_t)cur, 0) < 0 && errno == ESRCH) ||
+	     now - atomic_load_explicit(&s->owner_ns, memory_order_relaxed) >
+		     SV_WIRE_STEAL_NS) &&
 	    atomic_compare_exchange_strong(&s->rx_owner, &cur, pid))
-		return 1;
+		goto taken;
 	return 0;
+taken:
+	atomic_store_explicit(&s->owner_ns, now, memory_order_relaxed);
+	return 1;
 }
 
 void sv_wire_rx_unlock(struct sv_wire_shm *s, uint32_t pid)

@@ -45,6 +45,7 @@
  * | version      | SV_WIRE_VERSION                                   |
  * | rx_owner     | pid reading the port now (0: nobody)              |
  * | poll_ns      | CLOCK_MONOTONIC of an engine's last read          |
+ * | owner_ns     | CLOCK_MONOTONIC when rx_owner took the port       |
  * | rx_pkts      | packets taken (ICRC good, a QP to go to)          |
  * | rx_bytes     | their bytes (BTH .. ICRC)                         |
  * | rx_bad_icrc  | dropped: ICRC wrong                               |
@@ -64,12 +65,16 @@ struct sv_wire_shm {
 	_Atomic uint64_t rx_pkts, rx_bytes, rx_bad_icrc, rx_malformed, rx_no_qp,
 		rx_ring_full;
 	_Atomic uint64_t tx_pkts, tx_bytes, tx_errors;
-	uint8_t reserved[4096 - 96];
+	_Atomic uint64_t owner_ns;
+	uint8_t reserved[4096 - 104];
 };
 static_assert(sizeof(struct sv_wire_shm) == 4096, "wire page layout");
 
-/* Takes the port for reading if nobody has it (or its holder died). */
-int sv_wire_rx_trylock(struct sv_wire_shm *s, uint32_t pid);
+/* Takes the port for reading if nobody has it, or its holder died or
+ * kept it SV_WIRE_STEAL_NS (a stopped process must not stop the
+ * namespace's wire).  now: CLOCK_MONOTONIC ns. */
+#define SV_WIRE_STEAL_NS 100000000ull
+int sv_wire_rx_trylock(struct sv_wire_shm *s, uint32_t pid, uint64_t now);
 void sv_wire_rx_unlock(struct sv_wire_shm *s, uint32_t pid);
 
 /* One received datagram made a ring record. */

@@ -424,13 +424,21 @@ static void deliver(const struct sv_wire_pkt *p)
 	atomic_fetch_add_explicit(&gw.shm->rx_bytes, p->ib_len, memory_order_relaxed);
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* Reads what waits on the port (the engines are all asleep). */
 static void rx_batch(struct sv_wire_rxb *b)
 {
 	uint32_t me = (uint32_t)getpid();
 	int n, kick;
 
-	if (!sv_wire_rx_trylock(gw.shm, me))
+	if (!sv_wire_rx_trylock(gw.shm, me, now_ns()))
 		return; /* an engine reads */
 	n = sv_wire_recv(gw.fd, b, SV_WIRE_BATCH);
 	pthread_mutex_lock(&gw.lock);
@@ -464,14 +472,6 @@ static void rx_batch(struct sv_wire_rxb *b)
 	sv_wire_rx_unlock(gw.shm, me);
 	if (kick)
 		svd_cm_kick();
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void *gw_main(void *arg)

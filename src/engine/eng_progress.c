@@ -414,7 +414,7 @@ static int wire_rx_begin(struct sv_engine *eng)
 	if (now < atomic_load_explicit(&eng->wire_idle_until, memory_order_relaxed) ||
 	    pthread_mutex_trylock(&eng->wire_rx_lock))
 		return 0;
-	if (!sv_wire_rx_trylock(eng->wshm, (uint32_t)eng->pid)) {
+	if (!sv_wire_rx_trylock(eng->wshm, (uint32_t)eng->pid, now)) {
 		pthread_mutex_unlock(&eng->wire_rx_lock);
 		return 0;
 	}
