@@ -97,94 +97,6 @@ int sv_wire_recv(int fd, struct sv_wire_rxb *b, int n)
 	return n;
 }
 
-/* ------------------------------------------------------------ ICRC -- */
-
-/*
- * An IPv4 packet's ICRC covers its identification and flags, which a
- * UDP socket does not show.  Linux sends a DF datagram of an unconnected
- * socket with identification 0 (our engines, eng_wire.c), so that is
- * tried first; other senders (rxe, a NIC, a packet generator) choose
- * their own.  The CRC is affine in its input: flipping input bits changes
- * it by a fixed linear image of the flips, whatever the rest is.  So the
- * packet's ICRC is good for some identification and DF bit if and only if
- * (received ^ computed-with-0-and-DF) lies in the span of the images of
- * those 17 bits -- a test by Gaussian elimination.  It accepts a random
- * corruption with probability 2^-15 instead of 2^-32: still a check.
- */
-
-/* The CRC register update for `zeros` zero bytes, as a GF(2) matrix
- * applied to v (mat[k] = the operator for 2^k zero bytes). */
-static uint32_t zmat[20][32];
-static pthread_once_t zmat_once = PTHREAD_ONCE_INIT;
-
-static uint32_t gf2_apply(const uint32_t *m, uint32_t v)
-{
-	uint32_t r = 0;
-
-	for (int i = 0; v; i++, v >>= 1)
-		if (v & 1)
-			r ^= m[i];
-	return r;
-}
-
-static void zmat_init(void)
-{
-	uint8_t z = 0;
-
-	/* One zero byte: column i = the register after feeding a zero
-	 * byte to a register holding only bit i. */
-	for (int i = 0; i < 32; i++)
-		zmat[0][i] = sv_crc32_le_tables(1u << i, &z, 1);
-	for (int k = 1; k < 20; k++)
-		for (int i = 0; i < 32; i++)
-			zmat[k][i] = gf2_apply(zmat[k - 1], zmat[k - 1][i]);
-}
-
-static uint32_t zeros_apply(uint32_t v, size_t n)
-{
-	for (int k = 0; n && k < 20; k++, n >>= 1)
-		if (n & 1)
-			v = gf2_apply(zmat[k], v);
-	return v;
-}
-
-/* Whether d (the ICRC difference) is the image of some flips of the
- * identification (IPv4 header bytes 4, 5) and DF (byte 6, 0x40) of a
- * packet whose IBTA part is ib_len bytes. */
-static int icrc_any_id(uint32_t d, size_t ib_len)
-{
-	uint32_t basis[17];
-	int nb = 0;
-	size_t total = SV_ROCE_IP4_HDR + SV_ROCE_UDP_HDR + ib_len;
-
-	pthread_once(&zmat_once, zmat_init);
-	for (int bit = 0; bit < 17; bit++) {
-		size_t pos = bit < 8 ? 4 : bit < 16 ? 5 : 6;
-		uint8_t b = bit < 16 ? (uint8_t)(1u << (bit & 7)) : 0x40;
-		uint32_t v = sv_crc32_le_tables(0, &b, 1);
-
-		v = zeros_apply(v, total - pos - 1);
-		/* Reduce against the basis so far (kept in echelon form by
-		 * each vector's highest bit). */
-		for (int i = 0; i < nb; i++)
-			if ((v ^ basis[i]) < v)
-				v ^= basis[i];
-		if (v) {
-			int j = nb++;
-
-			while (j > 0 && basis[j - 1] < v) {
-				basis[j] = basis[j - 1];
-				j--;
-			}
-			basis[j] = v;
-		}
-	}
-	for (int i = 0; i < nb; i++)
-		if ((d ^ basis[i]) < d)
-			d ^= basis[i];
-	return d == 0;
-}
-
 /* --------------------------------------------------------- receive -- */
 
 static int is_v4mapped(const uint8_t *g)
@@ -286,6 +198,8 @@ static int read_meta(const struct msghdr *mh, size_t n, uint8_t *buf,
 static int icrc_ok(const struct gw_pkt *p)
 {
 	uint32_t want, got;
+	uint16_t id;
+	int df;
 
 	memcpy(&got, p->ib + p->ib_len, 4);
 	want = sv_icrc(&p->f, p->ib, p->ib_len);
@@ -293,11 +207,9 @@ static int icrc_ok(const struct gw_pkt *p)
 		return 1;
 	if (p->f.ipv6)
 		return 0;
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-	want = __builtin_bswap32(want);
-	got = __builtin_bswap32(got);
-#endif
-	return icrc_any_id(want ^ got, p->ib_len);
+	/* Not identification 0 with DF (ours): any other (rxe's, a NIC's),
+	 * solved for. */
+	return !sv_icrc_ipv4_id(&p->f, p->ib, p->ib_len, got, &id, &df);
 }
 
 /* The GRH a ring record starts with (engine_int.h: the IPv6 header the
