@@ -457,9 +457,14 @@ int sv_eng_drain_all(struct sv_engine *eng, int *contended)
 	pthread_rwlock_unlock(&eng->qp_lock);
 	if (wire) {
 		wire_forward(eng, nw, fwd);
-		if (!nw)
+		/* Empty: rest.  A few packets of a stream: let more
+		 * gather (a NIC's interrupt moderation), so a read takes a
+		 * batch, not two packets.  One packet (a ping-pong) or a
+		 * full batch: read again at once. */
+		if (!nw || (nw >= 2 && nw < SV_WIRE_BATCH / 2))
 			atomic_store_explicit(&eng->wire_idle_until,
-					      sv_now_ns() + SV_WIRE_REST_NS,
+					      sv_now_ns() + (nw ? SV_WIRE_GATHER_NS :
+								  SV_WIRE_REST_NS),
 					      memory_order_relaxed);
 		wire_rx_end(eng);
 		if (nw > 0)

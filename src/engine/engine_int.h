@@ -472,6 +472,7 @@ int sv_fault_pick(struct sv_link *l);
 /* eng_wire.c: RoCE v2 to other hosts. */
 #define SV_WIRE_SLOTS 64 /* datagrams of one batch */
 #define SV_WIRE_REST_NS 2000 /* after an empty read of the port */
+#define SV_WIRE_GATHER_NS 5000 /* after a read of a few packets */
 struct sv_roce_flow;
 static inline int sv_gid_is_v4(const uint8_t *g)
 {
