@@ -30,8 +30,12 @@
  * the socket is unconnected, so Linux sends IPv4 identification 0: the
  * ICRC is computed for exactly that header (sv_roce.h).
  *
- * Receiving is the daemon's (gateway.c): packets for our QPs arrive on
- * the gateway ring, peer id 0, asked for once with SV_OP_WIRE_ATTACH.
+ * Receiving (sv_wire.h): SV_OP_WIRE_ATTACH, once, gives us a duplicate
+ * of the namespace's port, the shared page and our gateway ring (peer id
+ * 0).  Whoever of us drains (eng_progress.c wire_read) reads the port
+ * when nobody else of the namespace does: our packets are dispatched at
+ * once, others forwarded to their engine; the daemon's thread fills the
+ * gateway ring only while no engine reads.
  */
 #include "engine_int.h"
 #include "sv_client.h"
