@@ -227,6 +227,10 @@ struct sv_status_rep {
 	uint64_t wire_rx_ring_full; /* (of those) the engine's ring was full */
 	uint64_t wire_tx_pkts, wire_tx_bytes;
 	uint64_t wire_tx_errors; /* packets the kernel refused */
+	/* The CM between hosts: CM MADs on QP1 (docs/wire.md). */
+	uint64_t cm_mads_tx, cm_mads_rx;
+	uint64_t cm_mads_tx_errors; /* MADs the port refused */
+	uint64_t cm_mads_dropped;   /* datagrams for QP1 dropped as bad */
 };
 
 /* RES_LIST: the live objects, for `softverbs res show`.  Paged: the reply

@@ -6,12 +6,11 @@
  *
  * Every address of this network namespace is a GID of our one port
  * (device.c), 127.0.0.1 and ::1 included: an id bound to, or resolving
- * to, any of them uses the device.  A destination that is not ours would
- * be another host: its neighbour resolution belongs to the wire gateway
- * (RoCE v2 between hosts), which does not exist yet, so such a resolution
- * ends the way the kernel's does when no neighbour answers (ADDR_ERROR
- * -ETIMEDOUT after timeout_ms), or at once with -ENETUNREACH when there is
- * no route at all.
+ * to, any of them uses the device.  A destination that is not ours is
+ * another host, reached over the wire (RoCE v2): the source address the
+ * route picks, the
+ * destination's address as the destination GID, and the neighbour's
+ * answer waited for as the kernel's addr.c does (cm_route.c).
  */
 #include "svd_cm.h"
 #include "svd_ops.h"
@@ -495,33 +494,24 @@ static void addr_done(struct svd_cm_id *id, int status)
 	post_simple(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
 }
 
+#define NEIGH_POLL_MS 5 /* how often a pending neighbour is looked at */
+
+/* Another host's address waits for its neighbour (cm_route.c), until
+ * the id's deadline. */
 static void addr_timeout(struct svd_timer *t)
 {
 	struct svd_cm_id *id = (struct svd_cm_id *)((char *)t -
 		offsetof(struct svd_cm_id, addr_timer));
+	int r;
 
-	addr_done(id, id->addr_status);
-}
-
-/* The source address the routing table picks towards dst (connect on a
- * UDP socket, as the kernel's addr4/6_resolve does with a route lookup). */
-static int route_source(const union sv_sockaddr *dst, union sv_sockaddr *src)
-{
-	union sv_sockaddr d = *dst, s;
-	socklen_t len = sizeof(s);
-	int fd, ret = 0;
-
-	svd_cm_set_port(&d, 9);
-	fd = socket(dst->sa.sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, &d.sa, svd_cm_addr_len(&d)) < 0 ||
-	    getsockname(fd, &s.sa, &len) < 0)
-		ret = -errno;
-	close(fd);
-	if (!ret)
-		*src = s;
-	return ret;
+	if (id->state != CMS_ADDR_QUERY)
+		return;
+	r = svd_cm_neigh_resolve(&id->dst);
+	if (r == 0 && svd_now_ms() < id->addr_deadline_ms) {
+		svd_timer_arm(&id->addr_timer, NEIGH_POLL_MS);
+		return;
+	}
+	addr_done(id, r > 0 ? 0 : r < 0 ? r : -ETIMEDOUT);
 }
 
 int svd_op_cm_resolve_addr(struct svd_req *r)
@@ -591,7 +581,7 @@ int svd_op_cm_resolve_addr(struct svd_req *r)
 		if (svd_cm_any_addr(&id->src)) {
 			union sv_sockaddr s;
 
-			err = route_source(dst, &s);
+			err = svd_cm_route_source(dst, &s);
 			if (!err) {
 				memcpy(&id->src, &s, svd_cm_addr_len(&s));
 				svd_cm_set_port(&id->src, port);
@@ -603,29 +593,52 @@ int svd_op_cm_resolve_addr(struct svd_req *r)
 		return 0;
 	}
 	/*
-	 * Another host.  Here the wire gateway would resolve the neighbour
-	 * (ARP/ND on the netdev of the route); until it exists, nobody
-	 * answers: the resolution times out as the kernel's does, or fails
-	 * at once when there is no route.
+	 * Another host: the route's source address (the kernel's
+	 * rdma_resolve_ip: no route fails the call itself, the id stays
+	 * bound), that address's GID, the destination's address as its GID
+	 * (RoCE v2), then the neighbour of the route, waited for up to
+	 * timeout_ms.
 	 */
 	{
-		union sv_sockaddr s;
+		union sv_sockaddr s, old = id->src;
 
-		err = route_source(dst, &s);
-		if (err) {
-			addr_done(id, err);
-			return 0;
+		err = svd_cm_route_source(dst, &s);
+		if (!err && svd_cm_any_addr(&id->src)) {
+			memcpy(&id->src, &s, svd_cm_addr_len(&s));
+			svd_cm_set_port(&id->src, port);
 		}
-		id->addr_status = -ETIMEDOUT;
+		if (!err && !id->bound_dev)
+			err = svd_cm_acquire_dev(id);
+		if (err) {
+			id->src = old;
+			id->state = CMS_ADDR_BOUND;
+			return err;
+		}
 		id->addr_timer.fn = addr_timeout;
-		svd_timer_arm(&id->addr_timer,
-			      req->timeout_ms > 0 ? (uint64_t)req->timeout_ms : 0);
+		id->addr_deadline_ms = svd_now_ms() +
+			(req->timeout_ms > 0 ? (uint64_t)req->timeout_ms : 0);
+		svd_timer_arm(&id->addr_timer, 0);
 	}
 	return 0;
 
 err_dst:
 	memset(&id->dst, 0, sizeof(id->dst));
 	return err;
+}
+
+/* The flow label of a RoCE v2 route (cma_get_roce_udp_flow_label): the
+ * IPv6 source's own, else a hash of the ports; the UDP source port of
+ * the connection's packets is made from it. */
+static uint32_t roce_flow_label(const struct svd_cm_id *id)
+{
+	uint32_t fl = 0;
+
+	if (id->src.sa.sa_family == AF_INET6)
+		fl = ntohl(id->src.in6.sin6_flowinfo) & 0xfffff;
+	if (!fl)
+		fl = ((uint32_t)svd_cm_port(&id->src) * 31 +
+		      svd_cm_port(&id->dst)) & 0xfffff;
+	return fl;
 }
 
 void svd_cm_make_path(struct svd_cm_id *id)
@@ -651,7 +664,12 @@ void svd_cm_make_path(struct svd_cm_id *id)
 	p->rate_selector = 2;
 	p->rate = 0; /* the port's current rate */
 	p->packet_life_time_selector = 2;
-	p->packet_life_time = CMA_IBOE_PACKET_LIFETIME;
+	/* An ACK timeout set with rdma_set_option makes the packet life time
+	 * (IBTA 12.7.34, as cma_resolve_iboe_route). */
+	p->packet_life_time = id->timeout_set && id->timeout ?
+				      (uint8_t)(id->timeout - 1) :
+				      CMA_IBOE_PACKET_LIFETIME;
+	p->flow_label = htobe32(roce_flow_label(id));
 }
 
 int svd_op_cm_resolve_route(struct svd_req *r)

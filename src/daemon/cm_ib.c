@@ -11,14 +11,18 @@
  * Where the messages go: svd_cm_send() looks at the destination GID.  One
  * of this host's GIDs: the message goes to the inbox and is handled on the
  * next turn of the event loop (never re-entrantly).  Another host's GID:
- * svd_cm_wire_send(), the plug for the between-hosts half: encode the
- * message as a CM MAD (management class 0x07, base version 1, class
- * version 2, method Send, attribute ID = attr_id) and send it to QP1 of
- * the destination over RoCE v2; received CM MADs are decoded into a
- * svd_cm_msg and handed to cm_recv().  Until the wire exists such
- * messages are lost, and the timers below end the attempt as they would
- * with a silent peer.
+ * svd_cm_wire_send() (cm_wire.c) sends it as a CM MAD to QP1 of that host
+ * over RoCE v2; the MADs that come back are decoded and handed to
+ * svd_cm_recv() on the same turn of the loop as the inbox.  Messages get
+ * lost on the wire: the message in flight (`out`) is sent again on its
+ * timer, Max CM Retries times, as the kernel's MAD layer does, and every
+ * receiver answers a duplicate the way the kernel's cm_dup_*_handler do.
  *
+ * Transaction IDs as the kernel's ib_cm: the side that starts an exchange
+ * (REQ, DREQ, SIDR_REQ) makes one, high half per daemon, low half its
+ * local comm ID (cm_form_tid); every message of that exchange, answers
+ * included, carries it.
+
  * PSNs follow Linux (which rxe and every RoCE NIC driver share): each
  * side picks the PSN it receives from (the rdma_cm id's seq_num) and
  * sends it as the Starting PSN of its REQ or REP; each side's send queue
@@ -60,6 +64,11 @@ struct svd_ibcm {
 	struct svd_cm_id *id; /* NULL once the id is gone (timewait) */
 	enum svd_ibcm_state state;
 	uint32_t local_id, remote_id;
+	uint64_t tid;		/* of the exchange under way */
+	/* The GRH of our MADs: the path's (IBTA 13.5.4: a reply goes the
+	 * way the request came). */
+	uint8_t tclass, hop_limit;
+	uint32_t flow_label;
 	uint64_t remote_guid;
 	uint64_t service_id;
 	uint8_t local_gid[16], remote_gid[16];
@@ -91,18 +100,9 @@ struct inbox_msg {
 };
 static struct inbox_msg *inbox, **inbox_tail = &inbox;
 
-static void cm_recv(const struct svd_cm_msg *m);
+static uint32_t tid_hi; /* the high half of our transaction IDs */
 
 /* ---- transport --------------------------------------------------------- */
-
-/* The plug for the wire (see the top of the file): nothing yet. */
-static void svd_cm_wire_send(const struct svd_cm_msg *m)
-{
-	char g[INET6_ADDRSTRLEN];
-
-	inet_ntop(AF_INET6, m->dgid, g, sizeof(g));
-	sv_dbg("cm: no wire to %s yet: message %#x dropped", g, m->attr_id);
-}
 
 void svd_cm_send(const struct svd_cm_msg *m)
 {
@@ -135,10 +135,11 @@ void svd_cm_inbox_run(void)
 	while (i) {
 		struct inbox_msg *n = i->next;
 
-		cm_recv(&i->m);
+		svd_cm_recv(&i->m);
 		free(i);
 		i = n;
 	}
+	svd_cm_wire_run();
 }
 
 /* ---- CM ids ------------------------------------------------------------ */
@@ -220,13 +221,39 @@ static struct svd_ibcm *cm_by_remote(uint32_t remote_id, uint64_t guid)
 	return NULL;
 }
 
+/* A new exchange (REQ, DREQ, SIDR_REQ) starts: its transaction ID. */
+static void new_tid(struct svd_ibcm *c)
+{
+	while (!tid_hi)
+		if (getrandom(&tid_hi, sizeof(tid_hi), 0) != sizeof(tid_hi))
+			tid_hi = (uint32_t)svd_now_ms() | 1;
+	c->tid = (uint64_t)tid_hi << 32 | c->local_id;
+}
+
 static void msg_init(struct svd_cm_msg *m, struct svd_ibcm *c, uint16_t attr)
 {
 	memset(m, 0, sizeof(*m));
 	m->attr_id = attr;
-	m->tid = ((uint64_t)c->local_id << 32) | attr;
+	m->tid = c->tid;
 	memcpy(m->sgid, c->local_gid, 16);
 	memcpy(m->dgid, c->remote_gid, 16);
+	m->tclass = c->tclass;
+	m->hop_limit = c->hop_limit;
+	m->flow_label = c->flow_label;
+}
+
+/* The header of an answer to m that no connection makes (REJ, DREP,
+ * SIDR_REP for an unknown peer): back the way m came. */
+static void msg_answer(struct svd_cm_msg *r, const struct svd_cm_msg *m,
+		       uint16_t attr)
+{
+	memset(r, 0, sizeof(*r));
+	r->attr_id = attr;
+	r->tid = m->tid;
+	memcpy(r->sgid, m->dgid, 16);
+	memcpy(r->dgid, m->sgid, 16);
+	r->tclass = m->tclass;
+	r->flow_label = m->flow_label;
 }
 
 /* Sends the message in c->out and arms its response timer. */
@@ -341,11 +368,7 @@ static void issue_rej(const struct svd_cm_msg *req, uint16_t reason)
 {
 	struct svd_cm_msg m;
 
-	memset(&m, 0, sizeof(m));
-	m.attr_id = CM_ATTR_REJ;
-	m.tid = req->tid;
-	memcpy(m.sgid, req->dgid, 16);
-	memcpy(m.dgid, req->sgid, 16);
+	msg_answer(&m, req, CM_ATTR_REJ);
 	m.rej.remote_comm_id = req->req.local_comm_id;
 	m.rej.message_rejected = 0;
 	m.rej.reason = reason;
@@ -366,6 +389,7 @@ static void send_mra(struct svd_ibcm *c, uint8_t what)
 
 static void send_dreq(struct svd_ibcm *c)
 {
+	new_tid(c);
 	msg_init(&c->out, c, CM_ATTR_DREQ);
 	c->out.dreq.local_comm_id = c->local_id;
 	c->out.dreq.remote_comm_id = c->remote_id;
@@ -373,6 +397,17 @@ static void send_dreq(struct svd_ibcm *c)
 	c->state = IBCM_DREQ_SENT;
 	send_expecting(c, c->timeout_ms ? c->timeout_ms :
 					  svd_cm_ms(CMA_CM_RESPONSE_TIMEOUT));
+}
+
+/* The RTU (sent once; again only when a duplicate REP shows it lost). */
+static void rtu_out(struct svd_ibcm *c)
+{
+	struct svd_cm_msg m;
+
+	msg_init(&m, c, CM_ATTR_RTU);
+	m.rtu.local_comm_id = c->local_id;
+	m.rtu.remote_comm_id = c->remote_id;
+	svd_cm_send(&m);
 }
 
 static void send_drep(struct svd_ibcm *c)
@@ -556,16 +591,61 @@ static struct svd_cm_id *conn_id_new(struct svd_cm_id *l, uint32_t qp_type,
 
 /* ---- messages in ------------------------------------------------------- */
 
+/* The rdma_cm port a service ID names, if an id listens on it; NULL is
+ * the kernel's cm_match_req finding no listener for the service ID. */
+static struct svd_cm_bind *service_bind(uint64_t sid)
+{
+	struct svd_cm_bind *b;
+
+	if (sid >> 32)
+		return NULL; /* not an IP service ID (RDMA_IB_IP_PS_MASK) */
+	b = svd_cm_bind_find((uint32_t)(sid >> 16) & 0xffff, (uint16_t)sid);
+	for (struct svd_cm_id *o = b ? b->owners : NULL; o; o = o->bind_next)
+		if (o->state == CMS_LISTEN)
+			return b;
+	return NULL;
+}
+
+/* The listener of b that takes a request (REQ or SIDR_REQ m, its private
+ * data pdata starting with the cma header) for a QP of type qp_type, the
+ * request's addresses in *src and *dst; NULL when the rdma_cm refuses it
+ * (cma_ib_req_handler, cma_match_private_data).  From another host, the
+ * address asked for must be the one whose GID the request came to
+ * (cma_get_net_dev: the netdev of the GID must own the address). */
+static struct svd_cm_id *req_listener(const struct svd_cm_msg *m,
+				      struct svd_cm_bind *b, const uint8_t *pdata,
+				      uint64_t sid, uint32_t qp_type,
+				      union sv_sockaddr *src,
+				      union sv_sockaddr *dst)
+{
+	uint8_t gid[16];
+
+	if (cma_hdr_get(pdata, sid, src, dst))
+		return NULL;
+	svd_cm_ip2gid(dst, gid);
+	if (m->wire && memcmp(gid, m->dgid, 16))
+		return NULL;
+	for (struct svd_cm_id *o = b->owners; o; o = o->bind_next) {
+		if (o->state != CMS_LISTEN || !listener_matches(o, dst))
+			continue;
+		if (qp_type == IBV_QPT_UD ? o->qp_type == IBV_QPT_UD :
+		    !o->qp_type || o->qp_type == qp_type)
+			return o;
+	}
+	return NULL;
+}
+
 static void recv_req(const struct svd_cm_msg *m)
 {
 	union sv_sockaddr src, dst;
 	struct svd_cm_bind *b;
-	struct svd_cm_id *l = NULL, *id;
+	struct svd_cm_id *l, *id;
 	struct svd_ibcm *c;
 	struct sv_cm_event ev;
 	uint32_t qp_type = m->req.transport_service_type == 1 ? IBV_QPT_UC :
 								 IBV_QPT_RC;
-	int listening = 0;
+	/* From another host our GID is the one the REQ came to. */
+	const uint8_t *local_gid = m->wire ? m->dgid : m->req.primary_remote_gid;
 
 	/* A REQ we have: answer it again (cm_dup_req_handler). */
 	c = cm_by_remote(m->req.local_comm_id, m->req.local_ca_guid);
@@ -574,26 +654,20 @@ static void recv_req(const struct svd_cm_msg *m)
 			send_mra(c, 0);
 		return;
 	}
-	b = svd_cm_bind_find((uint32_t)(m->req.service_id >> 16) & 0xffff,
-			     (uint16_t)m->req.service_id);
-	for (struct svd_cm_id *o = b ? b->owners : NULL; o; o = o->bind_next)
-		listening |= o->state == CMS_LISTEN;
-	if (!listening) {
+	b = service_bind(m->req.service_id);
+	if (!b) {
 		/* No listener for the service ID at all (cm_match_req). */
 		issue_rej(m, CM_REJ_INVALID_SERVICE_ID);
 		return;
 	}
-	if (!cma_hdr_get(m->req.private_data, m->req.service_id, &src, &dst))
-		for (struct svd_cm_id *o = b->owners; o && !l; o = o->bind_next)
-			if (o->state == CMS_LISTEN && listener_matches(o, &dst) &&
-			    (!o->qp_type || o->qp_type == qp_type))
-				l = o;
+	l = req_listener(m, b, m->req.private_data, m->req.service_id, qp_type,
+			 &src, &dst);
 	if (!l) {
 		/* The rdma_cm refuses it: the new cm_id dies with a REJ. */
 		issue_rej(m, CM_REJ_CONSUMER_DEFINED);
 		return;
 	}
-	id = conn_id_new(l, qp_type, &src, &dst, m->req.primary_remote_gid,
+	id = conn_id_new(l, qp_type, &src, &dst, local_gid,
 			 m->req.primary_local_gid);
 	c = id ? ibcm_new(id) : NULL;
 	if (!c) {
@@ -616,10 +690,14 @@ static void recv_req(const struct svd_cm_msg *m)
 	id->ece_attr_mod = m->req.ece_attr_mod;
 
 	c->state = IBCM_REQ_RCVD;
+	c->tid = m->tid;
+	c->tclass = m->req.primary_traffic_class;
+	c->hop_limit = m->req.primary_hop_limit;
+	c->flow_label = m->req.primary_flow_label;
 	c->remote_id = m->req.local_comm_id;
 	c->remote_guid = m->req.local_ca_guid;
 	c->service_id = m->req.service_id;
-	memcpy(c->local_gid, m->req.primary_remote_gid, 16);
+	memcpy(c->local_gid, local_gid, 16);
 	memcpy(c->remote_gid, m->req.primary_local_gid, 16);
 	c->remote_qpn = m->req.local_qpn;
 	c->sq_psn = m->req.starting_psn;
@@ -750,10 +828,7 @@ static void recv_rep(const struct svd_cm_msg *m)
 		/* Nobody here: the REP's sender learns (cm_issue_rej). */
 		struct svd_cm_msg r;
 
-		memset(&r, 0, sizeof(r));
-		r.attr_id = CM_ATTR_REJ;
-		memcpy(r.sgid, m->dgid, 16);
-		memcpy(r.dgid, m->sgid, 16);
+		msg_answer(&r, m, CM_ATTR_REJ);
 		r.rej.remote_comm_id = m->rep.local_comm_id;
 		r.rej.message_rejected = 1;
 		r.rej.reason = CM_REJ_INVALID_COMM_ID;
@@ -762,6 +837,11 @@ static void recv_rep(const struct svd_cm_msg *m)
 	}
 	if (c->state == IBCM_MRA_REP_SENT) {
 		send_mra(c, 1); /* a REP again: our MRA was lost */
+		return;
+	}
+	if (c->state == IBCM_ESTABLISHED &&
+	    c->remote_id == m->rep.local_comm_id) {
+		rtu_out(c); /* our RTU was lost (cm_dup_rep_handler) */
 		return;
 	}
 	if (c->state != IBCM_REQ_SENT && c->state != IBCM_MRA_REQ_RCVD)
@@ -822,10 +902,7 @@ static void recv_dreq(const struct svd_cm_msg *m)
 		/* Unknown: answer anyway so the sender stops (cm_issue_drep). */
 		struct svd_cm_msg r;
 
-		memset(&r, 0, sizeof(r));
-		r.attr_id = CM_ATTR_DREP;
-		memcpy(r.sgid, m->dgid, 16);
-		memcpy(r.dgid, m->sgid, 16);
+		msg_answer(&r, m, CM_ATTR_DREP);
 		r.drep.local_comm_id = m->dreq.remote_comm_id;
 		r.drep.remote_comm_id = m->dreq.local_comm_id;
 		svd_cm_send(&r);
@@ -840,11 +917,13 @@ static void recv_dreq(const struct svd_cm_msg *m)
 	case IBCM_ESTABLISHED:
 		break;
 	case IBCM_TIMEWAIT:
+		c->tid = m->tid;
 		send_drep(c);
 		return;
 	default:
 		return;
 	}
+	c->tid = m->tid;
 	c->state = IBCM_DREQ_RCVD;
 	id_disconnected(c, 0);
 	if (!c->id) {
@@ -870,14 +949,16 @@ static void recv_sidr_req(const struct svd_cm_msg *m)
 {
 	union sv_sockaddr src, dst;
 	struct svd_cm_bind *b;
-	struct svd_cm_id *l = NULL, *id;
+	struct svd_cm_id *l, *id;
 	struct svd_ibcm *c, tmp;
 	struct sv_cm_event ev;
-	int listening = 0;
 
 	memset(&tmp, 0, sizeof(tmp));
 	tmp.remote_id = m->sidr_req.request_id;
 	tmp.service_id = m->sidr_req.service_id;
+	tmp.tid = m->tid;
+	tmp.tclass = m->tclass;
+	tmp.flow_label = m->flow_label;
 	memcpy(tmp.local_gid, m->dgid, 16);
 	memcpy(tmp.remote_gid, m->sgid, 16);
 	for (c = cms; c; c = c->next)
@@ -885,20 +966,13 @@ static void recv_sidr_req(const struct svd_cm_msg *m)
 		    c->remote_id == m->sidr_req.request_id &&
 		    !memcmp(c->remote_gid, m->sgid, 16))
 			return; /* a duplicate: it is being answered */
-	b = svd_cm_bind_find((uint32_t)(m->sidr_req.service_id >> 16) & 0xffff,
-			     (uint16_t)m->sidr_req.service_id);
-	for (struct svd_cm_id *o = b ? b->owners : NULL; o; o = o->bind_next)
-		listening |= o->state == CMS_LISTEN;
-	if (!listening) {
+	b = service_bind(m->sidr_req.service_id);
+	if (!b) {
 		sidr_rep(&tmp, SIDR_UNSUPPORTED, 0, 0, NULL, 0);
 		return;
 	}
-	if (!cma_hdr_get(m->sidr_req.private_data, m->sidr_req.service_id,
-			 &src, &dst))
-		for (struct svd_cm_id *o = b->owners; o && !l; o = o->bind_next)
-			if (o->state == CMS_LISTEN && listener_matches(o, &dst) &&
-			    o->qp_type == IBV_QPT_UD)
-				l = o;
+	l = req_listener(m, b, m->sidr_req.private_data,
+			 m->sidr_req.service_id, IBV_QPT_UD, &src, &dst);
 	id = l ? conn_id_new(l, IBV_QPT_UD, &src, &dst, m->dgid, m->sgid) :
 		 NULL;
 	c = id ? ibcm_new(id) : NULL;
@@ -911,6 +985,9 @@ static void recv_sidr_req(const struct svd_cm_msg *m)
 	svd_cm_make_path(id);
 	id->have_route = 1;
 	c->state = IBCM_SIDR_REQ_RCVD;
+	c->tid = m->tid;
+	c->tclass = m->tclass;
+	c->flow_label = m->flow_label;
 	c->remote_id = m->sidr_req.request_id;
 	c->service_id = m->sidr_req.service_id;
 	memcpy(c->local_gid, m->dgid, 16);
@@ -964,7 +1041,7 @@ static void recv_sidr_rep(const struct svd_cm_msg *m)
 	svd_cm_post(id, NULL, &ev);
 }
 
-static void cm_recv(const struct svd_cm_msg *m)
+void svd_cm_recv(const struct svd_cm_msg *m)
 {
 	switch (m->attr_id) {
 	case CM_ATTR_REQ: recv_req(m); break;
@@ -1050,6 +1127,24 @@ static void conn_from_req(struct svd_cm_id *id, const struct sv_cm_conn_param *p
 	id->ece_attr_mod = p->ece_attr_mod;
 }
 
+/* The active side's connection: its GIDs and its MADs' GRH from the
+ * route, a new exchange. */
+static struct svd_ibcm *ibcm_connect(struct svd_cm_id *id)
+{
+	struct svd_ibcm *c = ibcm_new(id);
+
+	if (!c)
+		return NULL;
+	c->service_id = service_id(id);
+	memcpy(c->local_gid, id->sgid, 16);
+	memcpy(c->remote_gid, id->dgid, 16);
+	c->tclass = id->path.traffic_class;
+	c->hop_limit = id->path.hop_limit;
+	c->flow_label = be32toh(id->path.flow_label);
+	new_tid(c);
+	return c;
+}
+
 static int connect_rc(struct svd_cm_id *id, const struct sv_cm_conn_param *p)
 {
 	struct svd_ibcm *c;
@@ -1057,13 +1152,10 @@ static int connect_rc(struct svd_cm_id *id, const struct sv_cm_conn_param *p)
 
 	if (CMA_HDR_LEN + p->pdata_len > CM_REQ_PDATA)
 		return -EINVAL;
-	c = ibcm_new(id);
+	c = ibcm_connect(id);
 	if (!c)
 		return -ENOMEM;
 	c->qp_type = (uint8_t)id->qp_type;
-	c->service_id = service_id(id);
-	memcpy(c->local_gid, id->sgid, 16);
-	memcpy(c->remote_gid, id->dgid, 16);
 	c->local_qpn = id->qp_num;
 	c->rq_psn = id->seq_num;
 	c->responder_resources = p->responder_resources;
@@ -1095,12 +1187,18 @@ static int connect_rc(struct svd_cm_id *id, const struct sv_cm_conn_param *p)
 	m->req.srq = id->srq;
 	memcpy(m->req.primary_local_gid, c->local_gid, 16);
 	memcpy(m->req.primary_remote_gid, c->remote_gid, 16);
+	/* No LIDs on RoCE: beyond one hop the kernel's cm_format_req puts
+	 * the permissive LID at both ends. */
+	if (id->path.hop_limit > 1) {
+		m->req.primary_local_lid = 0xffff;
+		m->req.primary_remote_lid = 0xffff;
+	}
 	m->req.primary_flow_label = be32toh(id->path.flow_label);
 	m->req.primary_packet_rate = id->path.rate;
 	m->req.primary_traffic_class = id->path.traffic_class;
 	m->req.primary_hop_limit = id->path.hop_limit;
 	m->req.primary_sl = id->path.sl;
-	m->req.primary_subnet_local = 0;
+	m->req.primary_subnet_local = id->path.hop_limit <= 1;
 	m->req.primary_local_ack_timeout =
 		ack_timeout(SVD_LOCAL_CA_ACK_DELAY, id->path.packet_life_time);
 	m->req.ece_vendor_id = p->ece_vendor_id;
@@ -1120,13 +1218,10 @@ static int connect_ud(struct svd_cm_id *id, const struct sv_cm_conn_param *p)
 
 	if (CMA_HDR_LEN + p->pdata_len > CM_SIDR_REQ_PDATA)
 		return -EINVAL;
-	c = ibcm_new(id);
+	c = ibcm_connect(id);
 	if (!c)
 		return -ENOMEM;
 	c->qp_type = IBV_QPT_UD;
-	c->service_id = service_id(id);
-	memcpy(c->local_gid, id->sgid, 16);
-	memcpy(c->remote_gid, id->dgid, 16);
 	m = &c->out;
 	msg_init(m, c, CM_ATTR_SIDR_REQ);
 	m->sidr_req.request_id = c->local_id;
@@ -1213,14 +1308,10 @@ static int accept_rep(struct svd_cm_id *id, const struct sv_cm_conn_param *p)
 static int send_rtu(struct svd_cm_id *id)
 {
 	struct svd_ibcm *c = id->cm;
-	struct svd_cm_msg m;
 
 	if (c->state != IBCM_REP_RCVD && c->state != IBCM_MRA_REP_SENT)
 		return -EINVAL;
-	msg_init(&m, c, CM_ATTR_RTU);
-	m.rtu.local_comm_id = c->local_id;
-	m.rtu.remote_comm_id = c->remote_id;
-	svd_cm_send(&m);
+	rtu_out(c);
 	c->state = IBCM_ESTABLISHED;
 	return 0;
 }

@@ -9,6 +9,7 @@
 #include "svd_engine.h"
 #include "svd_gw.h"
 #include "svd_capture.h"
+#include "svd_cm.h"
 #include "sv_log.h"
 #include "sv_sock.h"
 
@@ -311,6 +312,15 @@ static int op_status(struct svd_req *r)
 		rep->wire_tx_pkts = st.tx_pkts;
 		rep->wire_tx_bytes = st.tx_bytes;
 		rep->wire_tx_errors = st.tx_errors;
+	}
+	{
+		struct svd_cm_wire_stats cs;
+
+		svd_cm_wire_stats(&cs);
+		rep->cm_mads_tx = cs.tx;
+		rep->cm_mads_rx = cs.rx;
+		rep->cm_mads_tx_errors = cs.tx_errors;
+		rep->cm_mads_dropped = cs.rx_dropped;
 	}
 	r->rep_len = sizeof(*rep);
 	return 0;

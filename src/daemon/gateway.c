@@ -27,6 +27,7 @@
  * doorbells' writes.
  */
 #include "svd_gw.h"
+#include "svd_capture.h"
 #include "svd_cm.h"
 #include "sv_log.h"
 #include "sv_ring.h"
@@ -63,6 +64,7 @@ struct gw_eng {
 
 struct gw_udq {
 	struct svd_gw_ud u;
+	uint8_t hdr[SV_BTH_WIRE + 8]; /* its BTH and DETH, for the capture */
 	struct gw_udq *next;
 };
 #define GW_UDQ_MAX 1024 /* datagrams for QP1 waiting for the CM */
@@ -258,6 +260,7 @@ static void qp1_queue(const uint8_t *rec, size_t len)
 	q->u.src_qpn = (uint32_t)b[17] << 16 | (uint32_t)b[18] << 8 | b[19];
 	q->u.len = (uint32_t)(len - SV_GRH_WIRE - hl);
 	memcpy(q->u.data, b + hl, q->u.len);
+	memcpy(q->hdr, b, hl);
 	if (!gw.udq_tail)
 		gw.udq_tail = &gw.udq;
 	*gw.udq_tail = q;
@@ -273,8 +276,35 @@ void svd_gw_qp1_record(const uint8_t *rec, size_t len)
 	svd_cm_kick();
 }
 
+/* A QP1 datagram the daemon sent (dir 0) or received (dir 1) goes to
+ * the capture sessions: ib is BTH .. payload and pad, without ICRC. */
+static void qp1_capture(uint32_t dir, const struct svd_gw_ud *u,
+			const uint8_t *ib, uint32_t ib_len)
+{
+	struct sv_cap_rec r;
+	struct timespec ts;
+
+	memset(&r, 0, sizeof(r));
+	clock_gettime(CLOCK_REALTIME, &ts);
+	r.ts_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	r.dir = dir;
+	r.ib_len = ib_len;
+	r.pid = (uint32_t)getpid();
+	r.qpn = 1;
+	r.flow.ipv6 = !(sv_gid_v4(u->sgid) && sv_gid_v4(u->dgid));
+	r.flow.tclass = u->tclass;
+	r.flow.flow_label = u->flow_label & 0xfffff;
+	r.flow.hop_limit = u->hop_limit ? u->hop_limit : 64;
+	r.flow.sport = gw.port;
+	r.flow.dport = gw.port;
+	memcpy(r.flow.sgid, u->sgid, 16);
+	memcpy(r.flow.dgid, u->dgid, 16);
+	svd_capture_frame(&r, ib);
+}
+
 int svd_gw_ud_pop(struct svd_gw_ud *u)
 {
+	uint8_t ib[SV_BTH_WIRE + 8 + SV_GW_UD_MAX];
 	struct gw_udq *q;
 
 	pthread_mutex_lock(&gw.lock);
@@ -289,9 +319,14 @@ int svd_gw_ud_pop(struct svd_gw_ud *u)
 	if (!q)
 		return 0;
 	*u = q->u;
+	memcpy(ib, q->hdr, sizeof(q->hdr));
+	memcpy(ib + sizeof(q->hdr), u->data, u->len);
+	qp1_capture(1, u, ib, (uint32_t)sizeof(q->hdr) + u->len);
 	free(q);
 	return 1;
 }
+
+static int gw_start(void);
 
 int svd_gw_ud_send(const struct svd_gw_ud *u)
 {
@@ -308,7 +343,8 @@ int svd_gw_ud_send(const struct svd_gw_ud *u)
 	int v4 = sv_gid_v4(u->sgid) && sv_gid_v4(u->dgid), tc = u->tclass;
 	int hop = u->hop_limit ? u->hop_limit : 64;
 
-	if (gw.fd < 0)
+	/* The port may have been taken when we started: try it again. */
+	if (gw.fd < 0 && gw_start())
 		return -ENETDOWN;
 	if (u->len > SV_GW_UD_MAX || (!gw.v6 && !v4))
 		return -EINVAL;
@@ -387,8 +423,14 @@ int svd_gw_ud_send(const struct svd_gw_ud *u)
 	c->cmsg_type = v4 ? IP_TTL : IPV6_HOPLIMIT;
 	c->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(c), &hop, sizeof(int));
-	if (sendmsg(gw.fd, &mh, MSG_DONTWAIT) < 0)
-		return -errno;
+	if (sendmsg(gw.fd, &mh, MSG_DONTWAIT) < 0) {
+		int err = -errno;
+
+		atomic_fetch_add_explicit(&gw.shm->tx_errors, 1,
+					  memory_order_relaxed);
+		return err;
+	}
+	qp1_capture(0, u, pkt, len);
 	atomic_fetch_add_explicit(&gw.shm->tx_pkts, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&gw.shm->tx_bytes, len + SV_ICRC_BYTES,
 				  memory_order_relaxed);

@@ -11,10 +11,15 @@
  *              and SIDR_REQ/SIDR_REP between CM instances, the QP
  *              attributes they decide, connect/accept/reject/disconnect
  *
+ *   cm_route.c the route and the neighbour towards another host
+ *              (rdma_resolve_addr between hosts, the kernel's addr.c)
+ *   cm_mad.c   struct svd_cm_msg <-> the bytes of a CM MAD
+ *   cm_wire.c  CM MADs on QP1 over RoCE v2 (send, receive, check, count)
+ *
  * CM messages travel between CM instances as struct svd_cm_msg, whose
  * fields are exactly those of the IB CM MADs.  On one host an instance
  * talks to itself (cm_ib.c "inbox"); between hosts the messages become
- * real CM MADs on QP1 over RoCE v2, see svd_cm_wire_send().
+ * real CM MADs on QP1 over RoCE v2 (cm_wire.c).
  */
 #ifndef SVD_CM_H
 #define SVD_CM_H
@@ -121,7 +126,7 @@ struct svd_cm_id {
 	uint32_t events_reported;
 	struct svd_ibcm *cm;
 	struct svd_timer addr_timer; /* resolution of a non-local address */
-	int addr_status;
+	uint64_t addr_deadline_ms;   /* its timeout_ms, on svd_now_ms's clock */
 };
 
 /* The largest private data of each CM message (IBTA 12.6). */
@@ -152,17 +157,33 @@ enum svd_cm_attr {
 	CM_ATTR_SIDR_REP = 0x18,
 };
 
+/* The CM MAD (IBTA 13.4.3 header, 12.6 messages) and QP1 (IBTA 13.5). */
+enum {
+	CM_MAD_LEN = 256,
+	CM_MAD_BASE_VERSION = 1,
+	CM_MAD_CLASS = 0x07,
+	CM_MAD_CLASS_VERSION = 2,
+	CM_MAD_METHOD_SEND = 0x03,
+};
+#define CM_GSI_QPN 1
+#define CM_GSI_QKEY 0x80010000u
+#define CM_DEFAULT_PKEY 0xffff
+
 /*
  * One CM message: the fields of the IB CM MAD of that attribute, in host
- * order, one member per IBTA field (12.6.5 ff.).  The wire module turns
- * them into the MAD's bytes; on one host they are handed over as they are.
- * sgid/dgid address the MAD (the GRH of the QP1 datagram), tid is the MAD
- * transaction id.
+ * order, one member per IBTA field (12.6.5 ff.).  cm_mad.c turns them
+ * into the MAD's bytes; on one host they are handed over as they are.
+ * sgid/dgid, tclass, hop_limit and flow_label address the MAD (the GRH of
+ * the QP1 datagram: sent with them, or received with them), tid is the
+ * MAD transaction id; wire says the message came from another host.
  */
 struct svd_cm_msg {
 	uint16_t attr_id;
 	uint64_t tid;
 	uint8_t sgid[16], dgid[16];
+	uint8_t tclass, hop_limit;
+	uint32_t flow_label;
+	uint8_t wire;
 	union {
 		struct { /* REQ, 12.6.5 */
 			uint32_t local_comm_id;
@@ -292,6 +313,41 @@ static inline uint64_t svd_cm_ms(unsigned t)
 
 struct svd_req;
 
+/* cm_route.c */
+/* The source address the routing table picks towards dst (port 0): 0,
+ * or the negative errno of no route (-ENETUNREACH, ...). */
+int svd_cm_route_source(const union sv_sockaddr *dst, union sv_sockaddr *src);
+/* Whether the next hop towards dst is resolved (ARP/ND answered): 1 yes
+ * (or none is needed), 0 not yet (asked: try again later), or a negative
+ * errno when there is no usable route. */
+int svd_cm_neigh_resolve(const union sv_sockaddr *dst);
+
+/* cm_mad.c */
+/* Writes m as a CM MAD of CM_MAD_LEN bytes: 0, or -EINVAL for an
+ * attribute it does not know. */
+int svd_cm_mad_encode(const struct svd_cm_msg *m, uint8_t mad[CM_MAD_LEN]);
+/* Reads a CM MAD of len bytes into *m (sgid, dgid and the other GRH
+ * fields left zero): 0, or -EBADMSG when it is not a CM Send MAD of a
+ * known attribute with every field in range (*m is then unspecified). */
+int svd_cm_mad_decode(const uint8_t *mad, size_t len, struct svd_cm_msg *m);
+const char *svd_cm_attr_name(uint16_t attr);
+/* The field tables are consistent (unit test): 0 or -1. */
+int svd_cm_mad_selfcheck(void);
+
+/* cm_wire.c */
+/* Sends m (its dgid another host's) as a CM MAD on QP1 over RoCE v2. */
+void svd_cm_wire_send(const struct svd_cm_msg *m);
+/* Receives what waits for QP1: each CM MAD for us goes to svd_cm_recv(),
+ * anything else is dropped and counted. */
+void svd_cm_wire_run(void);
+struct svd_cm_wire_stats {
+	uint64_t tx;	     /* MADs sent */
+	uint64_t tx_errors;  /* MADs the port refused (svd_gw_ud_send) */
+	uint64_t rx;	     /* MADs received and handled */
+	uint64_t rx_dropped; /* datagrams for QP1 dropped as bad */
+};
+void svd_cm_wire_stats(struct svd_cm_wire_stats *out);
+
 /* cm.c */
 /* Creates the CM's timer and wake-up descriptors (at daemon start, so
  * they are part of every baseline).  0 or a negative errno. */
@@ -357,6 +413,8 @@ void svd_ibcm_id_gone(struct svd_cm_id *id);
 void svd_cm_inbox_run(void);
 /* Sends msg towards msg->dgid: this host's inbox, or the wire. */
 void svd_cm_send(const struct svd_cm_msg *msg);
+/* A message arrived (from the inbox or the wire): the state machine. */
+void svd_cm_recv(const struct svd_cm_msg *msg);
 void svd_ibcm_close_all(void);
 uint32_t svd_ibcm_count(void);
 

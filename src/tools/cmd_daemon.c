@@ -208,7 +208,9 @@ static int cmd_status(int json)
 		printf(", \"rx_packets\": %llu, \"rx_bytes\": %llu, "
 		       "\"rx_bad_icrc\": %llu, \"rx_dropped\": %llu, "
 		       "\"rx_ring_full\": %llu, \"tx_packets\": %llu, "
-		       "\"tx_bytes\": %llu, \"tx_errors\": %llu}}\n",
+		       "\"tx_bytes\": %llu, \"tx_errors\": %llu}, "
+		       "\"cm\": {\"mads_sent\": %llu, \"mads_received\": %llu, "
+		       "\"send_errors\": %llu, \"dropped\": %llu}}\n",
 		       (unsigned long long)st.wire_rx_pkts,
 		       (unsigned long long)st.wire_rx_bytes,
 		       (unsigned long long)st.wire_rx_bad_icrc,
@@ -216,7 +218,11 @@ static int cmd_status(int json)
 		       (unsigned long long)st.wire_rx_ring_full,
 		       (unsigned long long)st.wire_tx_pkts,
 		       (unsigned long long)st.wire_tx_bytes,
-		       (unsigned long long)st.wire_tx_errors);
+		       (unsigned long long)st.wire_tx_errors,
+		       (unsigned long long)st.cm_mads_tx,
+		       (unsigned long long)st.cm_mads_rx,
+		       (unsigned long long)st.cm_mads_tx_errors,
+		       (unsigned long long)st.cm_mads_dropped);
 		free(f);
 		return 0;
 	}
@@ -256,6 +262,12 @@ static int cmd_status(int json)
 	       (unsigned long long)st.wire_rx_bad_icrc,
 	       (unsigned long long)st.wire_rx_dropped,
 	       (unsigned long long)st.wire_rx_ring_full);
+	printf("  cm mads:      %llu sent, %llu received; %llu send errors, "
+	       "%llu dropped\n",
+	       (unsigned long long)st.cm_mads_tx,
+	       (unsigned long long)st.cm_mads_rx,
+	       (unsigned long long)st.cm_mads_tx_errors,
+	       (unsigned long long)st.cm_mads_dropped);
 	free(f);
 	return 0;
 }
