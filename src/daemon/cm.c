@@ -774,7 +774,7 @@ int svd_op_cm_join_mcast(struct svd_req *r)
 	if (id->state != CMS_ADDR_BOUND && id->state != CMS_ADDR_RESOLVED)
 		return -EINVAL;
 	if (!id->bound_dev)
-		return -ENODEV;
+		return -EINVAL; /* the kernel's "ULP is calling this wrong" */
 	return -ENOSYS;
 }
 

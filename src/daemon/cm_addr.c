@@ -39,13 +39,23 @@ static struct svd_cm_bind *binds;
 
 /* ---- addresses --------------------------------------------------------- */
 
+/*
+ * The kernel's cma_any_addr: the wildcard or a loopback address.  So, as
+ * on any kernel device, binding to 127.0.0.1 or ::1 attaches no device
+ * (id->verbs stays NULL: libfabric's verbs provider then takes the
+ * device's interface address), a listener on it listens on every device
+ * and takes requests to any address of its family, and resolving it goes
+ * to ourselves through loopback.
+ */
 int svd_cm_any_addr(const union sv_sockaddr *a)
 {
 	switch (a->sa.sa_family) {
 	case AF_INET:
-		return a->in.sin_addr.s_addr == htonl(INADDR_ANY);
+		return a->in.sin_addr.s_addr == htonl(INADDR_ANY) ||
+		       (ntohl(a->in.sin_addr.s_addr) >> 24) == 127;
 	case AF_INET6:
-		return IN6_IS_ADDR_UNSPECIFIED(&a->in6.sin6_addr);
+		return IN6_IS_ADDR_UNSPECIFIED(&a->in6.sin6_addr) ||
+		       IN6_IS_ADDR_LOOPBACK(&a->in6.sin6_addr);
 	default:
 		return 0;
 	}
@@ -289,12 +299,16 @@ static int port_is_unique(struct svd_cm_bind *b, struct svd_cm_id *id)
 
 		if (cur == id)
 			continue;
-		if (cur_dport && dport != cur_dport)
+		/* Unique when the two differ in the destination port, the
+		 * source address or the destination address, each compared
+		 * only where both have one: a listener (no destination) never
+		 * shares an ephemeral port with a connection. */
+		if (dport && cur_dport && dport != cur_dport)
 			continue;
 		if (!svd_cm_any_addr(&id->src) && !svd_cm_any_addr(&cur->src) &&
 		    !svd_cm_addr_eq(&id->src, &cur->src))
 			continue;
-		if (!svd_cm_any_addr(&cur->dst) &&
+		if (!svd_cm_any_addr(&id->dst) && !svd_cm_any_addr(&cur->dst) &&
 		    !svd_cm_addr_eq(&id->dst, &cur->dst))
 			continue;
 		return -EADDRNOTAVAIL;

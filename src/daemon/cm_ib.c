@@ -335,6 +335,8 @@ static void send_rej(struct svd_ibcm *c, uint16_t reason, const void *pdata,
 {
 	struct svd_cm_msg m;
 
+	sv_log(SV_LOG_DEBUG, "cm: REJ reason %u from comm id %#x in state %d",
+	       reason, c->local_id, (int)c->state);
 	msg_init(&m, c, CM_ATTR_REJ);
 	m.rej.local_comm_id = c->local_id;
 	m.rej.remote_comm_id = c->remote_id;
@@ -368,6 +370,8 @@ static void issue_rej(const struct svd_cm_msg *req, uint16_t reason)
 {
 	struct svd_cm_msg m;
 
+	sv_log(SV_LOG_DEBUG, "cm: REJ reason %u for a REQ of comm id %#x",
+	       reason, req->req.local_comm_id);
 	msg_answer(&m, req, CM_ATTR_REJ);
 	m.rej.remote_comm_id = req->req.local_comm_id;
 	m.rej.message_rejected = 0;

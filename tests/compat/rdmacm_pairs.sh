@@ -347,7 +347,11 @@ one() {
 	sed 's/^/   | /' "$D/server.out" | tail -40
 	echo "   --- client output"
 	sed 's/^/   | /' "$D/client.out" | tail -40
+	echo "   --- the daemon's connection manager (its log)"
+	grep -h "cm" "$TMP"/softverbsd-*.log 2>/dev/null | tail -30 | sed 's/^/   | /'
 	"$SV" daemon stop >/dev/null 2>&1
+	# The next case's daemon logs here too.
+	TMPDIR=$TMP SOFTVERBS_LOG=debug "$SV" daemon start >/dev/null 2>&1
 	return 1
 }
 
@@ -357,7 +361,9 @@ case $1 in
 --list) printf '%s\n' $ALL; exit 0 ;;
 --all) set -- $ALL ;;
 esac
-"$SV" daemon start >/dev/null 2>&1
+# The daemon logs what its connection manager did (REJ reasons) into
+# $TMP, shown when a case fails.
+TMPDIR=$TMP SOFTVERBS_LOG=debug "$SV" daemon start >/dev/null 2>&1
 pass=0 fail=0 failed=
 for n in "$@"; do
 	if one "$n"; then

@@ -154,3 +154,12 @@ foreach(v 4 6)
   set_tests_properties(wire_pairs_v${v} PROPERTIES SKIP_RETURN_CODE 77
                        TIMEOUT 900 LABELS "compat;netns;wire")
 endforeach()
+
+# The connection manager between hosts (issue 10): rdma_cm programs,
+# perftest -R, qperf -cm1 and libfabric's verbs msg endpoint with the
+# server and the client in two namespaces, so the CM's MADs cross the veth
+# on QP1 (IPv4 and IPv6, and under 5% loss).  Root only (CI); SKIP
+# otherwise.
+sv_script_test(wire_cm compat/wire_cm.sh --all)
+set_tests_properties(wire_cm PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
+                     LABELS "compat;netns;wire;rdmacm")

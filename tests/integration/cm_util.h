@@ -121,24 +121,32 @@ static inline int cm_create_qp(struct rdma_cm_id *id,
 	return ret;
 }
 
-/* A listener on ip (port 0: any), with its own channel. */
-static inline struct rdma_cm_id *cm_listen(struct rdma_event_channel *ch,
-					   enum rdma_port_space ps,
-					   const char *ip, uint16_t *port)
+/* id bound to ip (port 0: any) and listening. */
+static inline void cm_listen_id(struct rdma_cm_id *id, const char *ip,
+				uint16_t *port)
 {
 	struct sockaddr_storage ss;
-	struct rdma_cm_id *id;
 
 	memset(&ss, 0, sizeof(ss));
 	if (strchr(ip, ':'))
 		cm_addr6((struct sockaddr_in6 *)&ss, ip, *port);
 	else
 		cm_addr4((struct sockaddr_in *)&ss, ip, *port);
-	CHECK_EQ(rdma_create_id(ch, &id, NULL, ps), 0);
 	CHECK_EQ(rdma_bind_addr(id, (struct sockaddr *)&ss), 0);
 	CHECK_EQ(rdma_listen(id, 64), 0);
 	*port = ntohs(rdma_get_src_port(id));
 	CHECK(*port != 0);
+}
+
+/* A listener on ip (port 0: any), with its own channel. */
+static inline struct rdma_cm_id *cm_listen(struct rdma_event_channel *ch,
+					   enum rdma_port_space ps,
+					   const char *ip, uint16_t *port)
+{
+	struct rdma_cm_id *id;
+
+	CHECK_EQ(rdma_create_id(ch, &id, NULL, ps), 0);
+	cm_listen_id(id, ip, port);
 	return id;
 }
 

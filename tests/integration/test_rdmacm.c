@@ -291,7 +291,6 @@ SV_TEST(nobody_listening)
 	struct rdma_conn_param cp;
 	struct sockaddr_in dst;
 	uint16_t port = 0;
-	char ip[64];
 
 	memset(&cp, 0, sizeof(cp));
 	cp.qp_num = 123;
@@ -318,10 +317,16 @@ SV_TEST(nobody_listening)
 	CM_EXPECT_ACK(ch, RDMA_CM_EVENT_UNREACHABLE, IB_SIDR_UNSUPPORTED);
 	CHECK_EQ(rdma_destroy_id(c), 0);
 
-	/* Listening on 127.0.0.1 only, asked on our own address. */
-	if (own_ipv4(ip, sizeof(ip))) {
-		l = cm_listen(ch, RDMA_PS_TCP, "127.0.0.1", &port);
-		c = cm_resolved(ch, RDMA_PS_TCP, ip, port);
+	/* Listening on ::1 (v6 only), asked on an IPv4 address. */
+	{
+		int one = 1;
+
+		port = 0;
+		CHECK_EQ(rdma_create_id(ch, &l, NULL, RDMA_PS_TCP), 0);
+		CHECK_EQ(rdma_set_option(l, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY,
+					 &one, sizeof(one)), 0);
+		cm_listen_id(l, "::1", &port);
+		c = cm_resolved(ch, RDMA_PS_TCP, "127.0.0.1", port);
 		CHECK_EQ(rdma_connect(c, &cp), 0);
 		CM_EXPECT_ACK(ch, RDMA_CM_EVENT_REJECTED, IB_REJ_CONSUMER_DEFINED);
 		CHECK_EQ(rdma_destroy_id(c), 0);
@@ -370,6 +375,15 @@ SV_TEST(wildcard_listener_everywhere)
 	char ip[64];
 
 	l = cm_listen(ch, RDMA_PS_TCP, "0.0.0.0", &port);
+	request_through(ch, l, "127.0.0.1", port);
+	if (own_ipv4(ip, sizeof(ip)))
+		request_through(ch, l, ip, port);
+	CHECK_EQ(rdma_destroy_id(l), 0);
+	/* Loopback is a wildcard to the kernel's rdma_cm (cma_any_addr): no
+	 * device once bound, and every IPv4 address of the host reaches it. */
+	port = 0;
+	l = cm_listen(ch, RDMA_PS_TCP, "127.0.0.1", &port);
+	CHECK(l->verbs == NULL);
 	request_through(ch, l, "127.0.0.1", port);
 	if (own_ipv4(ip, sizeof(ip)))
 		request_through(ch, l, ip, port);
@@ -556,12 +570,9 @@ SV_TEST(daemon_killed_device_removal)
 	struct rdma_event_channel *ch = chan();
 	struct rdma_cm_id *bound, *unbound;
 	struct rdma_cm_event *ev;
-	struct sockaddr_in a;
 	pid_t d;
 
-	cm_addr4(&a, "127.0.0.1", 0);
-	CHECK_EQ(rdma_create_id(ch, &bound, NULL, RDMA_PS_TCP), 0);
-	CHECK_EQ(rdma_bind_addr(bound, (struct sockaddr *)&a), 0);
+	bound = cm_resolved(ch, RDMA_PS_TCP, "127.0.0.1", 1);
 	CHECK(bound->verbs);
 	CHECK_EQ(rdma_create_id(ch, &unbound, NULL, RDMA_PS_TCP), 0);
 	d = sv_test_daemon_pid();
@@ -781,14 +792,22 @@ SV_TEST(bad_input_errors)
 	CHECK_EQ(rdma_bind_addr(id, (struct sockaddr *)&a), 0);
 	ERRNO_IS(rdma_bind_addr(id, (struct sockaddr *)&a), EINVAL); /* bound */
 	cm_addr4(&b, "239.1.1.1", 0);
-	ERRNO_IS(rdma_join_multicast(id, (struct sockaddr *)&b, NULL), ENOSYS);
+	/* Bound to loopback: no device yet (the kernel's EINVAL). */
+	ERRNO_IS(rdma_join_multicast(id, (struct sockaddr *)&b, NULL), EINVAL);
+	/* Address resolved: a device, and no multicast on it. */
+	CHECK_EQ(rdma_create_id(ch, &id2, NULL, RDMA_PS_UDP), 0);
+	CHECK_EQ(rdma_resolve_addr(id2, NULL, (struct sockaddr *)&a, 2000), 0);
+	CM_EXPECT_ACK(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
+	ERRNO_IS(rdma_join_multicast(id2, (struct sockaddr *)&b, NULL), ENOSYS);
+	CHECK_EQ(rdma_destroy_id(id2), 0);
 	ERRNO_IS(rdma_leave_multicast(id, (struct sockaddr *)&b), EADDRNOTAVAIL);
 	ERRNO_IS(rdma_accept(id, NULL), EINVAL);
 	ERRNO_IS(rdma_connect(id, NULL), EINVAL);
-	/* The same port again: in use; a wildcard over it: not available. */
+	/* The same port again, or a wildcard over it: not available (to the
+	 * kernel's cma_check_port loopback is a wildcard too). */
 	a.sin_port = rdma_get_src_port(id);
 	CHECK_EQ(rdma_create_id(ch, &id2, NULL, RDMA_PS_TCP), 0);
-	ERRNO_IS(rdma_bind_addr(id2, (struct sockaddr *)&a), EADDRINUSE);
+	ERRNO_IS(rdma_bind_addr(id2, (struct sockaddr *)&a), EADDRNOTAVAIL);
 	CHECK_EQ(rdma_destroy_id(id2), 0);
 	CHECK_EQ(rdma_create_id(ch, &id2, NULL, RDMA_PS_TCP), 0);
 	b = a;
@@ -802,6 +821,23 @@ SV_TEST(bad_input_errors)
 	CHECK_EQ(rdma_bind_addr(id2, (struct sockaddr *)&a), 0);
 	CHECK_EQ(rdma_destroy_id(id2), 0);
 	CHECK_EQ(rdma_destroy_id(id), 0);
+	/* Two binds of one address of the host and one port: in use. */
+	{
+		char ip[64];
+		struct rdma_cm_id *id3;
+
+		if (own_ipv4(ip, sizeof(ip))) {
+			cm_addr4(&a, ip, 0);
+			CHECK_EQ(rdma_create_id(ch, &id2, NULL, RDMA_PS_TCP), 0);
+			CHECK_EQ(rdma_bind_addr(id2, (struct sockaddr *)&a), 0);
+			CHECK(id2->verbs);
+			a.sin_port = rdma_get_src_port(id2);
+			CHECK_EQ(rdma_create_id(ch, &id3, NULL, RDMA_PS_TCP), 0);
+			ERRNO_IS(rdma_bind_addr(id3, (struct sockaddr *)&a), EADDRINUSE);
+			CHECK_EQ(rdma_destroy_id(id3), 0);
+			CHECK_EQ(rdma_destroy_id(id2), 0);
+		}
+	}
 	/* Ports below 1024 are the privileged's. */
 	if (geteuid() == 0) {
 		cm_addr4(&a, "127.0.0.1", 999);

@@ -1,0 +1,246 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# The connection manager between hosts: UNMODIFIED rdma_cm programs
+# (rdmacm-utils, perftest -R, qperf -cm1, libfabric's verbs msg endpoint)
+# with the server in one network namespace and the client in another
+# (tests/compat/netns_lib.sh: a veth, documentation addresses, a daemon in
+# each), so every REQ/REP/RTU/DREQ/DREP and SIDR message crosses the veth
+# as a CM MAD on QP1 in RoCE v2, and the data follows on the wire.
+#
+#   wire_cm.sh NAME...   run these (exit 0 when all pass; 77 = SKIP: not
+#                        root, or no namespaces here)
+#   wire_cm.sh --all     all of them
+#   wire_cm.sh --list    the names
+#
+# Each: both sides bounded by a timeout, both exit codes checked, what the
+# user reads checked (the programs' own data checks where they have them),
+# then both daemons hold no ufile, object or rdma_cm id, and both counted
+# CM MADs sent and received (the handshake really went over the wire).
+# The *_loss cases drop ~5% of B's incoming RoCE packets with nftables: the
+# CM's retries and RC's retransmission carry the run through.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+SV=${SOFTVERBS:-${SV_BUILD_DIR:-$here/../../build}/bin/softverbs}
+export SOFTVERBS_IDLE_TIMEOUT=120
+TMO=${PAIRS_TIMEOUT:-90}
+# shellcheck source=tests/compat/pairs_lib.sh
+. "$here/pairs_lib.sh"
+# shellcheck source=tests/compat/netns_lib.sh
+. "$here/netns_lib.sh"
+
+ALL="rping4 rping6 rping4_loss ucmatose4 ucmatose6 udaddy4 udaddy6
+rdma_server4 rstream4 write_bw_R4 send_lat_R4 qperf_rc4 fi_msg4"
+
+# shellcheck disable=SC2086 # ALL is a word list
+case ${1:-} in
+--list) printf '%s\n' $ALL; exit 0 ;;
+--all) set -- $ALL ;;
+"") echo "usage: wire_cm.sh NAME... | --all | --list" >&2; exit 2 ;;
+esac
+why=$(netns_require) || { echo "$why"; exit 77; }
+netns_setup || { echo "wire_cm: cannot set up the namespaces"; exit 1; }
+netns_daemon a && netns_daemon b || { echo "wire_cm: no daemons"; exit 1; }
+PAIR_SRV_NS=$NS_B
+TMP=$(mktemp -d)
+trap 'netns_cleanup; rm -rf "$TMP"' EXIT
+
+# wait_cm_listen PORT: until an rdma_cm id of B listens on PORT.
+wait_cm_listen() {
+	for _ in $(seq 1 200); do
+		ns_b "$SV" res show cm_id 2>/dev/null | grep -q "state LISTEN .* port $1 " && return 0
+		kill -0 "$SRV" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
+
+wait_tcp_listen() {
+	for _ in $(seq 1 200); do
+		port_listening "$1" && return 0
+		kill -0 "$SRV" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
+
+# run_pair SERVER_CMD CLIENT_CMD cm|tcp PORT: the server in B, the client
+# in A; outputs in $D/server.out and $D/client.out, SRV_RC and CLI_RC.
+# STOP_SERVER=1: the server runs until stopped (qperf).
+run_pair() {
+	local wrap=("$SV" run)
+	command -v stdbuf >/dev/null && wrap=(stdbuf -oL "${wrap[@]}")
+	# shellcheck disable=SC2086 # commands are word lists on purpose
+	timeout -k 5 "$TMO" ip netns exec "$NS_B" "${wrap[@]}" $1 >"$D/server.out" 2>&1 &
+	SRV=$!
+	if [ "$3" = cm ]; then wait_cm_listen "$4"; else wait_tcp_listen "$4"; fi
+	# shellcheck disable=SC2086
+	timeout -k 5 "$TMO" ip netns exec "$NS_A" "${wrap[@]}" $2 >"$D/client.out" 2>&1
+	CLI_RC=$?
+	if [ "$CLI_RC" != 0 ]; then
+		sleep 2
+		kill_tree "$SRV" TERM
+	elif [ -n "${STOP_SERVER:-}" ]; then
+		kill_tree "$SRV" TERM
+	fi
+	wait "$SRV"
+	SRV_RC=$?
+	[ -n "${STOP_SERVER:-}" ] && SRV_RC=0
+}
+
+expect() {
+	local n
+	n=$(grep -Ec -- "$2" "$1")
+	if [ -n "${3:-}" ]; then
+		[ "$n" = "$3" ] || { WHY="$(basename "$1"): $n lines match /$2/, want $3"; return 1; }
+	else
+		[ "$n" -gt 0 ] || { WHY="$(basename "$1"): no line matches /$2/"; return 1; }
+	fi
+}
+
+perftest_ok() {
+	awk -v key="$2" -v c="$3" '
+		/#bytes/ { on = index($0, key) > 0; next }
+		on && $1 ~ /^[0-9]+$/ && $c + 0 > 0 { good++ }
+		END { exit !good }' "$1" || { WHY="no nonzero $2 row"; return 1; }
+}
+
+# The CM MADs a daemon counted ("cm mads: S sent, R received; ...").
+cm_mads() {
+	ns_in "$1" "$SV" daemon status 2>/dev/null |
+		sed -n 's/.*cm mads: *\([0-9]*\) sent, \([0-9]*\) received.*/\1 \2/p'
+}
+
+# Both daemons hold nothing, and each sent and received more CM MADs than
+# before this case.
+daemons_clean() {
+	local ns s r b0 b1
+	for ns in a b; do
+		WHY=$(pairs_daemon_quiet "$(ns_name $ns)") || return 1
+		[ "$(ns_in $ns "$SV" res show cm_id 2>/dev/null | grep -c cm_id)" = 0 ] ||
+			{ WHY="daemon of $ns still holds rdma_cm ids"; return 1; }
+		read -r s r <<<"$(cm_mads $ns)"
+		b0=$(eval echo "\${MADS_$ns% *}") b1=$(eval echo "\${MADS_$ns#* }")
+		[ -n "$s" ] && [ "$s" -gt "$b0" ] && [ "$r" -gt "$b1" ] ||
+			{ WHY="daemon of $ns counted CM MADs '$s sent, $r received' (before: $b0, $b1)"; return 1; }
+	done
+}
+
+# perftest -R: its server sets up the test QPs only after the first
+# connection and then listens again; a client that comes too early is
+# rejected (nobody listening, status 8) and perftest 4.5 then crashes on
+# any device: that one outcome is run again (see rdmacm_pairs.sh).
+perftest_R() {
+	for _ in 1 2 3; do
+		pairs_pick_port && port=$PAIR_PORT
+		run_pair "$1 -R -p $port -n 200" "$1 -R -p $port -n 200 $NS_B_IP4" cm "$port"
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] && return 0
+		grep -q 'RDMA_CM_EVENT_REJECTED; error: 8\.' "$D/client.out" || break
+		echo "   (perftest's client came before its server's second listen: again)"
+	done
+	WHY="exit codes: server $SRV_RC, client $CLI_RC"
+	return 1
+}
+
+one() {
+	local name=$1 port ok
+	D=$TMP/$name
+	mkdir -p "$D"
+	WHY="" SRV_RC=- CLI_RC=- STOP_SERVER=""
+	MADS_a=$(cm_mads a) MADS_b=$(cm_mads b)
+	echo "== $name"
+	case $name in
+	rping4 | rping6 | rping4_loss)
+		local ip=$NS_B_IP4
+		[ "$name" = rping6 ] && ip=$NS_B_IP6
+		[ "$name" = rping4_loss ] && netns_loss b 5
+		run_pair "rping -s -a $ip -p 7174 -C 50 -V" \
+			"rping -c -a $ip -p 7174 -C 50 -v -V" cm 7174
+		[ "$name" = rping4_loss ] && echo "   B dropped $(netns_loss_dropped b) packets" &&
+			netns_loss_off b
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^ping data: rdma-ping-[0-9]+: ' 50 ;;
+	ucmatose4 | ucmatose6)
+		local ip=$NS_B_IP4
+		[ "$name" = ucmatose6 ] && ip=$NS_B_IP6
+		# The server binds B's address of the family (unbound, the
+		# wildcard of rdma_getaddrinfo is IPv4's, which takes no IPv6).
+		run_pair "ucmatose -b $ip -p 7175 -c 4 -C 20" "ucmatose -s $ip -p 7175 -c 4 -C 20" cm 7175
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^return status 0' 1 &&
+			expect "$D/server.out" '^data transfers complete' 1 ;;
+	udaddy4 | udaddy6)
+		# SIDR REQ/REP; udaddy's port is fixed (7174, UDP port space).
+		local ip=$NS_B_IP4
+		[ "$name" = udaddy6 ] && ip=$NS_B_IP6
+		run_pair "udaddy -b $ip" "udaddy -s $ip" cm 7174
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^data transfers complete' 1 &&
+			expect "$D/server.out" '^return status 0' 1 ;;
+	rdma_server4)
+		run_pair "rdma_server -p 7177" "rdma_client -s $NS_B_IP4 -p 7177" cm 7177
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^rdma_client: end 0' 1 &&
+			expect "$D/server.out" '^rdma_server: end 0' 1 ;;
+	rstream4)
+		run_pair "rstream -p 7178 -T v -T b -C 100 -S 10000" \
+			"rstream -s $NS_B_IP4 -p 7178 -T v -T b -C 100 -S 10000" cm 7178
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^custom +9\.7k +100 +1 ' 1 ;;
+	write_bw_R4)
+		perftest_R ib_write_bw && perftest_ok "$D/client.out" "BW average" 4 ;;
+	send_lat_R4)
+		perftest_R ib_send_lat && perftest_ok "$D/client.out" "t_avg" 6 ;;
+	qperf_rc4)
+		# Two tests, two connections (qperf's server forks one per test).
+		pairs_pick_port && port=$PAIR_PORT
+		STOP_SERVER=1
+		run_pair "qperf -lp $port" "qperf -lp $port -t 1 $NS_B_IP4 -cm1 rc_bw rc_lat" tcp "$port"
+		[ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^ +bw += +[0-9.]+ [KMG]B/sec' 1 &&
+			expect "$D/client.out" '^ +latency += +[0-9.]+ [mun]?s' 1 ;;
+	fi_msg4)
+		pairs_pick_port && port=$PAIR_PORT
+		run_pair "fi_pingpong -p verbs -e msg -B $port -c -I 100" \
+			"fi_pingpong -p verbs -e msg -P $port -c -I 100 $NS_B_IP4" tcp "$port"
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^1m +100 +=100 ' 1 ;;
+	*) echo "unknown '$name' (see --list)"; return 2 ;;
+	esac
+	ok=$?
+	if [ $ok = 0 ] && { [ "$SRV_RC" != 0 ] || [ "$CLI_RC" != 0 ]; }; then
+		ok=1
+	fi
+	[ $ok = 0 ] || [ -n "$WHY" ] || WHY="exit codes: server $SRV_RC, client $CLI_RC (124 = timed out)"
+	[ $ok = 0 ] && { daemons_clean || ok=1; }
+	if [ $ok = 0 ]; then
+		echo "ok $name"
+		return 0
+	fi
+	echo "FAIL $name: $WHY"
+	echo "   --- server output (namespace B)"
+	sed 's/^/   | /' "$D/server.out" | tail -40
+	echo "   --- client output (namespace A)"
+	sed 's/^/   | /' "$D/client.out" | tail -40
+	ns_in a "$SV" daemon status 2>&1 | sed 's/^/   A: /'
+	ns_in b "$SV" daemon status 2>&1 | sed 's/^/   B: /'
+	# Fresh daemons for the next case.
+	ns_in a "$SV" daemon stop >/dev/null 2>&1
+	ns_in b "$SV" daemon stop >/dev/null 2>&1
+	netns_daemon a
+	netns_daemon b
+	return 1
+}
+
+pass=0 fail=0 failed=
+for n in "$@"; do
+	if one "$n"; then
+		pass=$((pass + 1))
+	else
+		fail=$((fail + 1))
+		failed="$failed $n"
+	fi
+done
+[ -n "$failed" ] && echo "failed:$failed"
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
