@@ -350,11 +350,17 @@ static void read_resp(struct sv_qp *qp, struct sv_tr *tr,
 		return;
 	}
 	w->bytes_sent = off + pkt->paylen;
-	if (pkt->psn == w->last_psn) {
+	if (pkt->psn == w->last_psn)
 		sv_wqe_done(w, IBV_WC_SUCCESS);
+	/* Every response in order is progress (as rxe's completer): it
+	 * acknowledges its PSN, so the send window opens for the request
+	 * that resumes this READ after a lost response (else a gap 128
+	 * packets in would block it forever), and the retry budget and the
+	 * timer start again, so a long READ over a lossy link, resumed gap
+	 * after gap, is not given up on while its data keeps coming. */
+	if (psn_diff(pkt->psn, tr->last_ack_psn) > 0)
 		tr->last_ack_psn = pkt->psn;
-		progress_made(qp, tr);
-	}
+	progress_made(qp, tr);
 }
 
 enum ibv_wc_status sv_comp_atomic_result(struct sv_qp *qp,

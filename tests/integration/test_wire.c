@@ -81,6 +81,14 @@ static void get(int fd, void *p, size_t n)
 	}
 }
 
+/* Percent of the RoCE packets each host drops on receipt (0: none). */
+static int loss_pct;
+#define NFT_LOSS                                                              \
+	"nft add table inet svloss && nft add chain inet svloss input "        \
+	"\"{ type filter hook input priority 0; policy accept; }\" && "        \
+	"nft add rule inet svloss input udp dport 4791 "                      \
+	"numgen random mod 100 \"<\" %d counter drop"
+
 /*
  * This process into namespace A, the other host (running fn) into B, a
  * veth between: A 198.51.100.1 / 2001:db8::1, B .2 / ::2.  fn runs in B
@@ -128,8 +136,37 @@ static void two_hosts(struct host *h, void (*fn)(int in, int out))
 	   "ip -6 addr add " IP6_B "/64 dev svw1 nodad && ip link set svw1 up'",
 	   (int)h->pid);
 	sh("ping -c1 -W5 " IP4_B " >/dev/null && ping -6 -c1 -W5 " IP6_B " >/dev/null");
+	if (loss_pct) {
+		/* Both hosts drop a share of the RoCE packets they receive
+		 * (nftables: this kernel has no netem): requests, ACKs and
+		 * read responses all get lost. */
+		if (system("command -v nft >/dev/null 2>&1"))
+			sv_test_skip("no nft here (scripts/deps.sh installs nftables)");
+		sh(NFT_LOSS, loss_pct);
+		sh("nsenter --net=/proc/%d/ns/net sh -c '" NFT_LOSS "'", (int)h->pid,
+		   loss_pct);
+	}
 	c = 'g';
 	put(h->to, &c, 1);
+}
+
+/* Packets the loss rule of this namespace dropped. */
+static long nft_dropped(void)
+{
+	char line[256];
+	long n = -1;
+	FILE *f;
+
+	f = popen("nft list table inet svloss", "r");
+	CHECK(f);
+	while (fgets(line, sizeof(line), f)) {
+		const char *p = strstr(line, "counter packets ");
+
+		if (p)
+			n = strtol(p + 16, NULL, 10);
+	}
+	pclose(f);
+	return n;
 }
 
 /* The other host's exit status, once it is done. */
@@ -458,6 +495,26 @@ SV_TEST_T(rc_across_ipv4, 120)
 SV_TEST_T(rc_across_ipv6, 120)
 {
 	rc_across(IP6_A, IP6_B);
+}
+
+/* The same with each host dropping 5% of what it receives: RC's
+ * retransmission (NAK sequence errors, the retry timer) brings every byte
+ * across, each atomic applied once; the rules did drop packets. */
+SV_TEST_T(rc_across_under_loss, 300)
+{
+	loss_pct = 5;
+	rc_across(IP4_A, IP4_B);
+	CHECK(nft_dropped() > 0); /* A's rule: ACKs and read responses */
+}
+
+/* And with both engines duplicating and delaying (reordering) 5% of the
+ * packets they send on the wire (SOFTVERBS_FAULT): nothing is delivered
+ * twice or out of order to the application. */
+SV_TEST_T(rc_across_dup_and_reorder, 300)
+{
+	CHECK_EQ(setenv("SOFTVERBS_FAULT", "dup:0.05,reorder:0.05,seed:9", 1), 0);
+	rc_across(IP4_A, IP4_B);
+	CHECK_EQ(unsetenv("SOFTVERBS_FAULT"), 0);
 }
 
 /* ------------------------------------------------------------- UD -- */
