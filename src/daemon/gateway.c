@@ -573,6 +573,16 @@ static int open_port(uint16_t port)
 	if (fd < 0)
 		return -errno;
 	sv_wire_rx_sockopts(fd, v6 ? AF_INET6 : AF_INET);
+	/* What the daemon sends (QP1's CM MADs) leaves as the engines'
+	 * packets do: DF, so Linux numbers an unconnected socket's IPv4
+	 * packets ID 0 -- the ID the ICRC was computed with (PMTU discovery
+	 * "want" lets the kernel fragment, and then it picks random IDs:
+	 * rxe would drop every MAD for its ICRC) -- and UDP checksum 0 over
+	 * IPv4 (the ICRC covers the packet), as rxe sends. */
+	setopt(fd, SOL_SOCKET, SO_NO_CHECK, 1);
+	setopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO);
+	if (v6)
+		setopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO);
 	if (v6) {
 		struct sockaddr_in6 a = { .sin6_family = AF_INET6,
 					  .sin6_port = htons(port),

@@ -151,7 +151,7 @@ netns_capture() {
 	case $which in a | A) dev=$NS_IF_A ;; *) dev=$NS_IF_B ;; esac
 	ns=$(ns_name "$which") || return 2
 	# -Z root: write FILE as root (tcpdump would drop to its own user).
-	ip netns exec "$ns" tcpdump -i "$dev" -U -n -Z root -w "$file" $filter \
+	ip netns exec "$ns" tcpdump -i "$dev" -U --immediate-mode -n -Z root -w "$file" $filter \
 		2>"$file.log" &
 	NS_CAPTURE_PID=$!
 	for i in $(seq 1 100); do

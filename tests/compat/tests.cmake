@@ -163,3 +163,12 @@ endforeach()
 sv_script_test(wire_cm compat/wire_cm.sh --all)
 set_tests_properties(wire_cm PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
                      LABELS "compat;netns;wire;rdmacm")
+
+# Captures of real conversations between two namespaces (tcpdump on the
+# veth and `softverbs capture`) decoded by tshark and scapy's RoCE layer:
+# every packet InfiniBand with the right opcode, QPN and PSN, its ICRC
+# equal to scapy's, the CM's MADs on QP1 included.  Root only; SKIP
+# otherwise.
+sv_script_test(wire_capture compat/wire_capture.sh)
+set_tests_properties(wire_capture PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+                     LABELS "compat;netns;wire;capture")

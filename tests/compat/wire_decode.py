@@ -57,12 +57,17 @@ def main():
             if t[k] == "2":
                 errs.append("%s: tshark: bad %s" % (where, k))
 
-    pkts = [p for p in rdpcap(pcap) if UDP in p and p[UDP].dport == 4791]
-    if len(pkts) != len(rows):
-        errs.append("scapy sees %d RoCE datagrams, tshark %d" % (len(pkts), len(rows)))
+    # Each of scapy's packets beside tshark's row of the same frame.
+    pkts = [(i + 1, p) for i, p in enumerate(rdpcap(pcap))
+            if UDP in p and p[UDP].dport == 4791]
+    by_frame = {int(t["frame.number"]): t for t in rows}
+    if sorted(by_frame) != [n for n, _ in pkts]:
+        errs.append("scapy sees %d RoCE datagrams, tshark %d (or other frames)"
+                    % (len(pkts), len(rows)))
     opcodes, qpns = set(), set()
-    for p, t in zip(pkts, rows):
-        where = "frame %s" % t["frame.number"]
+    for n, p in pkts:
+        where = "frame %d" % n
+        t = by_frame.get(n, {})
         if BTH not in p:
             errs.append("%s: scapy finds no BTH" % where)
             continue
@@ -72,7 +77,7 @@ def main():
         try:
             tt = (int(t["infiniband.bth.opcode"]), int(t["infiniband.bth.destqp"], 0),
                   int(t["infiniband.bth.psn"]))
-        except ValueError:
+        except (KeyError, ValueError):
             tt = None
         if tt != (b.opcode, b.dqpn, b.psn):
             errs.append("%s: tshark %s, scapy %s" % (where, tt, (b.opcode, b.dqpn, b.psn)))

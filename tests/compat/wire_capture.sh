@@ -1,0 +1,138 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# Real conversations between two hosts, captured twice and decoded by
+# decoders that are not ours (issue 9, "independent decoders"): two
+# network namespaces joined by a veth (tests/compat/netns_lib.sh), a
+# daemon in each; tcpdump on B's veth and `softverbs capture` of A's
+# daemon record, while UNMODIFIED programs talk across over IPv4 GIDs:
+#
+#   ibv_rc_pingpong      RC SEND first/middle/last, ACKs
+#   ib_write_bw          RDMA WRITE first/last
+#   ib_read_bw           RDMA READ request and responses
+#   ib_atomic_bw         fetch-and-add, atomic ACKs
+#   ibv_ud_pingpong      UD SEND with DETH
+#   rping                the rdma_cm handshake: CM MADs on QP1
+#
+# then tests/compat/wire_decode.py checks each capture with Debian's tshark
+# (every packet InfiniBand over UDP 4791, opcode, QPN, PSN, nothing
+# malformed) and Debian's scapy RoCE layer (same fields, and its ICRC
+# equals the packet's).  Both captures must hold each opcode family.
+# Root only: SKIP (77) otherwise.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+SV=${SOFTVERBS:-${SV_BUILD_DIR:-$here/../../build}/bin/softverbs}
+export SOFTVERBS_IDLE_TIMEOUT=120
+TMO=${PAIRS_TIMEOUT:-60}
+# shellcheck source=tests/compat/pairs_lib.sh
+. "$here/pairs_lib.sh"
+# shellcheck source=tests/compat/netns_lib.sh
+. "$here/netns_lib.sh"
+
+for t in tshark tcpdump /usr/bin/python3; do
+	command -v "$t" >/dev/null || { echo "SKIP: $t missing (scripts/deps.sh)"; exit 77; }
+done
+/usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null ||
+	{ echo "SKIP: python3-scapy missing (scripts/deps.sh)"; exit 77; }
+why=$(netns_require) || { echo "$why"; exit 77; }
+netns_setup || { echo "wire_capture: cannot set up the namespaces"; exit 1; }
+netns_daemon a && netns_daemon b || { echo "wire_capture: no daemons"; exit 1; }
+TMP=$(mktemp -d)
+CAP_PID=
+stop_capture() {
+	[ -n "$CAP_PID" ] || return 0
+	kill -INT "$CAP_PID" 2>/dev/null
+	wait "$CAP_PID" 2>/dev/null
+	CAP_PID=
+}
+trap 'stop_capture; netns_cleanup; [ -n "${WIRE_CAPTURE_KEEP:-}" ] || rm -rf "$TMP"' EXIT
+PAIR_SRV_NS=$NS_B
+PAIR_CLI_NS=$NS_A
+PAIR_ADDR=$NS_B_IP4
+
+G=$(ns_a "$SV" devices --json |
+	sed -n "s/.*\"index\": \([0-9]*\), \"gid\": \"::ffff:$NS_A_IP4\".*/\1/p")
+[ -n "$G" ] || { echo "wire_capture: no GID for $NS_A_IP4"; exit 1; }
+
+netns_capture b "$TMP/veth.pcap" || exit 1
+ip netns exec "$NS_A" "$SV" capture -w "$TMP/sv.pcap" 2>"$TMP/sv.log" &
+CAP_PID=$!
+# The capture runs once the daemon has a session for it.
+for _ in $(seq 1 100); do
+	ns_a "$SV" daemon status 2>/dev/null | grep -q "capture.*1" && break
+	sleep 0.05
+done
+sleep 0.3
+
+fail=0
+pair() { # NAME PROGRAM ARGS...
+	local name=$1
+	shift
+	mkdir -p "$TMP/$name"
+	if pairs_run "$TMP/$name" "$TMO" "$@"; then
+		echo "ok $name (across)"
+	else
+		echo "FAIL $name: server $PAIR_SRV_RC, client $PAIR_CLI_RC"
+		sed 's/^/   server | /' "$TMP/$name/server.out" | tail -15
+		sed 's/^/   client | /' "$TMP/$name/client.out" | tail -15
+		fail=1
+	fi
+}
+pair rc_pingpong ibv_rc_pingpong -g "$G" -n 20 -s 3000
+pair write_bw ib_write_bw -x "$G" -n 20 -s 8192
+pair read_bw ib_read_bw -x "$G" -n 20 -s 4096
+pair atomic_bw ib_atomic_bw -x "$G" -n 20
+pair ud_pingpong ibv_ud_pingpong -g "$G" -n 20 -s 512
+
+# rping: its handshake's MADs on QP1 (and its data on RC).
+ns_b timeout -k 5 "$TMO" "$SV" run rping -s -a "$NS_B_IP4" -p 7174 -C 5 -V \
+	>"$TMP/rping_s.out" 2>&1 &
+rs=$!
+for _ in $(seq 1 200); do
+	ns_b "$SV" res show cm_id 2>/dev/null | grep -q "state LISTEN .* port 7174 " && break
+	sleep 0.05
+done
+if ns_a timeout -k 5 "$TMO" "$SV" run rping -c -a "$NS_B_IP4" -p 7174 -C 5 -V \
+	>"$TMP/rping_c.out" 2>&1 && wait "$rs"; then
+	echo "ok rping (across)"
+else
+	echo "FAIL rping"; tail -5 "$TMP/rping_c.out" "$TMP/rping_s.out"
+	fail=1
+fi
+wait "$rs" 2>/dev/null
+
+# Everything sent has been seen: the veth's count stops growing.
+last=-1
+for _ in $(seq 1 50); do
+	n=$(netns_capture_count "$TMP/veth.pcap")
+	[ "$n" = "$last" ] && break
+	last=$n
+	sleep 0.2
+done
+netns_capture_stop
+stop_capture
+echo "   tcpdump on B's veth: $(netns_capture_count "$TMP/veth.pcap") packets;" \
+	"softverbs capture in A: $(tail -2 "$TMP/sv.log" | tr '\n' ' ')"
+
+# Opcodes every capture must hold: SEND first/middle/last (0-2), SEND
+# only (4), WRITE first/last with immediate or only (6, 9/11), READ
+# request and responses (12, 13, 15 or 16), ACK (17), atomic ACK (18),
+# fetch-and-add (20), UD SEND only (100).
+OPS=0,4,12,17,18,20,100
+for f in veth sv; do
+	/usr/bin/python3 "$here/wire_decode.py" "$TMP/$f.pcap" --min 200 \
+		--opcodes "$OPS" --name "$f capture" || fail=1
+done
+# QP1's CM MADs are in both: UD SEND to QP 1.
+for f in veth sv; do
+	n=$(tshark -r "$TMP/$f.pcap" \
+		-Y "infiniband.bth.destqp == 1" 2>/dev/null | wc -l)
+	if [ "$n" -ge 4 ]; then
+		echo "ok $f capture: $n packets to QP1 (CM MADs)"
+	else
+		echo "FAIL $f capture: $n packets to QP1, want the CM handshake's"
+		fail=1
+	fi
+done
+[ $fail = 0 ] && echo "all decoded"
+exit $fail
