@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: MIT
 """Moving data with pyverbs the way a Python user does: one side posts
 (Initiator), the other owns the memory and the receives (Target).  A
-Target lives in this process or in a child process (RemoteTarget: the same
-class driven over a pipe, `python3 pyverbs_dp_util.py --target TYPE API`),
-so the same flow runs within one process and between two.
+Target lives in this process, in a child process (ChildTarget: the same
+class driven over a pipe, `python3 pyverbs_dp_util.py --target`) or on
+another host (WireTarget: driven over TCP from a target server there,
+`python3 pyverbs_dp_util.py --serve ADDR PORTFILE`, whose GID is ADDR's),
+so the same flow runs within one process, between two, and between hosts.
 
 Both sides use either the legacy post API (SendWR / qp.post_send, CQ.poll)
 or the extended one (QPEx wr_* built with send_ops_flags, CQEX
@@ -11,10 +13,14 @@ start_poll / poll_next / end_poll).  Every wait polls with a deadline; a
 watchdog (faulthandler) ends a stuck process.
 
 The caller sets SOFTVERBS_SOCKET before importing this module; a child
-inherits it, so both sides talk to the same daemon.
+inherits it, so both sides talk to the same daemon.  Between hosts each
+side talks to its own host's daemon, and the GID index on each side is the
+one of the address the test names (gid_index_of: from the GID table).
 """
 import errno
 import faulthandler
+import ipaddress
+import itertools
 import json
 import os
 import select
@@ -77,6 +83,25 @@ def gid_bytes(gid_str):
     return bytes.fromhex(gid_str.replace(":", ""))
 
 
+def addr_gid(addr):
+    """The 16 bytes of the RoCE v2 GID of an IP address (IPv4: mapped)."""
+    ip = ipaddress.ip_address(addr)
+    if ip.version == 4:
+        return bytes(10) + b"\xff\xff" + ip.packed
+    return ip.packed
+
+
+def gid_index_of(ctx, addr):
+    """The index of addr's RoCE v2 GID in port 1's GID table, or None."""
+    want = addr_gid(addr)
+    n = ctx.query_port(1).gid_tbl_len
+    for ent in ctx.query_gid_table(n):
+        if (ent.port_num == 1 and ent.gid_type == e.IBV_GID_TYPE_ROCE_V2 and
+                gid_bytes(str(ctx.query_gid(1, ent.gid_index))) == want):
+            return ent.gid_index
+    return None
+
+
 def make_cq(ctx, api, channel=None):
     if api == "ex":
         return CQEX(ctx, CqInitAttrEx(cqe=64, channel=channel,
@@ -99,7 +124,7 @@ def make_qp(ctx, pd, cq, qp_type, api, rcq=None):
     return QP(pd, QPInitAttr(qp_type=qp_type, scq=cq, rcq=rcq, cap=cap))
 
 
-def bring_up(qp, qp_type, peer_qpn=0, peer_gid=None):
+def bring_up(qp, qp_type, peer_qpn=0, peer_gid=None, sgid_index=0):
     """RESET -> INIT -> RTR -> RTS with the masks the kernel requires."""
     a = QPAttr(qp_state=e.IBV_QPS_INIT)
     a.pkey_index, a.port_num = 0, 1
@@ -123,7 +148,8 @@ def bring_up(qp, qp_type, peer_qpn=0, peer_gid=None):
         a.max_dest_rd_atomic = 4
         a.min_rnr_timer = 12
         a.ah_attr = AHAttr(port_num=1, is_global=1,
-                           gr=GlobalRoute(dgid=GID(peer_gid), sgid_index=0))
+                           gr=GlobalRoute(dgid=GID(peer_gid),
+                                          sgid_index=sgid_index))
         mask |= (e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN |
                  e.IBV_QP_RQ_PSN | e.IBV_QP_MAX_DEST_RD_ATOMIC |
                  e.IBV_QP_MIN_RNR_TIMER)
@@ -189,10 +215,11 @@ def read_cqex(cq):
 class Target:
     """The passive side: memory the initiator reads, writes and updates
     atomically, receive buffers, and (RC) a second MR without
-    REMOTE_WRITE."""
+    REMOTE_WRITE.  sgid_index: the GID it is reached at."""
 
-    def __init__(self, qp_type, api):
+    def __init__(self, qp_type, api, sgid_index=0):
         self.qp_type, self.api = qp_type, api
+        self.sgid_index = sgid_index
         self.ctx = open_ctx()
         self.pd = PD(self.ctx)
         self.cq = make_cq(self.ctx, api)
@@ -209,13 +236,13 @@ class Target:
 
     def info(self):
         return {"qpn": self.qp.qp_num,
-                "gid": str(self.ctx.query_gid(1, 0)),
+                "gid": str(self.ctx.query_gid(1, self.sgid_index)),
                 "rkey": self.mr.rkey, "addr": self.mr.buf,
                 "ro_rkey": self.ro.rkey, "ro_addr": self.ro.buf,
                 "pid": os.getpid(), "libs": loaded_libibverbs()}
 
     def connect(self, peer_qpn, peer_gid):
-        bring_up(self.qp, self.qp_type, peer_qpn, peer_gid)
+        bring_up(self.qp, self.qp_type, peer_qpn, peer_gid, self.sgid_index)
 
     def post_recvs(self, first, n):
         for i in range(first, first + n):
@@ -240,32 +267,33 @@ class Target:
 
 
 class RemoteTarget:
-    """A Target in a child process; methods go over a pipe as JSON lines."""
+    """A Target in another process, its methods called as JSON lines
+    ([op, args] there, [ok, result] back) over a pair of fds: a child's
+    pipes (ChildTarget) or a TCP connection to a target server on another
+    host (WireTarget)."""
 
-    def __init__(self, qp_type, api):
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--target",
-             str(qp_type), api],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
-        self.buf = b""
+    def __init__(self, wfd, rfd, who):
+        self.wfd, self.rfd, self.who, self.buf = wfd, rfd, who, b""
 
     def _call(self, op, *args):
-        self.proc.stdin.write((json.dumps([op, args]) + "\n").encode())
+        msg = (json.dumps([op, args]) + "\n").encode()
+        while msg:
+            msg = msg[os.write(self.wfd, msg):]
         deadline = time.monotonic() + WAIT + 10
         while b"\n" not in self.buf:
             left = deadline - time.monotonic()
-            r, _, _ = select.select([self.proc.stdout], [], [], max(left, 0))
+            r, _, _ = select.select([self.rfd], [], [], max(left, 0))
             if not r:
-                raise Timeout("target process: no answer to %s" % op)
-            chunk = os.read(self.proc.stdout.fileno(), 65536)
+                raise Timeout("%s: no answer to %s" % (self.who, op))
+            chunk = os.read(self.rfd, 65536)
             if not chunk:
-                raise RuntimeError("target process died during %s (rc %s)" %
-                                   (op, self.proc.wait(5)))
+                raise RuntimeError("%s gone during %s%s" %
+                                   (self.who, op, self._gone()))
             self.buf += chunk
         line, self.buf = self.buf.split(b"\n", 1)
         ok, val = json.loads(line)
         if not ok:
-            raise RuntimeError("target process: %s" % val)
+            raise RuntimeError("%s: %s" % (self.who, val))
         return val
 
     def __getattr__(self, op):
@@ -275,21 +303,53 @@ class RemoteTarget:
         try:
             self._call("close")
         finally:
-            self.proc.stdin.close()
-            self.proc.wait(WAIT)
+            self._done()
 
 
-def target_main(qp_type, api):
-    faulthandler.dump_traceback_later(240, exit=True)
-    # Protocol on a private fd; stray prints go to stderr.
-    out = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
+class ChildTarget(RemoteTarget):
+    """A Target in a child process (same daemon), over its stdin/stdout."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--target"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        super().__init__(self.proc.stdin.fileno(), self.proc.stdout.fileno(),
+                         "target process")
+
+    def _gone(self):
+        return " (rc %s)" % self.proc.wait(5)
+
+    def _done(self):
+        self.proc.stdin.close()
+        self.proc.wait(WAIT)
+
+
+class WireTarget(RemoteTarget):
+    """A Target on another host: a connection to its target server
+    (serve_tcp), which the peer (address, port) names."""
+
+    def __init__(self, peer):
+        self.sock = socket.create_connection(peer, timeout=WAIT)
+        self.sock.settimeout(None)  # plain blocking fd: select() waits
+        super().__init__(self.sock.fileno(), self.sock.fileno(),
+                         "target server %s port %d" % peer)
+
+    def _gone(self):
+        return ""
+
+    def _done(self):
+        self.sock.close()
+
+
+def serve(inp, out, sgid_index=0):
+    """Drives a Target from JSON lines on inp, answering on out, until
+    "close" (True) or the end of inp (False)."""
     t = None
-    for line in sys.stdin:
+    for line in inp:
         op, args = json.loads(line)
         try:
             if op == "start":
-                t = Target(qp_type, api)
+                t = Target(*args, sgid_index=sgid_index)
                 res = t.info()
             else:
                 res = getattr(t, op)(*args)
@@ -299,31 +359,83 @@ def target_main(qp_type, api):
         out.write(json.dumps(msg) + "\n")
         out.flush()
         if op == "close":
-            break
+            return True
+    return False
+
+
+def target_main():
+    faulthandler.dump_traceback_later(240, exit=True)
+    # Protocol on a private fd; stray prints go to stderr.
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    serve(sys.stdin, out)
     return 0
 
 
+def serve_tcp(addr, portfile, watchdog=170):
+    """The target server of a host: listens on addr (a TCP port of its
+    choosing, written to portfile once it listens), one connection at a
+    time, each a Target whose GID is addr's; ends at a connection that
+    says "exit" (status 0), or with status 1 when addr has no GID."""
+    faulthandler.dump_traceback_later(watchdog, exit=True)
+    ctx = open_ctx()
+    sgid_index = gid_index_of(ctx, addr)
+    ctx.close()
+    if sgid_index is None:
+        print("target server: no RoCE v2 GID for %s" % addr, file=sys.stderr)
+        return 1
+    family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    ls = socket.create_server((addr, 0), family=family)
+    with open(portfile + ".tmp", "w") as f:
+        f.write("%d\n" % ls.getsockname()[1])
+    os.rename(portfile + ".tmp", portfile)
+    while True:
+        conn, _ = ls.accept()
+        with conn, conn.makefile("r") as inp, conn.makefile("w") as out:
+            first = inp.readline()
+            if json.loads(first)[0] == "exit":
+                out.write(json.dumps([True, os.getpid()]) + "\n")
+                return 0
+            serve(itertools.chain([first], inp), out, sgid_index)
+
+
+def stop_server(peer):
+    """Ends a target server (serve_tcp) at peer = (address, port)."""
+    t = WireTarget(peer)
+    try:
+        return t._call("exit")
+    finally:
+        t._done()
+
+
 def new_target(qp_type, api, remote):
-    """(target, info): a Target here, or a started RemoteTarget."""
-    if remote:
-        t = RemoteTarget(qp_type, api)
-        return t, t.start()
-    t = Target(qp_type, api)
-    return t, t.info()
+    """(target, info): a Target here (remote False), in a child process
+    (True), or on the host whose target server is at remote = (address,
+    port)."""
+    if remote is True:
+        t = ChildTarget()
+    elif remote:
+        t = WireTarget(remote)
+    else:
+        t = Target(qp_type, api)
+        return t, t.info()
+    return t, t.start(qp_type, api)
 
 
 class Initiator:
-    """The active side: posts with the legacy or the extended API."""
+    """The active side: posts with the legacy or the extended API, from
+    the GID at sgid_index."""
 
-    def __init__(self, qp_type, api, channel=None):
+    def __init__(self, qp_type, api, channel=None, sgid_index=0):
         self.qp_type, self.api = qp_type, api
+        self.sgid_index = sgid_index
         self.ctx = open_ctx()
         self.pd = PD(self.ctx)
         self.cq = make_cq(self.ctx, api, channel)
         self.qp = make_qp(self.ctx, self.pd, self.cq, qp_type, api)
         self.mr = MR(self.pd, MR_LEN, ALL_ACCESS)
         self.mr.write(bytes(MR_LEN), MR_LEN)
-        self.gid = str(self.ctx.query_gid(1, 0))
+        self.gid = str(self.ctx.query_gid(1, sgid_index))
         self.ah = None
         if qp_type == e.IBV_QPT_UD:
             bring_up(self.qp, qp_type)
@@ -332,10 +444,12 @@ class Initiator:
         if self.qp_type == e.IBV_QPT_UD:
             self.ah = AH(self.pd, attr=AHAttr(
                 port_num=1, is_global=1,
-                gr=GlobalRoute(dgid=GID(info["gid"]), sgid_index=0)))
+                gr=GlobalRoute(dgid=GID(info["gid"]),
+                               sgid_index=self.sgid_index)))
             self.remote_qpn = info["qpn"]
         else:
-            bring_up(self.qp, self.qp_type, info["qpn"], info["gid"])
+            bring_up(self.qp, self.qp_type, info["qpn"], info["gid"],
+                     self.sgid_index)
 
     def post(self, op, wr_id, off, length, rkey=0, raddr=0, imm=None,
              cmp_add=0, swap=0, flags=e.IBV_SEND_SIGNALED):
@@ -422,18 +536,33 @@ def _check_grh(check, tag, grh, sgid, dgid):
               "%s: GRH GIDs %s" % (tag, grh.hex()))
 
 
-def rc_flow(check, i_api, t_api, remote):
+def _pair(check, kind, i_api, t_api, remote, sgid_index):
+    """(tag, target, its info, initiator) for a flow; remote as for
+    new_target.  Checks the target is where it should be and runs our
+    library."""
+    qp_type = e.IBV_QPT_RC if kind == "RC" else e.IBV_QPT_UD
+    where = {True: " 2proc", False: ""}.get(remote, " wire")
+    tag = "%s %s->%s%s" % (kind, i_api, t_api, where)
+    t, info = new_target(qp_type, t_api, remote)
+    i = Initiator(qp_type, i_api, sgid_index=sgid_index)
+    if remote:
+        check(info["pid"] != os.getpid(), "%s: target elsewhere" % tag)
+    check(info["libs"] == loaded_libibverbs(),
+          "%s: target runs our library: %s" % (tag, info["libs"]))
+    if remote not in (True, False):
+        # The target's GID is the address it was reached at, not ours.
+        check(gid_bytes(info["gid"]) == addr_gid(remote[0]) and
+              info["gid"] != i.gid, "%s: GIDs %s (target) %s (here)" %
+              (tag, info["gid"], i.gid))
+    return tag, t, info, i
+
+
+def rc_flow(check, i_api, t_api, remote, sgid_index=0):
     """Send, send with immediate, RDMA write, write with immediate, read,
     fetch-add, two compare-swaps; then a write to an rkey without
     REMOTE_WRITE (REM_ACCESS_ERR) and the flush after it."""
-    tag = "RC %s->%s%s" % (i_api, t_api, " 2proc" if remote else "")
-    t, info = new_target(e.IBV_QPT_RC, t_api, remote)
-    i = Initiator(e.IBV_QPT_RC, i_api)
+    tag, t, info, i = _pair(check, "RC", i_api, t_api, remote, sgid_index)
     try:
-        if remote:
-            check(info["pid"] != os.getpid(), "%s: target elsewhere" % tag)
-        check(info["libs"] == loaded_libibverbs(),
-              "%s: target runs our library: %s" % (tag, info["libs"]))
         t.connect(i.qp.qp_num, i.gid)
         i.connect(info)
         t.post_recvs(0, 3)
@@ -531,12 +660,10 @@ def rc_flow(check, i_api, t_api, remote):
         t.close()
 
 
-def ud_flow(check, i_api, t_api, remote):
+def ud_flow(check, i_api, t_api, remote, sgid_index=0):
     """Three UD sends (one with immediate) through an AH with GRH: the
     40-byte GRH first, then the payload; src_qp names the sender."""
-    tag = "UD %s->%s%s" % (i_api, t_api, " 2proc" if remote else "")
-    t, info = new_target(e.IBV_QPT_UD, t_api, remote)
-    i = Initiator(e.IBV_QPT_UD, i_api)
+    tag, t, info, i = _pair(check, "UD", i_api, t_api, remote, sgid_index)
     try:
         i.connect(info)
         t.post_recvs(0, 3)
@@ -651,6 +778,8 @@ def channel_flow(check):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--target":
-        sys.exit(target_main(int(sys.argv[2]), sys.argv[3]))
+    if sys.argv[1:] == ["--target"]:
+        sys.exit(target_main())
+    if len(sys.argv) == 4 and sys.argv[1] == "--serve":
+        sys.exit(serve_tcp(sys.argv[2], sys.argv[3]))
     sys.exit(errno.EINVAL)
