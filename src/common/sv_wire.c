@@ -28,30 +28,32 @@
 
 int sv_wire_rx_trylock(struct sv_wire_shm *s, uint32_t pid, uint64_t now)
 {
-	uint32_t cur = 0;
+	uint32_t now_ms = (uint32_t)(now / 1000000u), holder;
+	uint64_t cur = 0, mine = (uint64_t)pid << 32 | now_ms;
 
-	if (atomic_compare_exchange_strong(&s->rx_owner, &cur, pid))
-		goto taken;
-	if (cur == pid)
+	if (atomic_compare_exchange_strong(&s->rx_owner, &cur, mine))
+		return 1;
+	holder = (uint32_t)(cur >> 32);
+	if (holder == pid)
 		return 0;
 	/* Its reader died holding it, or sits stopped (SIGSTOP, a
-	 * debugger) with it: the port is nobody's. */
-	if (((kill((pid_t)cur, 0) < 0 && errno == ESRCH) ||
-	     now - atomic_load_explicit(&s->owner_ns, memory_order_relaxed) >
-		     SV_WIRE_STEAL_NS) &&
-	    atomic_compare_exchange_strong(&s->rx_owner, &cur, pid))
-		goto taken;
+	 * debugger) with it: the port is nobody's.  The take time is in the
+	 * word we replace, so a reader that took the port again since is
+	 * never robbed on the strength of an older take. */
+	if (((kill((pid_t)holder, 0) < 0 && errno == ESRCH) ||
+	     (uint32_t)(now_ms - (uint32_t)cur) > SV_WIRE_STEAL_NS / 1000000u) &&
+	    atomic_compare_exchange_strong(&s->rx_owner, &cur, mine))
+		return 1;
 	return 0;
-taken:
-	atomic_store_explicit(&s->owner_ns, now, memory_order_relaxed);
-	return 1;
 }
 
 void sv_wire_rx_unlock(struct sv_wire_shm *s, uint32_t pid)
 {
-	uint32_t cur = pid;
+	uint64_t cur = atomic_load(&s->rx_owner);
 
-	atomic_compare_exchange_strong(&s->rx_owner, &cur, 0);
+	/* Ours still (not taken from us as stopped): give it up. */
+	if ((uint32_t)(cur >> 32) == pid)
+		atomic_compare_exchange_strong(&s->rx_owner, &cur, 0);
 }
 
 static void setopt(int fd, int level, int name, int v)

@@ -27,7 +27,7 @@
 #include <sys/socket.h>
 
 #define SV_WIRE_MAGIC 0x31525753u /* "SWR1" */
-#define SV_WIRE_VERSION 1
+#define SV_WIRE_VERSION 2
 /* An engine read the port this recently: the daemon's thread leaves it. */
 #define SV_WIRE_HANDOFF_NS 1000000ull
 /* Room in front of a received datagram for the GRH a ring record needs. */
@@ -43,9 +43,12 @@
  * |--------------|---------------------------------------------------|
  * | magic        | SV_WIRE_MAGIC                                     |
  * | version      | SV_WIRE_VERSION                                   |
- * | rx_owner     | pid reading the port now (0: nobody)              |
+ * | rx_owner     | who reads the port now (0: nobody): pid << 32 and |
+ * |              | the low 32 bits of CLOCK_MONOTONIC in ms when it  |
+ * |              | took it, one word, so a reader judged stale is    |
+ * |              | the one that took it then, never a newer one      |
  * | poll_ns      | CLOCK_MONOTONIC of an engine's last read          |
- * | owner_ns     | CLOCK_MONOTONIC when rx_owner took the port       |
+ * | owner_ns     | unused (version 1's take time)                    |
  * | rx_pkts      | packets taken (ICRC good, a QP to go to)          |
  * | rx_bytes     | their bytes (BTH .. ICRC)                         |
  * | rx_bad_icrc  | dropped: ICRC wrong                               |
@@ -59,8 +62,7 @@
 struct sv_wire_shm {
 	uint32_t magic;
 	uint32_t version;
-	_Atomic uint32_t rx_owner;
-	uint32_t pad;
+	_Atomic uint64_t rx_owner;
 	_Atomic uint64_t poll_ns;
 	_Atomic uint64_t rx_pkts, rx_bytes, rx_bad_icrc, rx_malformed, rx_no_qp,
 		rx_ring_full;
@@ -72,8 +74,10 @@ static_assert(sizeof(struct sv_wire_shm) == 4096, "wire page layout");
 
 /* Takes the port for reading if nobody has it, or its holder died or
  * kept it SV_WIRE_STEAL_NS (a stopped process must not stop the
- * namespace's wire).  now: CLOCK_MONOTONIC ns. */
-#define SV_WIRE_STEAL_NS 100000000ull
+ * namespace's wire).  now: CLOCK_MONOTONIC ns.  A second, not less: a
+ * reader merely preempted on a busy machine must keep the port, or two
+ * would read at once and reorder a stream (UC loses messages then). */
+#define SV_WIRE_STEAL_NS 1000000000ull
 int sv_wire_rx_trylock(struct sv_wire_shm *s, uint32_t pid, uint64_t now);
 void sv_wire_rx_unlock(struct sv_wire_shm *s, uint32_t pid);
 
