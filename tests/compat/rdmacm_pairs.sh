@@ -26,6 +26,8 @@ export SOFTVERBS_IDLE_TIMEOUT=120
 TMO=${PAIRS_TIMEOUT:-90}
 # shellcheck source=tests/compat/pairs_lib.sh
 . "$here/pairs_lib.sh"
+# shellcheck source=tests/compat/cm_lib.sh
+. "$here/cm_lib.sh"
 
 ALL="rping ucmatose ucmatose_many udaddy rdma_server rstream rstream_async
 riostream write_bw_R send_lat_R qperf_rc fi_msg fi_rdm_rxm ucx_info
@@ -39,51 +41,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Waits until an rdma_cm id listens on port $1 (or the server died).
-wait_cm_listen() {
-	for _ in $(seq 1 200); do
-		"$SV" res show cm_id 2>/dev/null | grep -q "state LISTEN .* port $1 " && return 0
-		kill -0 "$SRV" 2>/dev/null || return 1
-		sleep 0.05
-	done
-	return 1
-}
-
-wait_tcp_listen() {
-	for _ in $(seq 1 200); do
-		port_listening "$1" && return 0
-		kill -0 "$SRV" 2>/dev/null || return 1
-		sleep 0.05
-	done
-	return 1
-}
-
-# run_pair SERVER_CMD CLIENT_CMD WAIT(cm|tcp|none) PORT: outputs in
-# $D/server.out, $D/client.out; SRV_RC, CLI_RC.
-run_pair() {
-	local srv_cmd=$1 cli_cmd=$2 how=$3 port=$4 wrap=("$SV" run)
-	command -v stdbuf >/dev/null && wrap=(stdbuf -oL "${wrap[@]}")
-	# shellcheck disable=SC2086 # commands are word lists on purpose
-	timeout -k 5 "$TMO" "${wrap[@]}" $srv_cmd >"$D/server.out" 2>&1 &
-	SRV=$!
-	case $how in
-	cm) wait_cm_listen "$port" ;;
-	tcp) wait_tcp_listen "$port" ;;
-	*) sleep 1 ;;
-	esac
-	# shellcheck disable=SC2086
-	timeout -k 5 "$TMO" "${wrap[@]}" $cli_cmd >"$D/client.out" 2>&1
-	CLI_RC=$?
-	if [ "$CLI_RC" != 0 ]; then
-		sleep 2
-		kill_tree "$SRV" TERM
-	elif [ -n "${SERVER_RUNS_ON:-}" ]; then
-		kill_tree "$SRV" TERM # a server that never exits by itself
-	fi
-	wait "$SRV"
-	SRV_RC=$?
-}
-
 # run_one CMD: one program; its output in $D/client.out, exit in CLI_RC.
 run_one() {
 	# shellcheck disable=SC2086
@@ -93,48 +50,11 @@ run_one() {
 	: >"$D/server.out"
 }
 
-# expect FILE REGEX [COUNT]: the output has a line matching (COUNT times).
-expect() {
-	local n
-	n=$(grep -Ec -- "$2" "$1")
-	if [ -n "${3:-}" ]; then
-		[ "$n" = "$3" ] || { WHY="$(basename "$1"): $n lines match /$2/, want $3"; return 1; }
-	else
-		[ "$n" -gt 0 ] || { WHY="$(basename "$1"): no line matches /$2/"; return 1; }
-	fi
-}
-
 daemon_clean() {
 	local left
 	WHY=$(pairs_daemon_quiet) || return 1
 	left=$("$SV" res show cm_id 2>/dev/null | grep -c cm_id)
 	[ "$left" = 0 ] || { WHY="daemon still holds $left rdma_cm ids"; return 1; }
-}
-
-perftest_ok() {
-	awk -v key="$2" -v c="$3" '
-		/#bytes/ { on = index($0, key) > 0; next }
-		on && $1 ~ /^[0-9]+$/ && $c + 0 > 0 { good++ }
-		END { exit !good }' "$1" || { WHY="no nonzero $2 row"; return 1; }
-}
-
-# perftest -R: after the first connection (its own rdma_cm "socket") the
-# server sets up its test QPs and only then listens again on the port for
-# them, while the client connects to it straight away; a client that comes
-# too early is rejected (nobody listening, status 8) and perftest 4.5's
-# retry of that connection uses freed memory and crashes (it would on any
-# device).  That one outcome is run again, twice at most.
-perftest_R() {
-	local try
-	for try in 1 2 3; do
-		pairs_pick_port && port=$PAIR_PORT
-		run_pair "$1 -R -p $port -n 200" "$1 -R -p $port -n 200 127.0.0.1" cm "$port"
-		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] && return 0
-		grep -q 'RDMA_CM_EVENT_REJECTED; error: 8\.' "$D/client.out" || break
-		echo "   (perftest's client came before its server's second listen: again)"
-	done
-	WHY="exit codes: server $SRV_RC, client $CLI_RC"
-	return 1
 }
 
 ucx_env() {
@@ -209,9 +129,7 @@ one() {
 		SERVER_RUNS_ON=1 run_pair "qperf -lp $port" "qperf -lp $port -t 2 127.0.0.1 -cm1 rc_bw rc_lat" tcp "$port"
 		[ "$CLI_RC" = 0 ] &&
 			expect "$D/client.out" '^ +bw += +[0-9.]+ [KMG]B/sec' 1 &&
-			expect "$D/client.out" '^ +latency += +[0-9.]+ [mun]?s' 1
-		# qperf's server runs until stopped.
-		SRV_RC=0 ;;
+			expect "$D/client.out" '^ +latency += +[0-9.]+ [mun]?s' 1 ;;
 	fi_msg | fi_rdm_rxm)
 		local prov=verbs ep=msg
 		[ "$name" = fi_rdm_rxm ] && prov="verbs;ofi_rxm" ep=rdm

@@ -28,6 +28,8 @@ TMO=${PAIRS_TIMEOUT:-90}
 . "$here/pairs_lib.sh"
 # shellcheck source=tests/compat/netns_lib.sh
 . "$here/netns_lib.sh"
+# shellcheck source=tests/compat/cm_lib.sh
+. "$here/cm_lib.sh"
 
 ALL="rping4 rping6 rping4_loss ucmatose4 ucmatose6 udaddy4 udaddy6
 rdma_server4 rstream4 write_bw_R4 send_lat_R4 qperf_rc4 fi_msg4"
@@ -42,68 +44,10 @@ why=$(netns_require) || { echo "$why"; exit 77; }
 netns_setup || { echo "wire_cm: cannot set up the namespaces"; exit 1; }
 netns_daemon a && netns_daemon b || { echo "wire_cm: no daemons"; exit 1; }
 PAIR_SRV_NS=$NS_B
+PAIR_CLI_NS=$NS_A
+PAIR_ADDR=$NS_B_IP4
 TMP=$(mktemp -d)
 trap 'netns_cleanup; rm -rf "$TMP"' EXIT
-
-# wait_cm_listen PORT: until an rdma_cm id of B listens on PORT.
-wait_cm_listen() {
-	for _ in $(seq 1 200); do
-		ns_b "$SV" res show cm_id 2>/dev/null | grep -q "state LISTEN .* port $1 " && return 0
-		kill -0 "$SRV" 2>/dev/null || return 1
-		sleep 0.05
-	done
-	return 1
-}
-
-wait_tcp_listen() {
-	for _ in $(seq 1 200); do
-		port_listening "$1" && return 0
-		kill -0 "$SRV" 2>/dev/null || return 1
-		sleep 0.05
-	done
-	return 1
-}
-
-# run_pair SERVER_CMD CLIENT_CMD cm|tcp PORT: the server in B, the client
-# in A; outputs in $D/server.out and $D/client.out, SRV_RC and CLI_RC.
-# STOP_SERVER=1: the server runs until stopped (qperf).
-run_pair() {
-	local wrap=("$SV" run)
-	command -v stdbuf >/dev/null && wrap=(stdbuf -oL "${wrap[@]}")
-	# shellcheck disable=SC2086 # commands are word lists on purpose
-	timeout -k 5 "$TMO" ip netns exec "$NS_B" "${wrap[@]}" $1 >"$D/server.out" 2>&1 &
-	SRV=$!
-	if [ "$3" = cm ]; then wait_cm_listen "$4"; else wait_tcp_listen "$4"; fi
-	# shellcheck disable=SC2086
-	timeout -k 5 "$TMO" ip netns exec "$NS_A" "${wrap[@]}" $2 >"$D/client.out" 2>&1
-	CLI_RC=$?
-	if [ "$CLI_RC" != 0 ]; then
-		sleep 2
-		kill_tree "$SRV" TERM
-	elif [ -n "${STOP_SERVER:-}" ]; then
-		kill_tree "$SRV" TERM
-	fi
-	wait "$SRV"
-	SRV_RC=$?
-	[ -n "${STOP_SERVER:-}" ] && SRV_RC=0
-}
-
-expect() {
-	local n
-	n=$(grep -Ec -- "$2" "$1")
-	if [ -n "${3:-}" ]; then
-		[ "$n" = "$3" ] || { WHY="$(basename "$1"): $n lines match /$2/, want $3"; return 1; }
-	else
-		[ "$n" -gt 0 ] || { WHY="$(basename "$1"): no line matches /$2/"; return 1; }
-	fi
-}
-
-perftest_ok() {
-	awk -v key="$2" -v c="$3" '
-		/#bytes/ { on = index($0, key) > 0; next }
-		on && $1 ~ /^[0-9]+$/ && $c + 0 > 0 { good++ }
-		END { exit !good }' "$1" || { WHY="no nonzero $2 row"; return 1; }
-}
 
 # The CM MADs a daemon counted ("cm mads: S sent, R received; ..."); a
 # status call that does not answer at once is asked again.
@@ -133,27 +77,11 @@ daemons_clean() {
 	done
 }
 
-# perftest -R: its server sets up the test QPs only after the first
-# connection and then listens again; a client that comes too early is
-# rejected (nobody listening, status 8) and perftest 4.5 then crashes on
-# any device: that one outcome is run again (see rdmacm_pairs.sh).
-perftest_R() {
-	for _ in 1 2 3; do
-		pairs_pick_port && port=$PAIR_PORT
-		run_pair "$1 -R -p $port -n 200" "$1 -R -p $port -n 200 $NS_B_IP4" cm "$port"
-		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] && return 0
-		grep -q 'RDMA_CM_EVENT_REJECTED; error: 8\.' "$D/client.out" || break
-		echo "   (perftest's client came before its server's second listen: again)"
-	done
-	WHY="exit codes: server $SRV_RC, client $CLI_RC"
-	return 1
-}
-
 one() {
 	local name=$1 port ok
 	D=$TMP/$name
 	mkdir -p "$D"
-	WHY="" SRV_RC=- CLI_RC=- STOP_SERVER=""
+	WHY="" SRV_RC=- CLI_RC=- SERVER_RUNS_ON=""
 	MADS_a=$(cm_mads a) MADS_b=$(cm_mads b)
 	echo "== $name"
 	case $name in
@@ -201,7 +129,7 @@ one() {
 	qperf_rc4)
 		# Two tests, two connections (qperf's server forks one per test).
 		pairs_pick_port && port=$PAIR_PORT
-		STOP_SERVER=1
+		SERVER_RUNS_ON=1
 		run_pair "qperf -lp $port" "qperf -lp $port -t 1 $NS_B_IP4 -cm1 rc_bw rc_lat" tcp "$port"
 		[ "$CLI_RC" = 0 ] &&
 			expect "$D/client.out" '^ +bw += +[0-9.]+ [KMG]B/sec' 1 &&

@@ -163,27 +163,32 @@ SV_TEST_T(rc_under_loss_write_read_atomic, 120)
 	ep_close(&b);
 }
 
-/* Messages longer than the send window (128 packets of 1 KiB): the
- * window fills while the WQE is half sent, and when the packets before
- * it are the lost ones only the retransmission timer can resume it. */
-SV_TEST_T(rc_under_loss_messages_longer_than_the_window, 120)
+/*
+ * Four long RDMA WRITEs (A's memory into B's) or READs (B's into A's)
+ * of len bytes under the given faults, each checked byte for byte.
+ */
+static void long_transfers(enum ibv_wr_opcode op, uint32_t len,
+			   const char *faults)
 {
-	const uint32_t len = 1u << 20;
 	struct ep a, b;
 	struct ibv_wc wc;
 	uint8_t *src, *dst;
 	struct ibv_mr *smr, *dmr;
+	int rd = op == IBV_WR_RDMA_READ;
 
-	pair_faulty(&a, &b, IBV_QPT_RC, "drop:0.05,dup:0.01,reorder:0.01,seed:3",
-		    7);
+	pair_faulty(&a, &b, IBV_QPT_RC, faults, 7);
 	CHECK(posix_memalign((void **)&src, 4096, len) == 0);
 	CHECK(posix_memalign((void **)&dst, 4096, len) == 0);
-	smr = ibv_reg_mr(a.pd, src, len, IBV_ACCESS_LOCAL_WRITE);
-	dmr = ibv_reg_mr(b.pd, dst, len,
-			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	/* The target's memory takes remote access, the initiator's local. */
+	smr = ibv_reg_mr(rd ? b.pd : a.pd, src, len,
+			 rd ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_LOCAL_WRITE);
+	dmr = ibv_reg_mr(rd ? a.pd : b.pd, dst, len,
+			 IBV_ACCESS_LOCAL_WRITE |
+				 (rd ? 0 : IBV_ACCESS_REMOTE_WRITE));
 	CHECK(smr && dmr);
 	for (uint32_t i = 0; i < 4; i++) {
-		struct ibv_sge s = { (uintptr_t)src, len, smr->lkey };
+		struct ibv_sge s = { (uintptr_t)(rd ? dst : src), len,
+				     rd ? dmr->lkey : smr->lkey };
 		struct ibv_send_wr wr, *bad;
 
 		stamp(src, len, 100 + i);
@@ -192,10 +197,10 @@ SV_TEST_T(rc_under_loss_messages_longer_than_the_window, 120)
 		wr.wr_id = i;
 		wr.sg_list = &s;
 		wr.num_sge = 1;
-		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.opcode = op;
 		wr.send_flags = IBV_SEND_SIGNALED;
-		wr.wr.rdma.remote_addr = (uintptr_t)dst;
-		wr.wr.rdma.rkey = dmr->rkey;
+		wr.wr.rdma.remote_addr = (uintptr_t)(rd ? src : dst);
+		wr.wr.rdma.rkey = rd ? smr->rkey : dmr->rkey;
 		CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
 		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
 		CHECK_EQ(wc.wr_id, i);
@@ -209,48 +214,22 @@ SV_TEST_T(rc_under_loss_messages_longer_than_the_window, 120)
 	ep_close(&b);
 }
 
+/* Messages longer than the send window (128 packets of 1 KiB): the
+ * window fills while the WQE is half sent, and when the packets before
+ * it are the lost ones only the retransmission timer can resume it. */
+SV_TEST_T(rc_under_loss_messages_longer_than_the_window, 120)
+{
+	long_transfers(IBV_WR_RDMA_WRITE, 1u << 20,
+		       "drop:0.05,dup:0.01,reorder:0.01,seed:3");
+}
+
 /* READs of 512 KiB under loss: each lost response is asked for again
- * from where the data stopped, and the READ completes with every byte. */
+ * from where the data stopped (more than a window into the READ too),
+ * and the READ completes with every byte. */
 SV_TEST_T(rc_under_loss_long_reads, 120)
 {
-	const uint32_t len = 512u << 10;
-	struct ep a, b;
-	struct ibv_wc wc;
-	uint8_t *src, *dst;
-	struct ibv_mr *smr, *dmr;
-
-	pair_faulty(&a, &b, IBV_QPT_RC, "drop:0.03,dup:0.01,reorder:0.01,seed:5",
-		    7);
-	CHECK(posix_memalign((void **)&src, 4096, len) == 0);
-	CHECK(posix_memalign((void **)&dst, 4096, len) == 0);
-	smr = ibv_reg_mr(b.pd, src, len, IBV_ACCESS_REMOTE_READ);
-	dmr = ibv_reg_mr(a.pd, dst, len, IBV_ACCESS_LOCAL_WRITE);
-	CHECK(smr && dmr);
-	for (uint32_t i = 0; i < 4; i++) {
-		struct ibv_sge s = { (uintptr_t)dst, len, dmr->lkey };
-		struct ibv_send_wr wr, *bad;
-
-		stamp(src, len, 200 + i);
-		memset(dst, 0, len);
-		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = i;
-		wr.sg_list = &s;
-		wr.num_sge = 1;
-		wr.opcode = IBV_WR_RDMA_READ;
-		wr.send_flags = IBV_SEND_SIGNALED;
-		wr.wr.rdma.remote_addr = (uintptr_t)src;
-		wr.wr.rdma.rkey = smr->rkey;
-		CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
-		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
-		CHECK_EQ(wc.wr_id, i);
-		CHECK(stamped(dst, len, 200 + i));
-	}
-	CHECK_EQ(ibv_dereg_mr(smr), 0);
-	CHECK_EQ(ibv_dereg_mr(dmr), 0);
-	free(src);
-	free(dst);
-	ep_close(&a);
-	ep_close(&b);
+	long_transfers(IBV_WR_RDMA_READ, 512u << 10,
+		       "drop:0.03,dup:0.01,reorder:0.01,seed:5");
 }
 
 SV_TEST_T(uc_loses_but_never_corrupts, 120)
