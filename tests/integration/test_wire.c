@@ -101,6 +101,9 @@ static void two_hosts(struct host *h, void (*fn)(int in, int out))
 
 	if (geteuid() != 0)
 		sv_test_skip("needs root for network namespaces");
+	/* Our namespaces are ours alone: RoCE's own port, as the raw
+	 * packets and the loss rule below say. */
+	CHECK_EQ(setenv("SOFTVERBS_ROCE_PORT", "4791", 1), 0);
 	if (system("command -v ip >/dev/null 2>&1 && command -v nsenter >/dev/null 2>&1"))
 		sv_test_skip("no ip or nsenter here");
 	if (unshare(CLONE_NEWNET) < 0)

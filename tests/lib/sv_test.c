@@ -276,6 +276,17 @@ int sv_test_main(int argc, char **argv)
 		snprintf(sock, sizeof(sock), "svtest.%s.%d",
 			 base ? base + 1 : argv[0], (int)getpid());
 		setenv("SOFTVERBS_SOCKET", sock, 1);
+		/* And a RoCE port of its own (below the ephemeral range):
+		 * daemons of tests running side by side would contend for
+		 * 4791, and one that gets it later, when the holder exits,
+		 * opens its sockets in the middle of a test's fd count. */
+		if (!getenv("SOFTVERBS_ROCE_PORT")) {
+			char port[16];
+
+			snprintf(port, sizeof(port), "%d",
+				 20000 + (int)(getpid() % 10000));
+			setenv("SOFTVERBS_ROCE_PORT", port, 1);
+		}
 	}
 	for (int i = 0; i < sv_test_ncases; i++) {
 		if (only && strcmp(only, sv_test_cases[i].name))
