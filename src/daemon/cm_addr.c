@@ -787,5 +787,7 @@ int svd_op_cm_listen(struct svd_req *r)
 	}
 	id->backlog = req->val > 0 && req->val < MAX_BACKLOG ? req->val :
 							       MAX_BACKLOG;
+	sv_dbg("cm: id %#x listens on port %u (space %#x)", id->handle,
+	       svd_cm_port(&id->src), id->ps);
 	return 0;
 }

@@ -370,8 +370,9 @@ static void issue_rej(const struct svd_cm_msg *req, uint16_t reason)
 {
 	struct svd_cm_msg m;
 
-	sv_log(SV_LOG_DEBUG, "cm: REJ reason %u for a REQ of comm id %#x",
-	       reason, req->req.local_comm_id);
+	sv_log(SV_LOG_DEBUG, "cm: REJ reason %u for a REQ of comm id %#x to service %#llx",
+	       reason, req->req.local_comm_id,
+	       (unsigned long long)req->req.service_id);
 	msg_answer(&m, req, CM_ATTR_REJ);
 	m.rej.remote_comm_id = req->req.local_comm_id;
 	m.rej.message_rejected = 0;

@@ -125,9 +125,7 @@ one() {
 	send_lat_R)
 		perftest_R ib_send_lat && perftest_ok "$D/client.out" "t_avg" 6 ;;
 	qperf_rc)
-		pairs_pick_port && port=$PAIR_PORT
-		SERVER_RUNS_ON=1 run_pair "qperf -lp $port" "qperf -lp $port -t 2 127.0.0.1 -cm1 rc_bw rc_lat" tcp "$port"
-		[ "$CLI_RC" = 0 ] &&
+		qperf_rc 2 &&
 			expect "$D/client.out" '^ +bw += +[0-9.]+ [KMG]B/sec' 1 &&
 			expect "$D/client.out" '^ +latency += +[0-9.]+ [mun]?s' 1 ;;
 	fi_msg | fi_rdm_rxm)

@@ -128,10 +128,7 @@ one() {
 		perftest_R ib_send_lat && perftest_ok "$D/client.out" "t_avg" 6 ;;
 	qperf_rc4)
 		# Two tests, two connections (qperf's server forks one per test).
-		pairs_pick_port && port=$PAIR_PORT
-		SERVER_RUNS_ON=1
-		run_pair "qperf -lp $port" "qperf -lp $port -t 1 $NS_B_IP4 -cm1 rc_bw rc_lat" tcp "$port"
-		[ "$CLI_RC" = 0 ] &&
+		qperf_rc 1 &&
 			expect "$D/client.out" '^ +bw += +[0-9.]+ [KMG]B/sec' 1 &&
 			expect "$D/client.out" '^ +latency += +[0-9.]+ [mun]?s' 1 ;;
 	fi_msg4)
