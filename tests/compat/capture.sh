@@ -167,8 +167,17 @@ wait $gen || fail "producer (SIGTERM)"
 n=$(sed -n 's/^softverbs: \([0-9]*\) packets written.*/\1/p' "$TMP/term.err")
 [ -n "$n" ] && ok "SIGTERM mid-stream: $n packets reported" ||
 	fail "SIGTERM: $(cat "$TMP/term.err")"
-check "after SIGTERM (the $n reported, whole)" "$TMP/term.pcap" "$TMP/term.tsv" \
-	--count "${n:-0}" --frames "${n:-0}" --scapy-max 300
+# On a busy machine the reader may fall behind even here: the frames the
+# daemon dropped (and counted) are missing from the middle, so the rest is
+# checked as a subset of the stream, in order.
+d=$(sed -n 's/^softverbs: [0-9]* packets written.*, \([0-9]*\) dropped.*/\1/p' "$TMP/term.err")
+if [ "${d:-0}" = 0 ]; then
+	check "after SIGTERM (the $n reported, whole, 0 dropped)" "$TMP/term.pcap" "$TMP/term.tsv" \
+		--count "${n:-0}" --frames "${n:-0}" --scapy-max 300
+else
+	check "after SIGTERM (the $n reported, whole; $d dropped)" "$TMP/term.pcap" \
+		"$TMP/term.tsv" --subset --frames "${n:-0}" --scapy-max 300
+fi
 
 # ---- a reader that stalls: producers and the daemon carry on, drops counted
 # (the reader reads nothing until told; a daemon that waited for it would
