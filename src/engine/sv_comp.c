@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 uint64_t sv_timeout_ns(uint8_t t)
 {
@@ -531,6 +532,16 @@ static int inbound_pending(struct sv_engine *eng, uint32_t peer)
 	return 0;
 }
 
+/* Datagrams wait unread on the namespace's RoCE port: whoever reads it is
+ * behind (a busy machine), and an answer of the peer's may be among them.
+ * Not a lost packet yet, as a record waiting in a ring is not. */
+static int wire_unread(struct sv_engine *eng)
+{
+	int fd = __atomic_load_n(&eng->wire_sock, __ATOMIC_ACQUIRE), n = 0;
+
+	return fd >= 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 {
 	struct sv_tr *tr = tr_of(qp);
@@ -556,10 +567,12 @@ int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 					    0;
 
 			if (l && (head < tr->ring_mark ||
-				  inbound_pending(qp->eng, l->peer_id))) {
+				  inbound_pending(qp->eng, l->peer_id) ||
+				  (l->w && wire_unread(qp->eng)))) {
 				/* Still in a ring: the peer is alive but
 				 * slow, or its answer waits for us to read
-				 * it.  Not a lost packet; wait again. */
+				 * it (in a ring or on the port).  Not a lost
+				 * packet; wait again. */
 				tr->timer_at = now + sv_timeout_ns(qp->attr.timeout);
 			} else if (!tr->retry_left) {
 				sv_comp_fail(qp, IBV_WC_RETRY_EXC_ERR);
