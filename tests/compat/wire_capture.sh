@@ -57,12 +57,11 @@ G=$(ns_a "$SV" devices --json |
 netns_capture b "$TMP/veth.pcap" || exit 1
 ip netns exec "$NS_A" "$SV" capture -w "$TMP/sv.pcap" 2>"$TMP/sv.log" &
 CAP_PID=$!
-# The capture runs once the daemon has a session for it.
+# The capture runs once the key table counts it (roce_gen reads it).
 for _ in $(seq 1 100); do
-	ns_a "$SV" daemon status 2>/dev/null | grep -q "capture.*1" && break
+	[ "$(ns_a "$(dirname "$SV")/roce_gen" count 2>/dev/null)" = 1 ] && break
 	sleep 0.05
 done
-sleep 0.3
 
 fail=0
 pair() { # NAME PROGRAM ARGS...
