@@ -5,10 +5,11 @@
  * rdma_bind_addr, rdma_resolve_addr, rdma_resolve_route, rdma_listen.
  *
  * Every address of this network namespace is a GID of our one port
- * (device.c), 127.0.0.1 and ::1 included: an id bound to, or resolving
- * to, any of them uses the device.  A destination that is not ours is
- * another host, reached over the wire (RoCE v2): the source address the
- * route picks, the
+ * (device.c), 127.0.0.1 and ::1 included: an id bound to one of them
+ * uses the device, except a loopback address, which binds like the
+ * wildcard (svd_cm_any_addr), and an id resolving to any of them goes to
+ * ourselves.  A destination that is not ours is another host, reached
+ * over the wire (RoCE v2): the source address the route picks, the
  * destination's address as the destination GID, and the neighbour's
  * answer waited for as the kernel's addr.c does (cm_route.c).
  */
