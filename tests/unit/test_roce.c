@@ -20,6 +20,7 @@
  * `test_roce --bench` measures the CRC and the ICRC of a 4 KiB packet.
  */
 #include "sv_roce.h"
+#include "unit_test.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,18 +29,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static int failures;
-
-#define EXPECT(c)                                                              \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__,          \
-				__LINE__, #c);                                 \
-			failures++;                                            \
-			return;                                                \
-		}                                                              \
-	} while (0)
 
 /* Bit by bit, straight from the definition. */
 static uint32_t crc_ref(uint32_t crc, const uint8_t *p, size_t n)
