@@ -38,25 +38,10 @@
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sh(const char *fmt, ...)
-{
-	char cmd[512];
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	st = system(cmd);
-	if (st != 0)
-		sv_test_fail(__FILE__, __LINE__, "`%s` exited with %d", cmd, st);
-}
 
 static int have_ipv6(void)
 {
@@ -76,10 +61,10 @@ static void netns(void)
 	/* The namespace's default, so that it holds for an interface whose
 	 * IPv6 restarts too (an MTU back above 1280). */
 	if (have_ipv6())
-		sh("echo 1 >/proc/sys/net/ipv6/conf/default/addr_gen_mode");
+		sv_test_sh("echo 1 >/proc/sys/net/ipv6/conf/default/addr_gen_mode");
 	if (system("ip link add svg0 type veth peer name svg1 2>/dev/null"))
 		sv_test_skip("no veth interfaces here");
-	sh("ip link set lo up && ip link set svg0 up && ip link set svg1 up");
+	sv_test_sh("ip link set lo up && ip link set svg0 up && ip link set svg1 up");
 }
 
 /* The namespace's daemon goes, and the namespace with it. */
@@ -128,10 +113,10 @@ static void gid_event(struct ibv_context *ctx)
  * removed) shows only after all that came before it. */
 static void settle(struct ibv_context *ctx)
 {
-	sh("ip addr add 127.1.0.1/32 dev lo");
+	sv_test_sh("ip addr add 127.1.0.1/32 dev lo");
 	gid_event(ctx);
 	CHECK(idx(ctx, "127.1.0.1") >= 0);
-	sh("ip addr del 127.1.0.1/32 dev lo");
+	sv_test_sh("ip addr del 127.1.0.1/32 dev lo");
 	gid_event(ctx);
 	CHECK_EQ(idx(ctx, "127.1.0.1"), -1);
 }
@@ -214,10 +199,10 @@ SV_TEST(gid_slots_stable_and_events)
 	ssize_t n;
 
 	netns();
-	sh("ip addr add 198.51.100.1/24 dev svg0");
-	sh("ip addr add 203.0.113.1/24 dev svg0");
+	sv_test_sh("ip addr add 198.51.100.1/24 dev svg0");
+	sv_test_sh("ip addr add 203.0.113.1/24 dev svg0");
 	if (v6)
-		sh("ip -6 addr add 2001:db8::1/64 dev svg0 nodad");
+		sv_test_sh("ip -6 addr add 2001:db8::1/64 dev svg0 nodad");
 	ctx = sv_test_open_dev();
 	ctx2 = sv_test_open_dev();
 
@@ -237,7 +222,7 @@ SV_TEST(gid_slots_stable_and_events)
 
 	/* GID 0 goes: its slot empties, nothing moves, every context
 	 * hears it. */
-	sh("ip addr del 198.51.100.1/24 dev svg0");
+	sv_test_sh("ip addr del 198.51.100.1/24 dev svg0");
 	gid_event(ctx);
 	gid_event(ctx2);
 	memset(&zero, 0, sizeof(zero));
@@ -286,7 +271,7 @@ SV_TEST(gid_slots_stable_and_events)
 	CHECK_EQ(ibv_dealloc_pd(pd), 0);
 
 	/* A new address takes the first empty slot: 0 again. */
-	sh("ip addr add 198.51.100.7/24 dev svg0");
+	sv_test_sh("ip addr add 198.51.100.7/24 dev svg0");
 	gid_event(ctx);
 	gid_event(ctx2);
 	CHECK_EQ(idx(ctx, "198.51.100.7"), 0);
@@ -295,14 +280,14 @@ SV_TEST(gid_slots_stable_and_events)
 	gid_of("198.51.100.7", &zero);
 	CHECK(!memcmp(&g, &zero, sizeof(g)));
 	/* The next one goes after the last. */
-	sh("ip addr add 203.0.113.9/32 dev svg1");
+	sv_test_sh("ip addr add 203.0.113.9/32 dev svg1");
 	gid_event(ctx);
 	gid_event(ctx2);
 	CHECK_EQ(idx(ctx, "203.0.113.9"), v6 ? 5 : 3);
 
 	/* A context closed meanwhile is simply not told. */
 	CHECK_EQ(ibv_close_device(ctx2), 0);
-	sh("ip addr del 203.0.113.9/32 dev svg1");
+	sv_test_sh("ip addr del 203.0.113.9/32 dev svg1");
 	gid_event(ctx);
 	CHECK_EQ(idx(ctx, "203.0.113.9"), -1);
 	CHECK_EQ(ibv_close_device(ctx), 0);
@@ -319,12 +304,12 @@ SV_TEST(tentative_ipv6_is_a_gid)
 	if (!have_ipv6())
 		sv_test_skip("no IPv6 in this kernel");
 	/* Without a carrier on svg0, DAD cannot finish. */
-	sh("ip link set svg1 down");
+	sv_test_sh("ip link set svg1 down");
 	ctx = sv_test_open_dev();
-	sh("ip -6 addr add 2001:db8::5/64 dev svg0");
+	sv_test_sh("ip -6 addr add 2001:db8::5/64 dev svg0");
 	gid_event(ctx);
 	CHECK(idx(ctx, "2001:db8::5") >= 0);
-	sh("ip -6 addr show dev svg0 tentative | grep -q 2001:db8::5");
+	sv_test_sh("ip -6 addr show dev svg0 tentative | grep -q 2001:db8::5");
 	CHECK_EQ(ibv_close_device(ctx), 0);
 	done();
 }
@@ -337,10 +322,10 @@ SV_TEST(interface_down_and_deleted)
 	int v6 = have_ipv6(), a, b, lo4, lo6 = -1;
 
 	netns();
-	sh("ip addr add 198.51.100.1/24 dev svg0");
-	sh("ip addr add 203.0.113.1/24 dev svg1");
+	sv_test_sh("ip addr add 198.51.100.1/24 dev svg0");
+	sv_test_sh("ip addr add 203.0.113.1/24 dev svg1");
 	if (v6)
-		sh("ip -6 addr add 2001:db8::1/64 dev svg0 nodad");
+		sv_test_sh("ip -6 addr add 2001:db8::1/64 dev svg0 nodad");
 	ctx = sv_test_open_dev();
 	a = idx(ctx, "198.51.100.1");
 	b = idx(ctx, "203.0.113.1");
@@ -349,7 +334,7 @@ SV_TEST(interface_down_and_deleted)
 		lo6 = idx(ctx, "::1");
 	CHECK(a >= 0 && b >= 0 && lo4 >= 0);
 
-	sh("ip link set svg0 down");
+	sv_test_sh("ip link set svg0 down");
 	if (v6) {
 		gid_event(ctx);
 		CHECK_EQ(idx(ctx, "2001:db8::1"), -1);
@@ -359,7 +344,7 @@ SV_TEST(interface_down_and_deleted)
 	CHECK_EQ(idx(ctx, "203.0.113.1"), b);
 
 	/* Deleting svg0 deletes its peer: two addresses, two events. */
-	sh("ip link del svg0");
+	sv_test_sh("ip link del svg0");
 	gid_event(ctx);
 	gid_event(ctx);
 	CHECK_EQ(idx(ctx, "198.51.100.1"), -1);
@@ -438,7 +423,7 @@ SV_TEST(mtu_follows_links)
 	uint32_t gen;
 
 	netns();
-	sh("ip addr add 198.51.100.1/24 dev svg0");
+	sv_test_sh("ip addr add 198.51.100.1/24 dev svg0");
 	ctx = sv_test_open_dev();
 	port = map_port();
 	CHECK_EQ(active_mtu(ctx), IBV_MTU_1024); /* 1500 - 80 */
@@ -449,7 +434,7 @@ SV_TEST(mtu_follows_links)
 	/* svg0's MTU -> the port's: MTU less 80, rounded down to an IB
 	 * MTU, 256 at least. */
 	for (unsigned i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
-		sh("ip link set svg0 mtu %u", steps[i].netdev);
+		sv_test_sh("ip link set svg0 mtu %u", steps[i].netdev);
 		settle(ctx);
 		CHECK_EQ(active_mtu(ctx), steps[i].ib);
 		check_block(port, 128u << steps[i].ib, "198.51.100.1",
@@ -459,18 +444,18 @@ SV_TEST(mtu_follows_links)
 	CHECK(p.gen != gen);
 
 	/* The smallest among the interfaces up with an address. */
-	sh("ip link set svg0 mtu 9000 && ip link set svg1 mtu 1500");
+	sv_test_sh("ip link set svg0 mtu 9000 && ip link set svg1 mtu 1500");
 	settle(ctx);
 	CHECK_EQ(active_mtu(ctx), IBV_MTU_4096); /* svg1 has no address */
-	sh("ip addr add 203.0.113.1/24 dev svg1");
+	sv_test_sh("ip addr add 203.0.113.1/24 dev svg1");
 	gid_event(ctx);
 	CHECK_EQ(active_mtu(ctx), IBV_MTU_1024);
 	check_block(port, 1024, "203.0.113.1", 1500);
-	sh("ip link set svg1 down");
+	sv_test_sh("ip link set svg1 down");
 	settle(ctx);
 	CHECK_EQ(active_mtu(ctx), IBV_MTU_4096); /* svg1 is down */
 	/* Only loopback left up with an address: 4096. */
-	sh("ip addr del 198.51.100.1/24 dev svg0");
+	sv_test_sh("ip addr del 198.51.100.1/24 dev svg0");
 	gid_event(ctx);
 	CHECK_EQ(active_mtu(ctx), IBV_MTU_4096);
 	check_block(port, 4096, NULL, 0);
@@ -491,7 +476,7 @@ SV_TEST(path_mtu_above_active_refused)
 	int s;
 
 	netns();
-	sh("ip addr add 198.51.100.1/24 dev svg0"); /* MTU 1500: 1024 */
+	sv_test_sh("ip addr add 198.51.100.1/24 dev svg0"); /* MTU 1500: 1024 */
 	ctx = sv_test_open_dev();
 	s = idx(ctx, "198.51.100.1");
 	CHECK(s >= 0);
@@ -513,7 +498,7 @@ SV_TEST(path_mtu_above_active_refused)
 	CHECK_EQ(ibv_destroy_qp(qp), 0);
 
 	/* The interface grows: so does what a QP may take. */
-	sh("ip link set svg0 mtu 9000 && ip link set svg1 mtu 9000");
+	sv_test_sh("ip link set svg0 mtu 9000 && ip link set svg1 mtu 9000");
 	settle(ctx);
 	CHECK_EQ(active_mtu(ctx), IBV_MTU_4096);
 	qp = qp_init(pd, cq, IBV_QPT_RC);
@@ -535,21 +520,21 @@ SV_TEST(polling_without_netlink)
 
 	setenv("SOFTVERBS_FAULT", "no_netlink", 1);
 	netns();
-	sh("ip addr add 198.51.100.1/24 dev svg0");
+	sv_test_sh("ip addr add 198.51.100.1/24 dev svg0");
 	ctx = sv_test_open_dev();
 	CHECK_EQ(idx(ctx, "198.51.100.1"), 0);
 	CHECK_EQ(idx(ctx, "127.0.0.1"), 1);
-	sh("ip addr add 203.0.113.1/24 dev svg0");
+	sv_test_sh("ip addr add 203.0.113.1/24 dev svg0");
 	b = idx(ctx, "203.0.113.1");
 	CHECK_EQ(b, v6 ? 3 : 2); /* after ::1 */
 	gid_event(ctx);
-	sh("ip addr del 198.51.100.1/24 dev svg0");
+	sv_test_sh("ip addr del 198.51.100.1/24 dev svg0");
 	CHECK_EQ(ibv_query_gid_ex(ctx, 1, 0, &e, 0), ENODATA);
 	CHECK_EQ(idx(ctx, "203.0.113.1"), b);
 	CHECK_EQ(idx(ctx, "127.0.0.1"), 1);
 	gid_event(ctx);
 	CHECK_EQ(active_mtu(ctx), IBV_MTU_1024);
-	sh("ip link set svg0 mtu 9000");
+	sv_test_sh("ip link set svg0 mtu 9000");
 	CHECK_EQ(active_mtu(ctx), IBV_MTU_4096);
 	CHECK_EQ(ibv_close_device(ctx), 0);
 	done();
@@ -584,8 +569,8 @@ SV_TEST_T(overflow_resyncs_keeping_slots, 120)
 	FILE *f;
 
 	netns();
-	sh("ip addr add 198.51.100.1/24 dev svg0");
-	sh("ip addr add 203.0.113.1/24 dev svg1");
+	sv_test_sh("ip addr add 198.51.100.1/24 dev svg0");
+	sv_test_sh("ip addr add 203.0.113.1/24 dev svg1");
 	ctx = sv_test_open_dev();
 	deaf = sv_test_open_dev();
 	CHECK(idx(ctx, "198.51.100.1") >= 0);
@@ -607,7 +592,7 @@ SV_TEST_T(overflow_resyncs_keeping_slots, 120)
 		   "address add 198.51.100.9/24 dev svg0\n");
 	CHECK_EQ(fclose(f), 0);
 	CHECK_EQ(kill(pid, SIGSTOP), 0);
-	sh("ip -batch %s", path);
+	sv_test_sh("ip -batch %s", path);
 	unlink(path);
 	CHECK_EQ(kill(pid, SIGCONT), 0);
 

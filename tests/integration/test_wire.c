@@ -30,7 +30,6 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -42,20 +41,6 @@
 #define IP6_B "2001:db8::2"
 #define BUF (1u << 20)
 
-static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sh(const char *fmt, ...)
-{
-	char cmd[512];
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	st = system(cmd);
-	if (st != 0)
-		sv_test_fail(__FILE__, __LINE__, "`%s` exited with %d", cmd, st);
-}
 
 /* The other host's half of a conversation: a child in a namespace of its
  * own; pipes both ways. */
@@ -131,22 +116,22 @@ static void two_hosts(struct host *h, void (*fn)(int in, int out))
 	get(h->from, &c, 1);
 	if (system("ip link add svw0 type veth peer name svw1 2>/dev/null"))
 		sv_test_skip("no veth interfaces here");
-	sh("ip link set svw1 netns %d", (int)h->pid);
-	sh("ip link set lo up && ip addr add " IP4_A "/24 dev svw0 && "
+	sv_test_sh("ip link set svw1 netns %d", (int)h->pid);
+	sv_test_sh("ip link set lo up && ip addr add " IP4_A "/24 dev svw0 && "
 	   "ip -6 addr add " IP6_A "/64 dev svw0 nodad && ip link set svw0 up");
-	sh("nsenter --net=/proc/%d/ns/net sh -c 'ip link set lo up && "
+	sv_test_sh("nsenter --net=/proc/%d/ns/net sh -c 'ip link set lo up && "
 	   "ip addr add " IP4_B "/24 dev svw1 && "
 	   "ip -6 addr add " IP6_B "/64 dev svw1 nodad && ip link set svw1 up'",
 	   (int)h->pid);
-	sh("ping -c1 -W5 " IP4_B " >/dev/null && ping -6 -c1 -W5 " IP6_B " >/dev/null");
+	sv_test_sh("ping -c1 -W5 " IP4_B " >/dev/null && ping -6 -c1 -W5 " IP6_B " >/dev/null");
 	if (loss_pct) {
 		/* Both hosts drop a share of the RoCE packets they receive
 		 * (nftables: this kernel has no netem): requests, ACKs and
 		 * read responses all get lost. */
 		if (system("command -v nft >/dev/null 2>&1"))
 			sv_test_skip("no nft here (scripts/deps.sh installs nftables)");
-		sh(NFT_LOSS, loss_pct);
-		sh("nsenter --net=/proc/%d/ns/net sh -c '" NFT_LOSS "'", (int)h->pid,
+		sv_test_sh(NFT_LOSS, loss_pct);
+		sv_test_sh("nsenter --net=/proc/%d/ns/net sh -c '" NFT_LOSS "'", (int)h->pid,
 		   loss_pct);
 	}
 	c = 'g';

@@ -7,6 +7,8 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -36,6 +38,20 @@ void sv_test_fail(const char *file, int line, const char *fmt, ...)
 	fprintf(stderr, "FAIL %s: %s:%d: %s\n", current, file, line, buf);
 	fflush(stderr);
 	_exit(1);
+}
+
+void sv_test_sh(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	st = system(cmd);
+	if (st != 0)
+		sv_test_fail(__FILE__, __LINE__, "`%s` exited with %d", cmd, st);
 }
 
 void sv_test_skip(const char *fmt, ...)

@@ -58,6 +58,8 @@ void sv_test_fail(const char *file, int line, const char *fmt, ...)
 #define SV_TEST_SKIPPED 77
 void sv_test_skip(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2), noreturn));
+/* Runs a shell command (printf-style); the case fails unless it exits 0. */
+void sv_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A failing check prints the expression and errno, and ends the case. */
 #define CHECK(cond)                                                            \
