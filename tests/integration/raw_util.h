@@ -146,6 +146,35 @@ static inline int ask(int fd, uint16_t op, uint32_t ufile, const void *body,
 	return raw_recv(fd, raw_seq, NULL, NULL);
 }
 
+/* Sends op with body and fds, returns the reply status; the reply's body
+ * (when the status is 0) into rep, its fds into rfds (closed when rfds is
+ * NULL). */
+static inline int raw_call_fds(int fd, uint16_t op, const void *body,
+			       size_t blen, const int *fds, int nfds, void *rep,
+			       size_t rep_len, int *rfds, int *nrfds)
+{
+	union {
+		struct sv_msg_hdr h;
+		char b[SV_MSG_MAX];
+	} m;
+	int got[SV_MAX_FDS], ngot = 0;
+	ssize_t n;
+
+	raw_send(fd, SV_PROTO_VERSION, op, 0, 0, body, blen, fds, nfds);
+	n = sv_recv_msg(fd, m.b, sizeof(m.b), got, SV_MAX_FDS, &ngot);
+	CHECK(n >= (ssize_t)sizeof(m.h));
+	CHECK_EQ(m.h.seq, raw_seq);
+	if (!m.h.status && rep)
+		memcpy(rep, m.b + sizeof(m.h), rep_len);
+	if (rfds) {
+		memcpy(rfds, got, sizeof(int) * ngot);
+		*nrfds = ngot;
+	} else {
+		sv_close_fds(got, ngot);
+	}
+	return m.h.status;
+}
+
 /* A pipe whose write end we hand to the daemon: once the daemon has closed
  * its copy, the read end sees EOF.  Returns the read end. */
 static inline int pipe_probe(int *wr)

@@ -26,32 +26,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-static int call(int chan, uint16_t op, const void *body, size_t blen,
-		const int *fds, int nfds, void *rep, size_t rep_len, int *rfds,
-		int *nrfds)
-{
-	union {
-		struct sv_msg_hdr h;
-		char b[SV_MSG_MAX];
-	} m;
-	int got[SV_MAX_FDS], ngot = 0;
-	ssize_t n;
-
-	raw_send(chan, SV_PROTO_VERSION, op, 0, 0, body, blen, fds, nfds);
-	n = sv_recv_msg(chan, m.b, sizeof(m.b), got, SV_MAX_FDS, &ngot);
-	CHECK(n >= (ssize_t)sizeof(m.h));
-	CHECK_EQ(m.h.seq, raw_seq);
-	if (!m.h.status && rep)
-		memcpy(rep, m.b + sizeof(m.h), rep_len);
-	if (rfds) {
-		memcpy(rfds, got, sizeof(int) * ngot);
-		*nrfds = ngot;
-	} else {
-		sv_close_fds(got, ngot);
-	}
-	return m.h.status;
-}
-
 /* The key table, read-only, through an engine attach. */
 static const struct sv_keytab_hdr *keytab(int chan)
 {
@@ -60,7 +34,7 @@ static const struct sv_keytab_hdr *keytab(int chan)
 	void *p;
 
 	CHECK(db >= 0);
-	CHECK_EQ(call(chan, SV_OP_ENGINE_ATTACH, NULL, 0, &db, 1, &rep,
+	CHECK_EQ(raw_call_fds(chan, SV_OP_ENGINE_ATTACH, NULL, 0, &db, 1, &rep,
 		      sizeof(rep), rfds, &nr), 0);
 	CHECK_EQ(nr, 2);
 	p = mmap(NULL, rep.kt_size, PROT_READ, MAP_SHARED, rfds[1], 0);
@@ -93,7 +67,7 @@ static uint32_t start(int chan, uint32_t flags, uint32_t qpn, uint32_t pid,
 	struct sv_capture_rep rep;
 	int nr = 0;
 
-	CHECK_EQ(call(chan, SV_OP_CAPTURE_START, &req, sizeof(req), NULL, 0,
+	CHECK_EQ(raw_call_fds(chan, SV_OP_CAPTURE_START, &req, sizeof(req), NULL, 0,
 		      &rep, sizeof(rep), fd, &nr), 0);
 	CHECK_EQ(nr, 1);
 	CHECK(rep.session != 0);
@@ -105,7 +79,7 @@ static struct sv_capture_stats_rep stats(int chan, uint32_t session)
 	struct sv_capture_rep req = { .session = session };
 	struct sv_capture_stats_rep st;
 
-	CHECK_EQ(call(chan, SV_OP_CAPTURE_STATS, &req, sizeof(req), NULL, 0,
+	CHECK_EQ(raw_call_fds(chan, SV_OP_CAPTURE_STATS, &req, sizeof(req), NULL, 0,
 		      &st, sizeof(st), NULL, NULL), 0);
 	return st;
 }
@@ -130,8 +104,8 @@ static int give_ring(int chan, int fd, uint64_t size, int *db)
 	struct sv_capture_ring_req req = { .ring_size = size };
 	int nr = 0, rfds[SV_MAX_FDS], err;
 
-	err = call(chan, SV_OP_CAPTURE_RING, &req, sizeof(req), &fd, 1, NULL, 0,
-		   rfds, &nr);
+	err = raw_call_fds(chan, SV_OP_CAPTURE_RING, &req, sizeof(req), &fd, 1,
+			   NULL, 0, rfds, &nr);
 	if (!err) {
 		CHECK_EQ(nr, 1);
 		*db = rfds[0];
@@ -247,17 +221,17 @@ SV_TEST(start_refuses_bad_requests)
 	struct sv_capture_stats_rep st;
 
 	req.flags = 4;
-	CHECK_EQ(call(chan, SV_OP_CAPTURE_START, &req, sizeof(req), NULL, 0,
+	CHECK_EQ(raw_call_fds(chan, SV_OP_CAPTURE_START, &req, sizeof(req), NULL, 0,
 		      NULL, 0, NULL, NULL), -EINVAL);
 	req.flags = SV_CAPTURE_QPN, req.qpn = 0x1000000;
-	CHECK_EQ(call(chan, SV_OP_CAPTURE_START, &req, sizeof(req), NULL, 0,
+	CHECK_EQ(raw_call_fds(chan, SV_OP_CAPTURE_START, &req, sizeof(req), NULL, 0,
 		      NULL, 0, NULL, NULL), -EINVAL);
 	req.qpn = 5, req.pad = 1;
-	CHECK_EQ(call(chan, SV_OP_CAPTURE_START, &req, sizeof(req), NULL, 0,
+	CHECK_EQ(raw_call_fds(chan, SV_OP_CAPTURE_START, &req, sizeof(req), NULL, 0,
 		      NULL, 0, NULL, NULL), -EINVAL);
 	CHECK_EQ(ask(chan, SV_OP_CAPTURE_START, 0, &req, sizeof(req) - 4,
 		     NULL, 0), -EINVAL);
-	CHECK_EQ(call(chan, SV_OP_CAPTURE_STATS, &sreq, sizeof(sreq), NULL, 0,
+	CHECK_EQ(raw_call_fds(chan, SV_OP_CAPTURE_STATS, &sreq, sizeof(sreq), NULL, 0,
 		      &st, sizeof(st), NULL, NULL), -ENOENT);
 	CHECK_EQ(sessions_now(kt), 0);
 	close(chan);
@@ -281,7 +255,7 @@ SV_TEST(sessions_counted_and_limited)
 		for (int j = 0; j < i; j++)
 			CHECK(ids[j] != ids[i]);
 	}
-	CHECK_EQ(call(chan, SV_OP_CAPTURE_START, &req, sizeof(req), NULL, 0,
+	CHECK_EQ(raw_call_fds(chan, SV_OP_CAPTURE_START, &req, sizeof(req), NULL, 0,
 		      NULL, 0, NULL, NULL), -EBUSY);
 	/* A reader hangs up: its session ends, a slot is free. */
 	close(fds[3]);
@@ -290,7 +264,7 @@ SV_TEST(sessions_counted_and_limited)
 		struct sv_capture_rep sreq = { .session = ids[3] };
 		struct sv_capture_stats_rep st;
 
-		CHECK_EQ(call(chan, SV_OP_CAPTURE_STATS, &sreq, sizeof(sreq),
+		CHECK_EQ(raw_call_fds(chan, SV_OP_CAPTURE_STATS, &sreq, sizeof(sreq),
 			      NULL, 0, &st, sizeof(st), NULL, NULL), -ENOENT);
 	}
 	start(chan, SV_CAPTURE_PID, 0, 1, &extra);
@@ -337,7 +311,7 @@ SV_TEST(rings_must_be_sealed_memfds)
 	{
 		struct sv_capture_ring_req req = { .ring_size = RS };
 
-		CHECK_EQ(call(chan, SV_OP_CAPTURE_RING, &req, sizeof(req), NULL,
+		CHECK_EQ(raw_call_fds(chan, SV_OP_CAPTURE_RING, &req, sizeof(req), NULL,
 			      0, NULL, 0, NULL, NULL), -EINVAL);
 	}
 	/* A real one: the reply carries the doorbell, an eventfd. */

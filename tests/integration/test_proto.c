@@ -141,32 +141,6 @@ struct raw_engine {
 	uint32_t id;
 };
 
-static int raw_call_fds(int fd, uint16_t op, const void *body, size_t blen,
-			const int *fds, int nfds, void *rep, size_t rep_len,
-			int *rfds, int *nrfds)
-{
-	union {
-		struct sv_msg_hdr h;
-		char b[SV_MSG_MAX];
-	} m;
-	int got[SV_MAX_FDS], ngot = 0;
-	ssize_t n;
-
-	raw_send(fd, SV_PROTO_VERSION, op, 0, 0, body, blen, fds, nfds);
-	n = sv_recv_msg(fd, m.b, sizeof(m.b), got, SV_MAX_FDS, &ngot);
-	CHECK(n >= (ssize_t)sizeof(m.h));
-	CHECK_EQ(m.h.seq, raw_seq);
-	if (!m.h.status && rep)
-		memcpy(rep, m.b + sizeof(m.h), rep_len);
-	if (rfds) {
-		memcpy(rfds, got, sizeof(int) * ngot);
-		*nrfds = ngot;
-	} else {
-		sv_close_fds(got, ngot);
-	}
-	return m.h.status;
-}
-
 /* Attaches an engine of our own on a raw channel (what the library's
  * engine does with SV_OP_ENGINE_ATTACH). */
 static void raw_engine_attach(struct raw_engine *e)
