@@ -24,16 +24,9 @@
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-reports=$top/bench/reports
-if [ -n "${SOFTVERBS:-}" ]; then
-	build=$(cd "$(dirname "$SOFTVERBS")/.." && pwd)
-else
-	build=$top/build-bench
-	"$top/scripts/deps.sh" || exit 1
-	"$top/scripts/build.sh" "$build" -DCMAKE_BUILD_TYPE=Release || exit 1
-fi
-SV=$build/bin/softverbs
-export SOFTVERBSD=$build/bin/softverbsd
+# shellcheck source=bench/bench_lib.sh
+. "$top/bench/bench_lib.sh"
+bench_build
 export SOFTVERBS_SOCKET=svbench.dp.$$
 export SOFTVERBS_IDLE_TIMEOUT=300
 PY=/usr/bin/python3

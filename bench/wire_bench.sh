@@ -22,17 +22,10 @@
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-reports=$top/bench/reports
-if [ -n "${SOFTVERBS:-}" ]; then
-	build=$(cd "$(dirname "$SOFTVERBS")/.." && pwd)
-else
-	build=$top/build-bench
-	"$top/scripts/deps.sh" || exit 1
-	"$top/scripts/build.sh" "$build" -DCMAKE_BUILD_TYPE=Release || exit 1
-fi
-SV=$build/bin/softverbs
+# shellcheck source=bench/bench_lib.sh
+. "$top/bench/bench_lib.sh"
+bench_build
 export SOFTVERBS=$SV
-export SOFTVERBSD=$build/bin/softverbsd
 TMO=${WIRE_TIMEOUT:-120}
 # shellcheck source=tests/compat/netns_lib.sh
 . "$top/tests/compat/netns_lib.sh"
