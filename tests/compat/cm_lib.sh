@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # SPDX-License-Identifier: MIT
 # What the rdma_cm pair tests share: rdmacm_pairs.sh (one host) and
 # wire_cm.sh (two namespaces).  Source pairs_lib.sh first.  The server
@@ -100,7 +101,7 @@ perftest_R() {
 }
 
 # qperf_rc SECONDS: qperf -cm1 rc_bw rc_lat, the server forking a child
-# per test.  Debian's qperf (0.4.11) tells the client its rdma_cm port
+# per test; the client must print a bandwidth and a latency.  Debian's qperf (0.4.11) tells the client its rdma_cm port
 # before it listens on it (strace shows the port written, then the
 # listen): a client that comes first is rejected (nobody listening,
 # status 8: "unexpected event from RDMA CM: Event rejected"), on any
@@ -110,7 +111,11 @@ qperf_rc() {
 		pairs_pick_port && port=$PAIR_PORT
 		SERVER_RUNS_ON=1 run_pair "qperf -lp $port" \
 			"qperf -lp $port -t $1 $PAIR_ADDR -cm1 rc_bw rc_lat" tcp "$port"
-		[ "$CLI_RC" = 0 ] && return 0
+		if [ "$CLI_RC" = 0 ]; then
+			expect "$D/client.out" '^ +bw += +[0-9.]+ [KMG]B/sec' 1 &&
+				expect "$D/client.out" '^ +latency += +[0-9.]+ [mun]?s' 1
+			return
+		fi
 		grep -q 'unexpected event from RDMA CM: Event rejected' "$D/client.out" || break
 		echo "   (qperf's client came before its server listened: again)"
 	done

@@ -125,9 +125,7 @@ one() {
 	send_lat_R)
 		perftest_R ib_send_lat && perftest_ok "$D/client.out" "t_avg" 6 ;;
 	qperf_rc)
-		qperf_rc 2 &&
-			expect "$D/client.out" '^ +bw += +[0-9.]+ [KMG]B/sec' 1 &&
-			expect "$D/client.out" '^ +latency += +[0-9.]+ [mun]?s' 1 ;;
+		qperf_rc 2 ;;
 	fi_msg | fi_rdm_rxm)
 		local prov=verbs ep=msg
 		[ "$name" = fi_rdm_rxm ] && prov="verbs;ofi_rxm" ep=rdm

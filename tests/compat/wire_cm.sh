@@ -128,9 +128,7 @@ one() {
 		perftest_R ib_send_lat && perftest_ok "$D/client.out" "t_avg" 6 ;;
 	qperf_rc4)
 		# Two tests, two connections (qperf's server forks one per test).
-		qperf_rc 1 &&
-			expect "$D/client.out" '^ +bw += +[0-9.]+ [KMG]B/sec' 1 &&
-			expect "$D/client.out" '^ +latency += +[0-9.]+ [mun]?s' 1 ;;
+		qperf_rc 1 ;;
 	fi_msg4)
 		pairs_pick_port && port=$PAIR_PORT
 		run_pair "fi_pingpong -p verbs -e msg -B $port -c -I 100" \
