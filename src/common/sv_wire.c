@@ -78,6 +78,57 @@ void sv_wire_rx_sockopts(int fd, int fam)
 	setopt(fd, IPPROTO_IP, IP_RECVTTL, 1);
 }
 
+static uint32_t put_cmsg(void *ctl, uint32_t at, int level, int type,
+			 const void *v, size_t n)
+{
+	struct cmsghdr *c = (struct cmsghdr *)((char *)ctl + at);
+
+	c->cmsg_level = level;
+	c->cmsg_type = type;
+	c->cmsg_len = CMSG_LEN(n);
+	memcpy(CMSG_DATA(c), v, n);
+	return at + (uint32_t)CMSG_SPACE(n);
+}
+
+uint32_t sv_wire_address(const struct sv_roce_flow *f, int fam,
+			 struct sockaddr_in6 *dst, void *ctl)
+{
+	int hop = f->hop_limit ? f->hop_limit : 64;
+	int tc = f->tclass;
+	uint32_t n = 0;
+
+	memset(dst, 0, sizeof(*dst));
+	if (fam == AF_INET6) {
+		struct in6_pktinfo pi;
+
+		dst->sin6_family = AF_INET6;
+		dst->sin6_port = htons(f->dport);
+		memcpy(&dst->sin6_addr, f->dgid, 16);
+		memset(&pi, 0, sizeof(pi));
+		memcpy(&pi.ipi6_addr, f->sgid, 16);
+		n = put_cmsg(ctl, n, IPPROTO_IPV6, IPV6_PKTINFO, &pi, sizeof(pi));
+		if (f->ipv6) {
+			dst->sin6_flowinfo = htonl(f->flow_label & 0xfffff);
+			n = put_cmsg(ctl, n, IPPROTO_IPV6, IPV6_TCLASS, &tc,
+				     sizeof(tc));
+			return put_cmsg(ctl, n, IPPROTO_IPV6, IPV6_HOPLIMIT, &hop,
+					sizeof(hop));
+		}
+	} else {
+		struct sockaddr_in *in = (struct sockaddr_in *)dst;
+		struct in_pktinfo pi;
+
+		in->sin_family = AF_INET;
+		in->sin_port = htons(f->dport);
+		memcpy(&in->sin_addr, f->dgid + 12, 4);
+		memset(&pi, 0, sizeof(pi));
+		memcpy(&pi.ipi_spec_dst, f->sgid + 12, 4);
+		n = put_cmsg(ctl, n, IPPROTO_IP, IP_PKTINFO, &pi, sizeof(pi));
+	}
+	n = put_cmsg(ctl, n, IPPROTO_IP, IP_TOS, &tc, sizeof(tc));
+	return put_cmsg(ctl, n, IPPROTO_IP, IP_TTL, &hop, sizeof(hop));
+}
+
 int sv_wire_recv(int fd, struct sv_wire_rxb *b, int n)
 {
 	if (n > SV_WIRE_BATCH)

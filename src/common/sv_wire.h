@@ -24,6 +24,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #define SV_WIRE_MAGIC 0x31525753u /* "SWR1" */
@@ -80,6 +81,22 @@ static_assert(sizeof(struct sv_wire_shm) == 4096, "wire page layout");
 #define SV_WIRE_STEAL_NS 1000000000ull
 int sv_wire_rx_trylock(struct sv_wire_shm *s, uint32_t pid, uint64_t now);
 void sv_wire_rx_unlock(struct sv_wire_shm *s, uint32_t pid);
+
+/*
+ * Addresses a datagram of flow f (struct sv_roce_flow, sv_roce.h) on a
+ * socket of family fam (the port's or an engine's): the destination into
+ * dst (for AF_INET a sockaddr_in in its room), the source address, traffic
+ * class (or TOS) and hop limit (TTL; 0 in f: 64) as control messages into
+ * ctl, which holds SV_WIRE_CTL_BYTES and is aligned for a cmsghdr.  The
+ * IPv6 flow label goes into dst for an IPv6 flow.  Returns the control
+ * bytes used; the name's length is that of dst's family.
+ */
+#define SV_WIRE_CTL_BYTES                                                      \
+	(CMSG_SPACE(sizeof(struct in6_pktinfo)) + 2 * CMSG_SPACE(sizeof(int)))
+struct sv_roce_flow;
+struct sockaddr_in6;
+uint32_t sv_wire_address(const struct sv_roce_flow *f, int fam,
+			 struct sockaddr_in6 *dst, void *ctl);
 
 /* One received datagram made a ring record. */
 struct sv_wire_pkt {

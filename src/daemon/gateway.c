@@ -333,15 +333,14 @@ int svd_gw_ud_send(const struct svd_gw_ud *u)
 	uint8_t pkt[SV_BTH_WIRE + 8 + SV_GW_UD_MAX + 3 + SV_ICRC_BYTES];
 	struct sv_roce_flow f = { 0 };
 	uint32_t len = SV_BTH_WIRE + 8 + u->len, pad = (0u - len) & 3, icrc;
-	uint8_t ctl[CMSG_SPACE(sizeof(struct in6_pktinfo)) +
-		    2 * CMSG_SPACE(sizeof(int))] = { 0 };
-	struct sockaddr_in6 dst = { .sin6_family = AF_INET6 };
-	struct sockaddr_in dst4 = { .sin_family = AF_INET };
+	union {
+		uint8_t b[SV_WIRE_CTL_BYTES];
+		struct cmsghdr align;
+	} ctl = { { 0 } };
+	struct sockaddr_in6 dst;
 	struct iovec iov;
 	struct msghdr mh = { 0 };
-	struct cmsghdr *c;
-	int v4 = sv_gid_v4(u->sgid) && sv_gid_v4(u->dgid), tc = u->tclass;
-	int hop = u->hop_limit ? u->hop_limit : 64;
+	int v4 = sv_gid_v4(u->sgid) && sv_gid_v4(u->dgid);
 
 	/* The port may have been taken when we started: try it again. */
 	if (gw.fd < 0 && gw_start())
@@ -374,7 +373,7 @@ int svd_gw_ud_send(const struct svd_gw_ud *u)
 	f.ipv6 = !v4;
 	f.tclass = u->tclass;
 	f.flow_label = u->flow_label & 0xfffff;
-	f.hop_limit = (uint8_t)hop;
+	f.hop_limit = u->hop_limit;
 	f.sport = gw.port;
 	f.dport = gw.port;
 	memcpy(f.sgid, u->sgid, 16);
@@ -384,45 +383,12 @@ int svd_gw_ud_send(const struct svd_gw_ud *u)
 	iov = (struct iovec){ pkt, len + SV_ICRC_BYTES };
 	mh.msg_iov = &iov;
 	mh.msg_iovlen = 1;
-	mh.msg_control = ctl;
-	mh.msg_controllen = sizeof(ctl);
-	c = CMSG_FIRSTHDR(&mh);
-	if (gw.v6) {
-		struct in6_pktinfo pi = { .ipi6_ifindex = 0 };
-
-		memcpy(&pi.ipi6_addr, u->sgid, 16);
-		memcpy(&dst.sin6_addr, u->dgid, 16);
-		dst.sin6_port = htons(gw.port);
-		dst.sin6_flowinfo = htonl(f.flow_label);
-		mh.msg_name = &dst;
-		mh.msg_namelen = sizeof(dst);
-		c->cmsg_level = IPPROTO_IPV6;
-		c->cmsg_type = IPV6_PKTINFO;
-		c->cmsg_len = CMSG_LEN(sizeof(pi));
-		memcpy(CMSG_DATA(c), &pi, sizeof(pi));
-	} else {
-		struct in_pktinfo pi = { .ipi_ifindex = 0 };
-
-		memcpy(&pi.ipi_spec_dst, u->sgid + 12, 4);
-		memcpy(&dst4.sin_addr, u->dgid + 12, 4);
-		dst4.sin_port = htons(gw.port);
-		mh.msg_name = &dst4;
-		mh.msg_namelen = sizeof(dst4);
-		c->cmsg_level = IPPROTO_IP;
-		c->cmsg_type = IP_PKTINFO;
-		c->cmsg_len = CMSG_LEN(sizeof(pi));
-		memcpy(CMSG_DATA(c), &pi, sizeof(pi));
-	}
-	c = CMSG_NXTHDR(&mh, c);
-	c->cmsg_level = v4 ? IPPROTO_IP : IPPROTO_IPV6;
-	c->cmsg_type = v4 ? IP_TOS : IPV6_TCLASS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &tc, sizeof(int));
-	c = CMSG_NXTHDR(&mh, c);
-	c->cmsg_level = v4 ? IPPROTO_IP : IPPROTO_IPV6;
-	c->cmsg_type = v4 ? IP_TTL : IPV6_HOPLIMIT;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &hop, sizeof(int));
+	mh.msg_control = ctl.b;
+	mh.msg_controllen = sv_wire_address(&f, gw.v6 ? AF_INET6 : AF_INET,
+					    &dst, ctl.b);
+	mh.msg_name = &dst;
+	mh.msg_namelen = gw.v6 ? sizeof(struct sockaddr_in6) :
+				 sizeof(struct sockaddr_in);
 	if (sendmsg(gw.fd, &mh, MSG_DONTWAIT) < 0) {
 		int err = -errno;
 

@@ -61,16 +61,13 @@ static_assert(SV_WIRE_REC == (SV_REC_PKT | SV_REC_F_GRH | SV_REC_F_WIRE),
 
 /* GRH + the longest packet + pad + ICRC. */
 #define SLOT_BYTES (SV_GRH_BYTES + SV_ENG_MAX_PKT + 8)
-#define CTL_BYTES                                                              \
-	(CMSG_SPACE(sizeof(struct in6_pktinfo)) + 2 * CMSG_SPACE(sizeof(int)))
-
 struct sv_wire_slot {
 	int fd;
 	uint32_t off, len; /* the datagram: pkt[off .. off + len) */
 	uint32_t ctl_len;
 	struct sockaddr_in6 dst;
 	union {
-		char buf[CTL_BYTES];
+		char buf[SV_WIRE_CTL_BYTES];
 		struct cmsghdr align;
 	} ctl;
 	uint8_t pkt[SLOT_BYTES];
@@ -625,59 +622,6 @@ void sv_wire_abort(struct sv_link *l)
 	pthread_spin_unlock(&w->lock);
 }
 
-static void put_cmsg(struct sv_wire_slot *s, int level, int type,
-		     const void *v, size_t n)
-{
-	struct cmsghdr *c = (struct cmsghdr *)(s->ctl.buf + s->ctl_len);
-
-	c->cmsg_level = level;
-	c->cmsg_type = type;
-	c->cmsg_len = CMSG_LEN(n);
-	memcpy(CMSG_DATA(c), v, n);
-	s->ctl_len += (uint32_t)CMSG_SPACE(n);
-}
-
-/* Addresses slot s for flow f on a socket of family fam. */
-static void address(struct sv_wire_slot *s, const struct sv_roce_flow *f,
-		    int fam)
-{
-	int hop = f->hop_limit ? f->hop_limit : SV_DEFAULT_HOP_LIMIT;
-	int tc = f->tclass;
-
-	memset(&s->dst, 0, sizeof(s->dst));
-	s->ctl_len = 0;
-	if (fam == AF_INET6) {
-		struct in6_pktinfo pi;
-
-		s->dst.sin6_family = AF_INET6;
-		s->dst.sin6_port = htons(f->dport);
-		memcpy(&s->dst.sin6_addr, f->dgid, 16);
-		memset(&pi, 0, sizeof(pi));
-		memcpy(&pi.ipi6_addr, f->sgid, 16);
-		put_cmsg(s, IPPROTO_IPV6, IPV6_PKTINFO, &pi, sizeof(pi));
-		if (f->ipv6) {
-			s->dst.sin6_flowinfo = htonl(f->flow_label & 0xfffff);
-			put_cmsg(s, IPPROTO_IPV6, IPV6_TCLASS, &tc, sizeof(tc));
-			put_cmsg(s, IPPROTO_IPV6, IPV6_HOPLIMIT, &hop, sizeof(hop));
-		} else {
-			put_cmsg(s, IPPROTO_IP, IP_TOS, &tc, sizeof(tc));
-			put_cmsg(s, IPPROTO_IP, IP_TTL, &hop, sizeof(hop));
-		}
-	} else {
-		struct sockaddr_in *in = (struct sockaddr_in *)&s->dst;
-		struct in_pktinfo pi;
-
-		in->sin_family = AF_INET;
-		in->sin_port = htons(f->dport);
-		memcpy(&in->sin_addr, f->dgid + 12, 4);
-		memset(&pi, 0, sizeof(pi));
-		memcpy(&pi.ipi_spec_dst, f->sgid + 12, 4);
-		put_cmsg(s, IPPROTO_IP, IP_PKTINFO, &pi, sizeof(pi));
-		put_cmsg(s, IPPROTO_IP, IP_TOS, &tc, sizeof(tc));
-		put_cmsg(s, IPPROTO_IP, IP_TTL, &hop, sizeof(hop));
-	}
-}
-
 void sv_wire_commit(struct sv_link *l)
 {
 	struct sv_wire *w = l->eng->wire;
@@ -708,7 +652,7 @@ void sv_wire_commit(struct sv_link *l)
 	s->off = grh ? SV_GRH_BYTES : 0;
 	s->len = len + SV_ICRC_BYTES;
 	s->fd = l->w->fd;
-	address(s, &f, l->eng->wire->fam);
+	s->ctl_len = sv_wire_address(&f, l->eng->wire->fam, &s->dst, s->ctl.buf);
 	w->cur = NULL;
 	switch (sv_fault_pick(l)) {
 	case SV_FAULT_DROP:
