@@ -7,8 +7,8 @@
  * Region (a memfd the producer creates and both map read-write):
  *   | offset | what                                                     |
  *   |--------|----------------------------------------------------------|
- *   | 0      | struct sv_ring_hdr: identity, then tail (producer's      |
- *   |        | cache line), then head and armed (consumer's line)       |
+ *   | 0      | struct sv_ring_hdr: identity with armed and spin, then   |
+ *   |        | tail (producer's cache line), then head (consumer's)     |
  *   | 192    | data: data_size bytes, a power of two                    |
  *
  * Who owns what:
@@ -20,6 +20,13 @@
  *     doorbell", 0 = "I am polling".  The producer reads it after
  *     publishing tail (both sides put a seq_cst fence between their store
  *     and their load, so one of them always sees the other).
+ *   - spin: written by the consumer: 1 = "a thread of mine polls this ring
+ *     without waiting for anything else", so any record is taken at once,
+ *     also one no application completion follows.  A hint, never needed
+ *     for correctness: a producer that ignores it loses nothing.
+ * armed and spin change seldom, and the producer reads armed after every
+ * commit: they share the identity's cache line, not head's, which the
+ * consumer writes after every record.
  * Neither side trusts what the other wrote: each keeps its own index in
  * private memory and bounds-checks the other's (a peer that scribbles on
  * the ring can only garble its own traffic).
@@ -37,7 +44,7 @@
 #include <stdint.h>
 
 #define SV_RING_MAGIC 0x31475253u /* "SRG1" */
-#define SV_RING_VERSION 1
+#define SV_RING_VERSION 2
 #define SV_RING_DATA_OFF 192
 #define SV_REC_PAD 0xffffu
 
@@ -52,6 +59,7 @@
  * | tail      | bytes produced                           | producer   |
  * | head      | bytes consumed                           | consumer   |
  * | armed     | consumer sleeps: ring the doorbell       | consumer   |
+ * | spin      | consumer's thread polls this ring now    | consumer   |
  */
 struct sv_ring_hdr {
 	uint32_t magic;
@@ -59,12 +67,13 @@ struct sv_ring_hdr {
 	uint64_t size;
 	uint32_t owner_pid;
 	uint32_t data_size;
-	uint8_t pad0[64 - 24];
+	_Atomic uint32_t armed;
+	_Atomic uint32_t spin;
+	uint8_t pad0[64 - 32];
 	_Atomic uint64_t tail;
 	uint8_t pad1[64 - 8];
 	_Atomic uint64_t head;
-	_Atomic uint32_t armed;
-	uint8_t pad2[64 - 12];
+	uint8_t pad2[64 - 8];
 };
 static_assert(sizeof(struct sv_ring_hdr) == SV_RING_DATA_OFF, "ring layout");
 static_assert(offsetof(struct sv_ring_hdr, tail) == 64, "ring layout");
@@ -109,6 +118,7 @@ static inline void sv_ring_init(struct sv_ring_hdr *h, uint64_t size,
 	atomic_store(&h->tail, 0);
 	atomic_store(&h->head, 0);
 	atomic_store(&h->armed, 0);
+	atomic_store(&h->spin, 0);
 }
 
 static inline void sv_ring_prod_init(struct sv_ring_prod *p,
@@ -258,6 +268,20 @@ static inline int sv_ring_arm(struct sv_ring_cons *c)
 static inline void sv_ring_disarm(struct sv_ring_cons *c)
 {
 	atomic_store_explicit(&c->h->armed, 0, memory_order_relaxed);
+}
+
+/* The consumer's thread polls the ring (on = 1) or stops polling. */
+static inline void sv_ring_set_spin(struct sv_ring_cons *c, int on)
+{
+	atomic_store_explicit(&c->h->spin, on ? 1u : 0u, memory_order_relaxed);
+}
+
+/* The consumer's thread polls the ring now: a record is taken at once,
+ * whatever it is. */
+static inline int sv_ring_peer_spins(const struct sv_ring_prod *p)
+{
+	return atomic_load_explicit(&p->h->spin, memory_order_relaxed) != 0 &&
+	       !atomic_load_explicit(&p->h->armed, memory_order_relaxed);
 }
 
 #endif

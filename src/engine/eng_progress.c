@@ -202,6 +202,8 @@ struct touched {
 	int n;
 	int contended; /* a ring with packets was locked by another thread */
 	int left;      /* a ring still holds packets (the batch limit) */
+	int silent;    /* requests that end in no completion of ours (RDMA
+			* WRITE without immediate, READ, atomic) */
 };
 
 static void touch(struct touched *t, struct sv_qp *qp)
@@ -245,6 +247,8 @@ static void dispatch(struct sv_engine *eng, const uint8_t *buf, uint32_t len,
 		sv_cap(eng, 1, pkt.qpn, &f, pkt.bth, len - SV_GRH_BYTES);
 	}
 	if (pkt.flags & OP_REQ) {
+		if (!(pkt.flags & (OP_SEND | OP_IMM)))
+			t->silent++;
 		sv_resp_packet(qp, &pkt);
 		touch(t, qp);
 	} else if (sv_comp_packet(qp, &pkt)) {
@@ -428,7 +432,7 @@ static void wire_rx_end(struct sv_engine *eng)
 	pthread_mutex_unlock(&eng->wire_rx_lock);
 }
 
-int sv_eng_drain_all(struct sv_engine *eng, int *contended)
+int sv_eng_drain_all(struct sv_engine *eng, int *contended, int *silent)
 {
 	unsigned nin = atomic_load_explicit(&eng->nin, memory_order_acquire);
 	struct touched t = { .n = 0 };
@@ -473,6 +477,8 @@ int sv_eng_drain_all(struct sv_engine *eng, int *contended)
 	sv_wire_flush(eng);
 	if (contended)
 		*contended = t.contended;
+	if (silent)
+		*silent = t.silent;
 	return n;
 }
 
@@ -645,6 +651,17 @@ static void arm_all(struct sv_engine *eng, int arm, int *ready)
 	}
 }
 
+/* Tells the producers of every inbound ring whether this thread polls
+ * them (sv_ring_peer_spins). */
+static void spin_all(struct sv_engine *eng, int on)
+{
+	unsigned nin = atomic_load_explicit(&eng->nin, memory_order_acquire);
+
+	for (unsigned i = 0; i < nin; i++)
+		if (!eng->in[i]->broken)
+			sv_ring_set_spin(&eng->in[i]->rx, on);
+}
+
 /* Spin budget after work when the thread is the only consumer
  * (SOFTVERBS_SPIN_US, read when the first progress thread starts). */
 static uint64_t spin_ns = SV_ENG_SPIN_NS;
@@ -710,6 +727,7 @@ void *sv_progress_main(void *arg)
 	uint64_t last_found = now - SV_ENG_TARGET_NS, next_deadline = 0;
 	uint64_t last_scan = now, poll_seen = now - SV_ENG_INLINE_NS;
 	uint32_t poll_seq = atomic_load(&eng->poll_seq);
+	int spinning = 0;
 
 	pthread_once(&spin_once, spin_init);
 	atomic_store(&eng->thread_tid, (unsigned)syscall(SYS_gettid));
@@ -717,7 +735,7 @@ void *sv_progress_main(void *arg)
 		struct epoll_event evs[4];
 		struct timespec ts;
 		uint64_t tmo;
-		int n, busy = 0, ready = 0, app, armed, live, wsock;
+		int n, busy = 0, ready = 0, app, armed, live, wsock, silent = 0;
 
 		now = sv_now_ns();
 		sv_cap_prepare(eng);
@@ -727,7 +745,7 @@ void *sv_progress_main(void *arg)
 		live = now - atomic_load_explicit(&eng->last_inline,
 						  memory_order_relaxed) <
 		       SV_ENG_LIVE_NS;
-		n = live ? 0 : sv_eng_drain_all(eng, NULL);
+		n = live ? 0 : sv_eng_drain_all(eng, NULL, &silent);
 		if (n || atomic_exchange(&eng->work, 0) ||
 		    (next_deadline && now >= next_deadline) ||
 		    now - last_scan >= SV_ENG_NAP_NS) {
@@ -746,9 +764,12 @@ void *sv_progress_main(void *arg)
 		app = app_polls(eng, now, &poll_seq, &poll_seen);
 		if (n) {
 			last_work = now;
-			/* Packets the application left, though it polls: it
-			 * waits elsewhere (on its memory) between polls. */
-			if (app)
+			/* Requests the application left, though it polls, that
+			 * end in no completion of its own: it waits elsewhere
+			 * (on its memory) between polls.  (Sends and ACKs it
+			 * left were there while it was preempted: its next
+			 * poll takes them.) */
+			if (app && silent)
 				last_found = now;
 		}
 		if (n >= SV_ENG_BATCH)
@@ -756,10 +777,16 @@ void *sv_progress_main(void *arg)
 		if (!app && now - last_work < spin_ns) {
 			/* Spin only when nobody else drains: a spinning
 			 * thread next to a polling application halves its
-			 * CPU on a small machine. */
+			 * CPU on a small machine.  Peers that see us spin
+			 * send even a small one-sided request as a packet
+			 * (sv_direct.c): cheaper than their system call. */
+			if (!spinning)
+				spin_all(eng, spinning = 1);
 			cpu_relax();
 			continue;
 		}
+		if (spinning)
+			spin_all(eng, spinning = 0);
 
 		/*
 		 * Sleep.  Armed (peers ring our doorbell) unless the
@@ -812,6 +839,8 @@ void *sv_progress_main(void *arg)
 		/* Asleep armed: the wire's port wakes us too (one waiter of
 		 * the namespace per datagram). */
 		wsock = armed ? eng->wire_sock : -1;
+		if (!app)
+			atomic_store(&eng->idle_armed, 1);
 		if (wsock >= 0) {
 			struct epoll_event ev = { .events = EPOLLIN | EPOLLEXCLUSIVE,
 						  .data.fd = wsock };
@@ -826,6 +855,7 @@ void *sv_progress_main(void *arg)
 			atomic_store(&eng->wire_idle_until, 0);
 		}
 		atomic_store(&eng->sleep_until, 0);
+		atomic_store(&eng->idle_armed, 0);
 		if (armed)
 			arm_all(eng, 0, &ready);
 		last_work = sv_now_ns();
@@ -843,6 +873,8 @@ void *sv_progress_main(void *arg)
 			}
 		}
 	}
+	if (spinning)
+		spin_all(eng, 0);
 	sv_eng_async_drain(eng);
 	return NULL;
 }
@@ -855,12 +887,22 @@ void sv_engine_progress(struct sv_engine *eng)
 		return;
 	atomic_store_explicit(&eng->last_inline, sv_now_ns(),
 			      memory_order_relaxed);
+	if (atomic_load_explicit(&eng->idle_armed, memory_order_relaxed) &&
+	    atomic_exchange(&eng->idle_armed, 0)) {
+		/* The thread went to sleep armed when nobody polled; now we
+		 * do: it should nap unarmed, or every peer keeps paying a
+		 * doorbell (or a system call) to reach us. */
+		uint64_t one = 1;
+
+		if (write(eng->doorbell, &one, sizeof(one)) < 0)
+			sv_dbg("doorbell: %s", strerror(errno));
+	}
 	if (eng->attached) {
 		sv_cap_prepare(eng);
 		/* The application polls: what it posted in a burst runs now. */
 		if (atomic_load_explicit(&eng->deferred, memory_order_relaxed))
 			sv_eng_run_deferred(eng, 0);
-		sv_eng_drain_all(eng, &contended);
+		sv_eng_drain_all(eng, &contended, NULL);
 		if (atomic_load_explicit(&eng->work, memory_order_relaxed)) {
 			int busy = 0;
 

@@ -1045,7 +1045,8 @@ void sv_engine_mr_release(const struct sv_ctx_ref *cref)
  * post (a latency test, a request) must run at once.  A post that comes
  * within SV_BURST_NS of the end of the previous one is a stream: it waits
  * until SV_DIRECT_BATCH WQEs are queued, the application polls a CQ, or
- * SV_DEFER_NS pass (the progress thread runs it then).
+ * SV_DEFER_NS pass (the progress thread runs it then).  A WQE that would
+ * travel as a packet anyway (sv_direct_packets_now) runs at once.
  */
 void sv_engine_kick_sq(struct sv_qp *qp)
 {
@@ -1058,7 +1059,7 @@ void sv_engine_kick_sq(struct sv_qp *qp)
 		return;
 	if (sv_cap_on(eng))
 		sv_cap_prepare(eng);
-	if (tr->direct != 1) {
+	if (tr->direct != 1 || sv_direct_packets_now(qp, tr)) {
 		sv_req_run(qp);
 		return;
 	}

@@ -83,6 +83,8 @@ static inline void sv_spin_lock(pthread_spinlock_t *l)
  * lets others in, and WQEs gathered into one batch. */
 #define SV_DIRECT_BUDGET (4u << 20)
 #define SV_DIRECT_BATCH 64
+#define SV_DIRECT_SMALL 4096 /* up to this, a packet to a spinning target */
+#define SV_STREAM_NS 50000   /* small requests this close: a stream */
 /* Doorbell batching (engine.c sv_engine_kick_sq): a post that comes this
  * soon after the last one waits for more (a stream); the queued run goes
  * at SV_DIRECT_BATCH WQEs, at the next poll of a CQ, or after
@@ -245,6 +247,9 @@ struct sv_link {
 	/* A wire link (eng_wire.c): datagrams instead of a ring.  Owned by
 	 * its QP (sv_tr.wlink), on no list; tx, map and peer_db unused. */
 	struct sv_wlink *w;
+	/* Direct execution (sv_direct.c stream_wakes): the last small
+	 * one-sided request, the last wake-up of the peer's thread. */
+	_Atomic uint64_t last_small, woken;
 };
 
 /* A peer's direction to us: a ring we consume. */
@@ -409,6 +414,10 @@ struct sv_engine {
 	 * without a clock read per poll. */
 	_Atomic uint32_t poll_seq;
 	_Atomic uint64_t sleep_until; /* progress thread asleep until (ns) */
+	/* The progress thread sleeps with its rings armed because nobody
+	 * polled: the next poll wakes it, so that it leaves the rings to
+	 * that poller (sv_engine_progress). */
+	atomic_int idle_armed;
 	/* Links to memory owners (remote memory requests): a list of their
 	 * own under rmem_lock, a leaf taken with QP locks held (the daemon
 	 * is called under it the first time, as for DM mappings). */
@@ -550,7 +559,7 @@ void sv_eng_async(struct sv_engine *eng, const struct sv_ctx_ref *cref,
 void sv_eng_async_drain(struct sv_engine *eng);
 /* The progress thread's body and its inline share. */
 void *sv_progress_main(void *arg);
-int sv_eng_drain_all(struct sv_engine *eng, int *contended);
+int sv_eng_drain_all(struct sv_engine *eng, int *contended, int *silent);
 uint64_t sv_eng_scan_qps(struct sv_engine *eng, uint64_t now, int *busy);
 /* Runs the requesters holding back posted WQEs (doorbell batching): all
  * of them, or those whose deadline passed (due: now, 0 = all).  Returns
@@ -787,6 +796,8 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w);
 /* Executes the run of RDMA WRITEs at sq.next as one batch; returns how
  * many it completed (0: go one by one).  Must hold sq_lock. */
 int sv_direct_write_batch(struct sv_qp *qp, struct sv_tr *tr);
+/* The WQE at sq.next would go as a packet now (no batch to wait for). */
+int sv_direct_packets_now(struct sv_qp *qp, struct sv_tr *tr);
 
 /* sv_comp.c: a response packet (ACK, NAK, read response, atomic ACK)
  * for qp.  Takes sq_lock.  Returns nonzero when qp must be flushed. */

@@ -70,6 +70,60 @@ static int target_drains(struct sv_link *link)
 	return !atomic_load_explicit(&link->tx.h->armed, memory_order_relaxed);
 }
 
+/* A small request that ends in no receive completion (WRITE, READ,
+ * atomic), to an engine whose thread polls its ring now: a packet there
+ * costs no system call and is taken at once. */
+static int small_to_spinner(struct sv_link *link, struct sv_qp *qp,
+			    const struct sv_send_wqe *w)
+{
+	uint64_t len = (w->send_flags & IBV_SEND_INLINE) ?
+			       w->inline_len :
+			       sv_sge_total(w->sge, (int)w->num_sge);
+
+	(void)qp;
+	return link && len <= SV_DIRECT_SMALL && sv_ring_peer_spins(&link->tx);
+}
+
+/* The WQE at sq.next would travel as a packet now (its target in another
+ * process takes it at once): holding it back for a batch gains nothing.
+ * A hint: no lock needed. */
+int sv_direct_packets_now(struct sv_qp *qp, struct sv_tr *tr)
+{
+	struct sv_link *link = tr->peer ? tr->peer->link : NULL;
+	struct sv_send_wqe *w;
+
+	if (!link || qp->sq.tail == qp->sq.next)
+		return 0;
+	w = sv_wq_slot(&qp->sq, qp->sq.next);
+	return wants_recv(w->opcode) ? target_drains(link) :
+				       small_to_spinner(link, qp, w);
+}
+
+/*
+ * A small one-sided request was just executed directly on a target whose
+ * thread sleeps.  The second such request in a stream (within
+ * SV_STREAM_NS of the last) wakes that thread, at most once per
+ * SV_ENG_SPIN_NS: awake, it spins a while and the rest of the stream
+ * travels as packets (small_to_spinner), at a fraction of a system call
+ * each.  A lone request pays nothing extra and needs no CPU of the target.
+ */
+static void stream_wakes(struct sv_link *link)
+{
+	uint64_t now, last;
+
+	if (!link || !atomic_load_explicit(&link->tx.h->armed, memory_order_relaxed))
+		return;
+	now = sv_now_ns();
+	last = atomic_exchange_explicit(&link->last_small, now,
+					memory_order_relaxed);
+	if (now - last >= SV_STREAM_NS ||
+	    now - atomic_load_explicit(&link->woken, memory_order_relaxed) <
+		    SV_ENG_SPIN_NS)
+		return;
+	atomic_store_explicit(&link->woken, now, memory_order_relaxed);
+	sv_link_ring(link);
+}
+
 /* Something sent directly is still waiting for its retry (RC). */
 static int drop_pending(struct sv_qp *qp)
 {
@@ -128,6 +182,8 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 	 * landed; RC waits for its ACK below, and for the ring too). */
 	if (!ring_idle(eng->loop))
 		return -EAGAIN;
+	if (!ud && tr->peer && sv_direct_packets_now(qp, tr))
+		return -EAGAIN; /* (checked again below, pinned) */
 	lq = local_pin(eng, dqpn);
 	if (lq) {
 		sv_rtgt_own(&t, lq);
@@ -147,7 +203,8 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 				sv_peer_put(peer);
 			return -EAGAIN;
 		}
-		if (wants_recv(op) && peer->link && target_drains(peer->link)) {
+		if (wants_recv(op) ? peer->link && target_drains(peer->link) :
+				     small_to_spinner(peer->link, qp, w)) {
 			/* Its application (or thread) is draining right now: a
 			 * packet in shared memory costs no system call and it
 			 * will take it at once. */
@@ -243,6 +300,8 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 		tr->psn = (tr->psn + npk) & PSN_MASK;
 
 	sv_resp_direct(eng, &t, &pkt, &data, &res);
+	if (peer && !wants_recv(op) && len <= SV_DIRECT_SMALL)
+		stream_wakes(peer->link);
 	err = 0;
 	switch (res.kind) {
 	case SV_ROUT_ACK:
@@ -309,6 +368,9 @@ int sv_direct_write_batch(struct sv_qp *qp, struct sv_tr *tr)
 	if (avail < 2 || tr->direct != 1 || qp->type == IBV_QPT_UD ||
 	    sv_cap_on(eng) || (qp->type == IBV_QPT_RC && drop_pending(qp)))
 		return 0;
+	if (tr->peer && small_to_spinner(tr->peer->link, qp,
+					 sv_wq_slot(&qp->sq, qp->sq.next)))
+		return 0; /* packets (sv_direct_wqe) */
 	for (uint32_t i = 0; i < avail && n < SV_DIRECT_BATCH; i++) {
 		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, qp->sq.next + i);
 		struct sv_data d;
@@ -356,6 +418,8 @@ int sv_direct_write_batch(struct sv_qp *qp, struct sv_tr *tr)
 	k = sv_resp_write_batch(eng, &t, ws, n);
 	if (lq)
 		atomic_fetch_sub(&lq->busy, 1);
+	else if (bytes / (uint64_t)n <= SV_DIRECT_SMALL)
+		stream_wakes(tr->peer->link);
 	for (int i = 0; i < k; i++) {
 		uint32_t idx = qp->sq.next + (uint32_t)i;
 		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, idx);
