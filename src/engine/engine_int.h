@@ -795,7 +795,7 @@ int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
 int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w);
 /* Executes the run of RDMA WRITEs at sq.next as one batch; returns how
  * many it completed (0: go one by one).  Must hold sq_lock. */
-int sv_direct_write_batch(struct sv_qp *qp, struct sv_tr *tr);
+int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr);
 /* The WQE at sq.next would go as a packet now (no batch to wait for). */
 int sv_direct_packets_now(struct sv_qp *qp, struct sv_tr *tr);
 
@@ -851,19 +851,20 @@ struct sv_resp_res {
 void sv_resp_direct(struct sv_engine *eng, struct sv_rtgt *t,
 		    const struct sv_pkt *pkt, const struct sv_data *data,
 		    struct sv_resp_res *res);
-/* One RDMA WRITE of a batch: its remote range and its source. */
-struct sv_dwrite {
+/* One RDMA WRITE or READ of a batch: its remote range and the local
+ * ranges it moves from (WRITE) or into (READ). */
+struct sv_drw {
 	uint64_t va;
 	uint32_t rkey;
 	uint32_t nseg;
 	uint64_t len;
-	const struct sv_seg *src;
+	const struct sv_seg *local;
 };
-/* Executes the longest prefix of n whole RDMA WRITEs (no immediate) on t
- * that succeeds, in one transfer; returns its length (0: none -- run them
- * with sv_resp_direct).  Takes t->q->lock. */
-int sv_resp_write_batch(struct sv_engine *eng, struct sv_rtgt *t,
-			const struct sv_dwrite *ws, int n);
+/* Executes the longest prefix of n whole RDMA WRITEs (no immediate) or,
+ * with read, RDMA READs on t that succeeds, in one transfer; returns its
+ * length (0: none -- run them with sv_resp_direct).  Takes t->q->lock. */
+int sv_resp_rw_batch(struct sv_engine *eng, struct sv_rtgt *t,
+		     const struct sv_drw *ws, int n, int read);
 /* Flushes the receive side of t (the receive being filled, then the
  * queue; an SRQ QP reports LAST_WQE).  Must hold t->q->lock. */
 void sv_resp_flush_rq(struct sv_engine *eng, struct sv_rtgt *t);

@@ -347,55 +347,61 @@ out:
 }
 
 /*
- * The RDMA WRITEs (no immediate) waiting at sq.next, executed as one batch
- * (sv_resp_write_batch: one transfer for all of them).  Must hold sq_lock.
- * Returns how many it completed (the caller moves sq.next past them); 0
- * when there is no run of two or more, or the target would refuse one:
- * the caller then goes one by one.
+ * The RDMA WRITEs (no immediate) or the RDMA READs waiting at sq.next,
+ * executed as one batch (sv_resp_rw_batch: one transfer for all of
+ * them).  Must hold sq_lock.  Returns how many it completed (the caller
+ * moves sq.next past them); 0 when there is no run of two or more, or the
+ * target would refuse one: the caller then goes one by one.  A READ's
+ * ordering rules hold: each is complete before the next starts, so no
+ * fence and no max_rd_atomic can be waiting.
  */
-int sv_direct_write_batch(struct sv_qp *qp, struct sv_tr *tr)
+int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr)
 {
 	struct sv_engine *eng = qp->eng;
-	struct sv_dwrite ws[SV_DIRECT_BATCH];
+	struct sv_drw ws[SV_DIRECT_BATCH];
 	struct sv_seg segs[SV_DIRECT_BATCH * 2];
-	uint32_t mtu = tr->mtu ? tr->mtu : 4096, avail;
+	const struct sv_send_wqe *first;
+	uint32_t mtu = tr->mtu ? tr->mtu : 4096, avail, op;
 	uint64_t bytes = 0;
 	struct sv_qp *lq = NULL;
 	struct sv_rtgt t;
-	int n = 0, nseg = 0, k;
+	int n = 0, nseg = 0, k, read;
 
 	avail = qp->sq.tail - qp->sq.next;
 	if (avail < 2 || tr->direct != 1 || qp->type == IBV_QPT_UD ||
 	    sv_cap_on(eng) || (qp->type == IBV_QPT_RC && drop_pending(qp)))
 		return 0;
-	if (tr->peer && small_to_spinner(tr->peer->link, qp,
-					 sv_wq_slot(&qp->sq, qp->sq.next)))
+	first = sv_wq_slot(&qp->sq, qp->sq.next);
+	op = first->opcode;
+	read = op == IBV_WR_RDMA_READ;
+	if (tr->peer && small_to_spinner(tr->peer->link, qp, first))
 		return 0; /* packets (sv_direct_wqe) */
 	for (uint32_t i = 0; i < avail && n < SV_DIRECT_BATCH; i++) {
 		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, qp->sq.next + i);
 		struct sv_data d;
 		uint64_t len;
 
-		if (WQE_STATE(w) != WQE_NEW || w->opcode != IBV_WR_RDMA_WRITE)
+		if (WQE_STATE(w) != WQE_NEW || w->opcode != op)
 			break;
 		if (w->send_flags & IBV_SEND_INLINE) {
-			if (nseg + 1 > SV_DIRECT_BATCH * 2)
+			if (read || nseg + 1 > SV_DIRECT_BATCH * 2)
 				break;
 			sv_data_local(&d, &segs[nseg], sv_send_wqe_inline(&qp->sq, w),
 				      w->inline_len);
 		} else if (sv_sge_resolve(eng, w->sge, (int)w->num_sge, qp->pd_id,
-					  0, 0, sv_sge_total(w->sge, (int)w->num_sge),
+					  read ? IBV_ACCESS_LOCAL_WRITE : 0, 0,
+					  sv_sge_total(w->sge, (int)w->num_sge),
 					  &d, &segs[nseg],
 					  SV_DIRECT_BATCH * 2 - nseg)) {
 			break; /* its error is the single path's to report */
 		}
 		len = d.len;
 		if (!len || len > SV_ENG_MAX_MSG || bytes + len > SV_DIRECT_BUDGET ||
-		    !remote_src_ok(&d))
+		    (!read && !remote_src_ok(&d)))
 			break;
-		ws[n] = (struct sv_dwrite){ .va = w->remote_addr, .rkey = w->rkey,
-					    .nseg = (uint32_t)d.nseg, .len = len,
-					    .src = &segs[nseg] };
+		ws[n] = (struct sv_drw){ .va = w->remote_addr, .rkey = w->rkey,
+					 .nseg = (uint32_t)d.nseg, .len = len,
+					 .local = &segs[nseg] };
 		nseg += d.nseg;
 		bytes += len;
 		n++;
@@ -415,7 +421,7 @@ int sv_direct_write_batch(struct sv_qp *qp, struct sv_tr *tr)
 	} else {
 		return 0;
 	}
-	k = sv_resp_write_batch(eng, &t, ws, n);
+	k = sv_resp_rw_batch(eng, &t, ws, n, read);
 	if (lq)
 		atomic_fetch_sub(&lq->busy, 1);
 	else if (bytes / (uint64_t)n <= SV_DIRECT_SMALL)

@@ -503,9 +503,10 @@ void sv_req_run(struct sv_qp *qp)
 				tr->blocked = 1;
 				break;
 			}
-			if (w->opcode == IBV_WR_RDMA_WRITE && WQE_STATE(w) == WQE_NEW &&
-			    tr->direct == 1) {
-				int k = sv_direct_write_batch(qp, tr);
+			if ((w->opcode == IBV_WR_RDMA_WRITE ||
+			     w->opcode == IBV_WR_RDMA_READ) &&
+			    WQE_STATE(w) == WQE_NEW && tr->direct == 1) {
+				int k = sv_direct_rw_batch(qp, tr);
 
 				if (k) {
 					qp->sq.next += (uint32_t)k;

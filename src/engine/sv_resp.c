@@ -972,19 +972,22 @@ void sv_resp_direct(struct sv_engine *eng, struct sv_rtgt *t,
 }
 
 /*
- * A run of whole RDMA WRITEs without immediate (a bandwidth stream), moved
- * in one transfer -- one system call for up to SV_DIRECT_BATCH messages
- * where each would cost one.  Only a run that would succeed message by
- * message is taken: the QP ready and allowing remote writes, no message
- * in progress, every rkey good; anything else (and a transfer that fails)
- * is left to sv_resp_direct one message at a time, which says why.
+ * A run of whole RDMA WRITEs without immediate, or of RDMA READs (a
+ * bandwidth stream), moved in one transfer -- one system call for up to
+ * SV_DIRECT_BATCH messages where each would cost one.  Only a run that
+ * would succeed message by message is taken: the QP ready and allowing
+ * the remote access, no message in progress, every rkey good; anything
+ * else (and a transfer that fails) is left to sv_resp_direct one message
+ * at a time, which says why.  Each message takes its PSNs and one MSN, as
+ * one by one.
  */
-int sv_resp_write_batch(struct sv_engine *eng, struct sv_rtgt *t,
-			const struct sv_dwrite *ws, int n)
+int sv_resp_rw_batch(struct sv_engine *eng, struct sv_rtgt *t,
+		     const struct sv_drw *ws, int n, int read)
 {
 	struct sv_qp_shm *q = t->q;
-	struct sv_seg dsegs[SV_DIRECT_BATCH], ssegs[SV_DIRECT_BATCH * 2];
-	struct sv_data dst = { .seg = dsegs }, src = { .seg = ssegs };
+	struct sv_seg rsegs[SV_DIRECT_BATCH], lsegs[SV_DIRECT_BATCH * 2];
+	struct sv_data rem = { .seg = rsegs }, loc = { .seg = lsegs };
+	uint32_t access = read ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
 	uint32_t mtu, npk = 0, state;
 	int k = 0;
 
@@ -997,27 +1000,27 @@ int sv_resp_write_batch(struct sv_engine *eng, struct sv_rtgt *t,
 	    (state != IBV_QPS_RTS && state != IBV_QPS_SQD &&
 	     state != IBV_QPS_SQE && !(state == IBV_QPS_RTR &&
 				       (q->rflags & SV_RF_COMM_EST))) ||
-	    (q->type != IBV_QPT_RC && q->type != IBV_QPT_UC) ||
-	    !(q->access & IBV_ACCESS_REMOTE_WRITE) ||
+	    (q->type != IBV_QPT_RC && (read || q->type != IBV_QPT_UC)) ||
+	    !(q->access & access) ||
 	    (q->rflags & (SV_RF_IN_SEND | SV_RF_IN_WRITE | SV_RF_UC_DROP)))
 		goto out;
 	for (; k < n; k++) {
-		const struct sv_dwrite *w = &ws[k];
+		const struct sv_drw *w = &ws[k];
 
-		if (!w->len || src.nseg + w->nseg > SV_DIRECT_BATCH * 2 ||
+		if (!w->len || loc.nseg + w->nseg > SV_DIRECT_BATCH * 2 ||
 		    sv_key_resolve(eng, w->rkey, q->pd_id, w->va, w->len,
-				   IBV_ACCESS_REMOTE_WRITE, 1, q->qpn,
-				   &dsegs[k].m))
+				   access, 1, q->qpn, &rsegs[k].m))
 			break;
-		dsegs[k].len = w->len;
-		memcpy(ssegs + src.nseg, w->src, (size_t)w->nseg * sizeof(*ssegs));
-		src.nseg += w->nseg;
-		src.len += w->len;
+		rsegs[k].len = w->len;
+		memcpy(lsegs + loc.nseg, w->local, (size_t)w->nseg * sizeof(*lsegs));
+		loc.nseg += w->nseg;
+		loc.len += w->len;
 		npk += (uint32_t)((w->len + mtu - 1) / mtu);
 	}
-	dst.nseg = k;
-	dst.len = src.len;
-	if (k && sv_xfer(&dst, 0, &src, 0, src.len))
+	rem.nseg = k;
+	rem.len = loc.len;
+	if (k && (read ? sv_xfer(&loc, 0, &rem, 0, loc.len) :
+			 sv_xfer(&rem, 0, &loc, 0, loc.len)))
 		k = 0; /* one by one, to learn which and why */
 	if (k) {
 		q->epsn = (q->epsn + npk) & PSN_MASK;

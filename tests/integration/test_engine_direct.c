@@ -3,7 +3,9 @@
  * The initiator places the data itself (direct execution): a target
  * process that is stopped (SIGSTOP: no CPU at all) still takes RDMA WRITEs,
  * answers READs and receives SENDs into its posted receives; RC order
- * holds (a SEND never overtakes the WRITE before it); big messages over
+ * holds (a SEND never overtakes the WRITE before it); READs posted
+ * together (one transfer) complete each in order, a bad key failing just
+ * its own; big messages over
  * many SGEs land whole; UD messages to one destination arrive in order
  * while the path to it changes from packets to direct.  The last three run
  * over packets too (tests.cmake, SOFTVERBS_DIRECT=0).
@@ -159,6 +161,98 @@ SV_TEST(stopped_target_takes_write_read_send)
 	CHECK_EQ(r[0], 0);
 	CHECK_EQ(r[1], 3000);
 	CHECK_EQ(r[2], sum32((uint8_t *)a.buf + 24576, 3000));
+	peer_close(&p, &a);
+}
+
+/* Posts n RDMA READs of len bytes as one list: READ i takes the
+ * peer's [i * len, +len) into ours at dst + i * len; READ bad (if < n)
+ * names a key the peer does not have. */
+static void post_reads(struct ep *a, const struct peer *p, char *dst,
+		       uint32_t n, uint32_t len, uint32_t bad)
+{
+	struct ibv_send_wr wr[16], *badwr;
+	struct ibv_sge sg[16];
+
+	CHECK(n <= 16);
+	memset(wr, 0, sizeof(wr));
+	for (uint32_t i = 0; i < n; i++) {
+		sg[i] = (struct ibv_sge){ .addr = (uintptr_t)(dst + i * len),
+					  .length = len, .lkey = a->mr->lkey };
+		wr[i].wr_id = 100 + i;
+		wr[i].sg_list = &sg[i];
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_RDMA_READ;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].wr.rdma.remote_addr = p->info.addr + (uint64_t)i * len;
+		wr[i].wr.rdma.rkey = i == bad ? p->info.rkey ^ 0x5a5a00 :
+						p->info.rkey;
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+	}
+	CHECK_EQ(ibv_post_send(a->qp, wr, &badwr), 0);
+}
+
+/* READs posted together run as one batch (one transfer); each still
+ * completes in order with its own data, and a bad key in the run fails
+ * exactly that READ, after the good ones before it, as one by one. */
+SV_TEST(read_runs_complete_each_in_order)
+{
+	struct peer p;
+	struct ep a;
+	struct ibv_wc wc;
+	uint32_t h;
+	char k;
+
+	peer_open(&p, &a);
+	peer_cmd(&p, CMD_RECV, 1);
+	xrecv(p.s, &k, 1);
+	/* The peer's first 30 KiB, written by us, then read back in 5
+	 * READs of 6 KiB at once (above the size that may go as packets). */
+	eu_pattern((uint8_t *)a.buf, 30720, 3);
+	post_send_op(&a, 1, IBV_WR_RDMA_WRITE, a.buf, 30720, p.info.addr,
+		     p.info.rkey);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	peer_cmd(&p, CMD_SUM, 30720);
+	xrecv(p.s, &h, sizeof(h));
+	CHECK_EQ(h, sum32((uint8_t *)a.buf, 30720));
+	for (int round = 0; round < 20; round++) {
+		memset(a.buf + 32768, 0, 30720);
+		post_reads(&a, &p, a.buf + 32768, 5, 6144, 5);
+		for (uint32_t i = 0; i < 5; i++) {
+			EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+			CHECK_EQ(wc.wr_id, 100 + i);
+			CHECK_EQ(wc.opcode, IBV_WC_RDMA_READ);
+			CHECK_EQ(wc.byte_len, 6144);
+		}
+		CHECK(!memcmp(a.buf, a.buf + 32768, 30720));
+	}
+	/* The PSNs and MSNs the batches took are the ones the responder
+	 * expects next: a SEND still lands. */
+	post_send_op(&a, 2, IBV_WR_SEND, a.buf, 100, 0, 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, 2);
+	peer_cmd(&p, CMD_POLL, 1);
+	{
+		uint32_t r[3];
+
+		xrecv(p.s, r, sizeof(r));
+		CHECK_EQ(r[1], 100);
+		CHECK_EQ(r[2], sum32((uint8_t *)a.buf, 100));
+	}
+	/* READ 3 of 5 names a bad key: 0..2 complete with their data, 3
+	 * fails remotely, the last is flushed. */
+	memset(a.buf + 32768, 0, 30720);
+	post_reads(&a, &p, a.buf + 32768, 5, 6144, 3);
+	for (uint32_t i = 0; i < 3; i++) {
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, 100 + i);
+	}
+	CHECK(!memcmp(a.buf, a.buf + 32768, 3 * 6144));
+	EXPECT_WC(a.cq, &wc, IBV_WC_REM_ACCESS_ERR);
+	CHECK_EQ(wc.wr_id, 103);
+	for (uint32_t i = 4; i < 5; i++) {
+		EXPECT_WC(a.cq, &wc, IBV_WC_WR_FLUSH_ERR);
+		CHECK_EQ(wc.wr_id, 100 + i);
+	}
 	peer_close(&p, &a);
 }
 
