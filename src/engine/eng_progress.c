@@ -694,11 +694,24 @@ static inline void cpu_relax(void)
 
 void sv_engine_note_poll(struct sv_engine *eng)
 {
-	if (eng)
-		atomic_store_explicit(&eng->poll_seq,
-				      atomic_load_explicit(&eng->poll_seq,
-							   memory_order_relaxed) + 1,
-				      memory_order_relaxed);
+	if (!eng)
+		return;
+	atomic_store_explicit(&eng->poll_seq,
+			      atomic_load_explicit(&eng->poll_seq,
+						   memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	if (atomic_load_explicit(&eng->idle_armed, memory_order_relaxed) &&
+	    atomic_exchange(&eng->idle_armed, 0)) {
+		/* The thread went to sleep armed when nobody polled; now the
+		 * application does (whether or not it finds completions): the
+		 * thread should nap unarmed, or every peer keeps paying a
+		 * doorbell or a system call to reach us. */
+		uint64_t one = 1;
+
+		if (eng->doorbell >= 0 &&
+		    write(eng->doorbell, &one, sizeof(one)) < 0)
+			sv_dbg("doorbell: %s", strerror(errno));
+	}
 }
 
 /* The application polled a CQ lately (*seen: when the thread last saw
@@ -887,16 +900,6 @@ void sv_engine_progress(struct sv_engine *eng)
 		return;
 	atomic_store_explicit(&eng->last_inline, sv_now_ns(),
 			      memory_order_relaxed);
-	if (atomic_load_explicit(&eng->idle_armed, memory_order_relaxed) &&
-	    atomic_exchange(&eng->idle_armed, 0)) {
-		/* The thread went to sleep armed when nobody polled; now we
-		 * do: it should nap unarmed, or every peer keeps paying a
-		 * doorbell (or a system call) to reach us. */
-		uint64_t one = 1;
-
-		if (write(eng->doorbell, &one, sizeof(one)) < 0)
-			sv_dbg("doorbell: %s", strerror(errno));
-	}
 	if (eng->attached) {
 		sv_cap_prepare(eng);
 		/* The application polls: what it posted in a burst runs now. */
