@@ -117,6 +117,18 @@ def main():
     for w in ("syscall_getppid", "process_vm_writev_8B", "clock_gettime"):
         out.append("| %s | %s |" % (w, r.get((w, "-"), "-")))
     out.append("")
+    pv = num(r.get(("process_vm_writev_8B", "-")))
+    if pv and fi:
+        out.append("One 8-byte `process_vm_writev` alone takes %.2fx "
+                   "fi_pingpong's 8-byte latency here.  ib_write_lat's "
+                   "target waits on its memory, not on a CQ, and its own "
+                   "thread sleeps: a WRITE lands through that call (or by "
+                   "waking the thread, tens of microseconds), so on this "
+                   "machine its latency cannot reach 2x the peer.  SENDs "
+                   "and small READs go as packets to a target that polls "
+                   "(docs/architecture.md, \"Which way a message goes\") "
+                   "and pay no system call." % (pv / 1000.0 / fi))
+        out.append("")
     out.append("## Direct execution and the fallback (SOFTVERBS_NO_CMA=1)")
     out.append("")
     out.append("| test | size | direct | no CMA |")

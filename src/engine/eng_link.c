@@ -360,7 +360,7 @@ static int fault_commit(struct sv_link *l)
 	if ((type & 0xffff) != SV_REC_PKT)
 		return sv_ring_commit(&l->tx);
 	if (r < fault.drop) {
-		sv_ring_abort(&l->tx);
+		l->tx.pending = l->cur_prev;
 		return 0;
 	}
 	r -= fault.drop;
@@ -370,7 +370,7 @@ static int fault_commit(struct sv_link *l)
 			memcpy(l->held, l->cur, len);
 			l->held_len = len;
 			l->held_type = type;
-			sv_ring_abort(&l->tx);
+			l->tx.pending = l->cur_prev;
 			return 0;
 		}
 	}
@@ -400,6 +400,7 @@ uint8_t *sv_link_reserve_type(struct sv_link *link, uint32_t len,
 	if (*dead)
 		return NULL;
 	sv_spin_lock(&link->tx_lock);
+	link->cur_prev = link->tx.pending;
 	p = sv_ring_reserve(&link->tx, len, type);
 	if (!p) {
 		pthread_spin_unlock(&link->tx_lock);
@@ -428,12 +429,67 @@ void sv_link_ring(struct sv_link *link)
 		       strerror(errno));
 }
 
+/*
+ * Publishing in batches.  Inside sv_link_batch_begin/end (a requester
+ * run: one thread, a QP's WQEs), records committed on a ring stay
+ * reserved but unpublished until the end, and then appear together: the
+ * consumer's cache line with tail moves once per run instead of once per
+ * packet.  Another producer of the same ring publishes them with its own
+ * (they come first: reservations are in order), and sv_link_idle counts
+ * them as not yet consumed.  Fault injection publishes one by one.
+ */
+#define SV_LAZY_LINKS 8
+static __thread struct {
+	int depth, n;
+	struct sv_link *link[SV_LAZY_LINKS];
+} lazy;
+
+void sv_link_batch_begin(void)
+{
+	lazy.depth++;
+}
+
+void sv_link_batch_end(void)
+{
+	if (--lazy.depth)
+		return;
+	for (int i = 0; i < lazy.n; i++) {
+		struct sv_link *l = lazy.link[i];
+		int ring;
+
+		sv_spin_lock(&l->tx_lock);
+		ring = sv_ring_commit(&l->tx);
+		pthread_spin_unlock(&l->tx_lock);
+		if (ring)
+			sv_link_ring(l);
+	}
+	lazy.n = 0;
+}
+
+/* Keeps link's commit for sv_link_batch_end: 1, or 0 (publish now). */
+static int lazy_keep(struct sv_link *link)
+{
+	if (!lazy.depth || fault.on)
+		return 0;
+	for (int i = 0; i < lazy.n; i++)
+		if (lazy.link[i] == link)
+			return 1;
+	if (lazy.n == SV_LAZY_LINKS)
+		return 0;
+	lazy.link[lazy.n++] = link;
+	return 1;
+}
+
 void sv_link_commit(struct sv_link *link)
 {
 	int ring;
 
 	if (link->w) {
 		sv_wire_commit(link);
+		return;
+	}
+	if (lazy_keep(link)) {
+		pthread_spin_unlock(&link->tx_lock);
 		return;
 	}
 	ring = fault.on ? fault_commit(link) : sv_ring_commit(&link->tx);
@@ -459,6 +515,6 @@ void sv_link_abort(struct sv_link *link)
 		sv_wire_abort(link);
 		return;
 	}
-	sv_ring_abort(&link->tx);
+	link->tx.pending = link->cur_prev; /* this record only */
 	pthread_spin_unlock(&link->tx_lock);
 }

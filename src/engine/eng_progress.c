@@ -692,6 +692,15 @@ static inline void cpu_relax(void)
 #endif
 }
 
+void sv_engine_note_got(struct sv_engine *eng)
+{
+	if (eng)
+		atomic_store_explicit(&eng->got_seq,
+				      atomic_load_explicit(&eng->got_seq,
+							   memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+}
+
 void sv_engine_note_poll(struct sv_engine *eng)
 {
 	if (!eng)

@@ -1045,28 +1045,47 @@ void sv_engine_mr_release(const struct sv_ctx_ref *cref)
  * post (a latency test, a request) must run at once.  A post that comes
  * within SV_BURST_NS of the end of the previous one is a stream: it waits
  * until SV_DIRECT_BATCH WQEs are queued, the application polls a CQ, or
- * SV_DEFER_NS pass (the progress thread runs it then).  A WQE that would
- * travel as a packet anyway (sv_direct_packets_now) runs at once.
+ * SV_DEFER_NS pass (the progress thread runs it then).
+ *
+ * Packets (sv_direct_packets_now: the target takes them at once) cost no
+ * system call, but each publication moves the ring's cache lines between
+ * the CPUs, and one requester run publishes all its packets together
+ * (sv_link_batch_begin): posts with no completion polled in between (a
+ * stream, not a ping-pong) wait for SV_PKT_BATCH WQEs, the next poll of an
+ * empty CQ, or the progress thread's next look (SV_ENG_NAP_NS at most
+ * while the application polls; the deadline wakes a sleeping thread).  A
+ * post after a completion -- a ping-pong, the peer waits for it -- runs
+ * at once.
  */
 void sv_engine_kick_sq(struct sv_qp *qp)
 {
 	struct sv_tr *tr = tr_of(qp);
 	struct sv_engine *eng = qp->eng;
 	uint64_t now;
-	int hold = 0;
+	int hold = 0, pk;
+	uint32_t got;
 
 	if (!tr)
 		return;
 	if (sv_cap_on(eng))
 		sv_cap_prepare(eng);
-	if (tr->direct != 1 || sv_direct_packets_now(qp, tr)) {
+	if (tr->direct != 1) {
+		sv_req_run(qp);
+		return;
+	}
+	got = atomic_load_explicit(&eng->got_seq, memory_order_relaxed);
+	pk = sv_direct_packets_now(qp, tr);
+	if (pk && got != tr->kick_got) {
+		/* A completion came since our last post: a ping-pong, the
+		 * peer waits for this one. */
+		tr->kick_got = got;
 		sv_req_run(qp);
 		return;
 	}
 	now = sv_now_ns();
 	sv_spin_lock(&qp->sq_lock);
-	if (now - tr->kick_end < SV_BURST_NS && !tr->req_busy &&
-	    qp->sq.tail - qp->sq.next < SV_DIRECT_BATCH &&
+	if ((pk || now - tr->kick_end < SV_BURST_NS) && !tr->req_busy &&
+	    qp->sq.tail - qp->sq.next < (pk ? SV_PKT_BATCH : SV_DIRECT_BATCH) &&
 	    sv_qp_state(qp) == IBV_QPS_RTS) {
 		hold = 1;
 		tr->deferred = 1;
@@ -1075,11 +1094,12 @@ void sv_engine_kick_sq(struct sv_qp *qp)
 	pthread_spin_unlock(&qp->sq_lock);
 	if (hold) {
 		if (!atomic_exchange(&eng->deferred, 1))
-			sv_eng_deadline(eng, now + SV_DEFER_NS);
+			sv_eng_deadline(eng, now + (pk ? SV_ENG_NAP_NS : SV_DEFER_NS));
 		return;
 	}
 	sv_req_run(qp);
 	tr->kick_end = sv_now_ns();
+	tr->kick_got = got;
 }
 
 uint64_t sv_eng_run_deferred(struct sv_engine *eng, uint64_t due)

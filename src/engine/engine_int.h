@@ -90,6 +90,7 @@ static inline void sv_spin_lock(pthread_spinlock_t *l)
  * at SV_DIRECT_BATCH WQEs, at the next poll of a CQ, or after
  * SV_DEFER_NS (the progress thread). */
 #define SV_BURST_NS 2000
+#define SV_PKT_BATCH 16 /* ... packets: a stream waits for this many */
 #define SV_DEFER_NS 20000
 #define SV_MAX_SEGS (SV_MAX_SGE + 2)	/* ranges of one message side */
 
@@ -240,6 +241,7 @@ struct sv_link {
 	/* Fault injection (SOFTVERBS_FAULT), under tx_lock. */
 	uint8_t *cur;		  /* the record reserved, not committed */
 	uint32_t cur_len, cur_type;
+	uint64_t cur_prev; /* the ring's pending before cur was reserved */
 	uint64_t rng;
 	uint8_t *held; /* a packet held back (reorder) */
 	uint32_t held_len, held_type;
@@ -413,6 +415,9 @@ struct sv_engine {
 	 * thread tells an application that polls from one that does not
 	 * without a clock read per poll. */
 	_Atomic uint32_t poll_seq;
+	/* Bumped by every ibv_poll_cq that returned completions: posts with
+	 * none in between are a stream, not a ping-pong. */
+	_Atomic uint32_t got_seq;
 	_Atomic uint64_t sleep_until; /* progress thread asleep until (ns) */
 	/* The progress thread sleeps with its rings armed because nobody
 	 * polled: the next poll wakes it, so that it leaves the rings to
@@ -727,6 +732,7 @@ struct sv_tr {
 			      packets, 0 not decided yet */
 	int deferred;	   /* posted WQEs wait for a batch (doorbell batching) */
 	uint64_t kick_end; /* when the last post's kick returned (ns) */
+	uint32_t kick_got; /* eng->got_seq then */
 	struct sv_peer *peer; /* RC/UC direct: the peer QP */
 	/* responder, packet path: under shm->lock */
 	int ack_pending;  /* coalesced ACK to send */
@@ -796,6 +802,10 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w);
 /* Executes the run of RDMA WRITEs at sq.next as one batch; returns how
  * many it completed (0: go one by one).  Must hold sq_lock. */
 int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr);
+/* eng_link.c: packets committed between these two calls (this thread)
+ * are published together at the end (nested: the outermost end). */
+void sv_link_batch_begin(void);
+void sv_link_batch_end(void);
 /* The WQE at sq.next would go as a packet now (no batch to wait for). */
 int sv_direct_packets_now(struct sv_qp *qp, struct sv_tr *tr);
 

@@ -49,11 +49,11 @@ static struct sv_qp *local_pin(struct sv_engine *eng, uint32_t qpn)
 	return q;
 }
 
-/* Every packet we put on link was consumed. */
+/* Every packet we put on link (published or not yet) was consumed. */
 static int ring_idle(struct sv_link *link)
 {
-	return !link || link->tx.tail == atomic_load_explicit(&link->tx.h->head,
-							     memory_order_acquire);
+	return !link || link->tx.pending == atomic_load_explicit(&link->tx.h->head,
+								memory_order_acquire);
 }
 
 /* The operation ends in a receive completion at the target. */

@@ -342,6 +342,9 @@ void sv_engine_progress(struct sv_engine *eng);
 /* The application polled one of our CQs (found something or not): cheap,
  * a counter the progress thread watches. */
 void sv_engine_note_poll(struct sv_engine *eng);
+/* ... and it returned completions (a ping-pong: the next post goes at
+ * once). */
+void sv_engine_note_got(struct sv_engine *eng);
 
 /*
  * The QP is in ERR: every outstanding WQE goes to its CQ with

@@ -380,7 +380,7 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 			sv_cap_commit(link, qp);
 			if (rc && link && !tr->timer_at)
 				sv_comp_arm_timer(qp, tr);
-			tr->ring_mark = link && !link->w ? link->tx.tail : 0;
+			tr->ring_mark = link && !link->w ? link->tx.pending : 0;
 		}
 		tr->since_ackreq = ackreq ? 0 : tr->since_ackreq + 1;
 		w->bytes_sent = off + chunk;
@@ -453,6 +453,7 @@ void sv_req_run(struct sv_qp *qp)
 	}
 	tr->req_busy = 1;
 	tr->deferred = 0;
+	sv_link_batch_begin();
 	timer0 = tr->timer_at;
 	if (qp->type != IBV_QPT_UD && !tr->direct && qp->sq.next != qp->sq.tail &&
 	    sv_direct_enabled())
@@ -552,6 +553,7 @@ void sv_req_run(struct sv_qp *qp)
 	if (tr->timer_at && tr->timer_at != timer0)
 		new_deadline = tr->timer_at;
 	tr->req_busy = 0;
+	sv_link_batch_end();
 	pthread_spin_unlock(&qp->sq_lock);
 	sv_wire_flush(qp->eng);
 	if (tr->blocked)

@@ -158,6 +158,8 @@ static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		sv_engine_progress(cq->eng);
 		got = take(cq, n, wc);
 	}
+	if (got > 0)
+		sv_engine_note_got(cq->eng);
 	return got;
 }
 

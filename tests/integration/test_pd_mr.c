@@ -607,10 +607,21 @@ static void efault_cases(void)
 	 * keeps its old one then. */
 	mr = ibv_reg_mr(pd, holed, 4096, LW);
 	CHECK(mr);
-	CHECK_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, gone,
-			      4096, 0),
-		 IBV_REREG_MR_ERR_CMD);
-	CHECK_EQ(errno, EFAULT);
+	if (ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, gone, 4096,
+			 0) == IBV_REREG_MR_ERR_CMD) {
+		CHECK_EQ(errno, EFAULT);
+	} else {
+		/* As in check_efault_hole: right only if the hole was
+		 * mapped again meanwhile (the sanitizer's allocator). */
+		if (msync(gone, 4096, MS_ASYNC) != 0)
+			sv_test_fail(__FILE__, __LINE__,
+				     "ibv_rereg_mr onto a hole at %p succeeded",
+				     (void *)gone);
+		printf("note: %p was mapped again meanwhile\n", (void *)gone);
+		CHECK_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
+				      holed, 4096, 0),
+			 0);
+	}
 	CHECK_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, ro,
 			      4096, 0),
 		 IBV_REREG_MR_ERR_CMD);
