@@ -435,8 +435,8 @@ void sv_link_ring(struct sv_link *link)
  * reserved but unpublished until the end, and then appear together: the
  * consumer's cache line with tail moves once per run instead of once per
  * packet.  Another producer of the same ring publishes them with its own
- * (they come first: reservations are in order), and sv_link_idle counts
- * them as not yet consumed.  Fault injection publishes one by one.
+ * (they come first: reservations are in order), and ring_idle (sv_direct.c)
+ * counts them as not yet consumed.  Fault injection publishes one by one.
  */
 #define SV_LAZY_LINKS 8
 static __thread struct {
