@@ -436,9 +436,13 @@ void sv_link_ring(struct sv_link *link)
  * consumer's cache line with tail moves once per run instead of once per
  * packet.  Another producer of the same ring publishes them with its own
  * (they come first: reservations are in order), and ring_idle (sv_direct.c)
- * counts them as not yet consumed.  Fault injection publishes one by one.
+ * counts them as not yet consumed.  Fault injection publishes one by one,
+ * and so do big records: a message of MTU-sized packets gains nothing
+ * from it, and a consumer that sees its packets at once empties the ring
+ * sooner, so the next big message can go direct again.
  */
 #define SV_LAZY_LINKS 8
+#define SV_LAZY_MAX_REC 512 /* bytes of a record kept back at most */
 static __thread struct {
 	int depth, n;
 	struct sv_link *link[SV_LAZY_LINKS];
@@ -469,7 +473,7 @@ void sv_link_batch_end(void)
 /* Keeps link's commit for sv_link_batch_end: 1, or 0 (publish now). */
 static int lazy_keep(struct sv_link *link)
 {
-	if (!lazy.depth || fault.on)
+	if (!lazy.depth || fault.on || link->cur_len > SV_LAZY_MAX_REC)
 		return 0;
 	for (int i = 0; i < lazy.n; i++)
 		if (lazy.link[i] == link)

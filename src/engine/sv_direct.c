@@ -70,33 +70,36 @@ static int target_drains(struct sv_link *link)
 	return !atomic_load_explicit(&link->tx.h->armed, memory_order_relaxed);
 }
 
-/* A small request that ends in no receive completion (WRITE, READ,
- * atomic), to an engine whose thread polls its ring now: a packet there
- * costs no system call and is taken at once. */
-static int small_to_spinner(struct sv_link *link, struct sv_qp *qp,
-			    const struct sv_send_wqe *w)
+/*
+ * A small message (up to SV_DIRECT_SMALL) to an engine in another process
+ * that takes a packet at once, without a system call on either side: a
+ * SEND or WRITE with immediate when the target consumes its ring now (its
+ * application polls, or its thread spins: the ring is unarmed); a WRITE,
+ * READ or atomic, which end in no completion there, only when its thread
+ * spins.  Bigger messages go direct: one system call moves them cheaper
+ * than a copy into packets and one out.
+ */
+static int small_packet(struct sv_link *link, const struct sv_send_wqe *w)
 {
 	uint64_t len = (w->send_flags & IBV_SEND_INLINE) ?
 			       w->inline_len :
 			       sv_sge_total(w->sge, (int)w->num_sge);
 
-	(void)qp;
-	return link && len <= SV_DIRECT_SMALL && sv_ring_peer_spins(&link->tx);
+	if (!link || len > SV_DIRECT_SMALL)
+		return 0;
+	return wants_recv(w->opcode) ? target_drains(link) :
+				       sv_ring_peer_spins(&link->tx);
 }
 
-/* The WQE at sq.next would travel as a packet now (its target in another
- * process takes it at once): holding it back for a batch gains nothing.
- * A hint: no lock needed. */
+/* The WQE at sq.next would travel as a packet now (small_packet): holding
+ * it back for a direct batch gains nothing.  A hint: no lock needed. */
 int sv_direct_packets_now(struct sv_qp *qp, struct sv_tr *tr)
 {
 	struct sv_link *link = tr->peer ? tr->peer->link : NULL;
-	struct sv_send_wqe *w;
 
 	if (!link || qp->sq.tail == qp->sq.next)
 		return 0;
-	w = sv_wq_slot(&qp->sq, qp->sq.next);
-	return wants_recv(w->opcode) ? target_drains(link) :
-				       small_to_spinner(link, qp, w);
+	return small_packet(link, sv_wq_slot(&qp->sq, qp->sq.next));
 }
 
 /*
@@ -104,7 +107,7 @@ int sv_direct_packets_now(struct sv_qp *qp, struct sv_tr *tr)
  * thread sleeps.  The second such request in a stream (within
  * SV_STREAM_NS of the last) wakes that thread, at most once per
  * SV_ENG_SPIN_NS: awake, it spins a while and the rest of the stream
- * travels as packets (small_to_spinner), at a fraction of a system call
+ * travels as packets (small_packet), at a fraction of a system call
  * each.  A lone request pays nothing extra and needs no CPU of the target.
  */
 static void stream_wakes(struct sv_link *link)
@@ -203,8 +206,7 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 				sv_peer_put(peer);
 			return -EAGAIN;
 		}
-		if (wants_recv(op) ? peer->link && target_drains(peer->link) :
-				     small_to_spinner(peer->link, qp, w)) {
+		if (small_packet(peer->link, w)) {
 			/* Its application (or thread) is draining right now: a
 			 * packet in shared memory costs no system call and it
 			 * will take it at once. */
@@ -374,7 +376,7 @@ int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr)
 	first = sv_wq_slot(&qp->sq, qp->sq.next);
 	op = first->opcode;
 	read = op == IBV_WR_RDMA_READ;
-	if (tr->peer && small_to_spinner(tr->peer->link, qp, first))
+	if (tr->peer && small_packet(tr->peer->link, first))
 		return 0; /* packets (sv_direct_wqe) */
 	for (uint32_t i = 0; i < avail && n < SV_DIRECT_BATCH; i++) {
 		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, qp->sq.next + i);
