@@ -249,6 +249,7 @@ static void dispatch(struct sv_engine *eng, const uint8_t *buf, uint32_t len,
 	if (pkt.flags & OP_REQ) {
 		if (!(pkt.flags & (OP_SEND | OP_IMM)))
 			t->silent++;
+		sv_engine_note_got(eng); /* the peer answers: a ping-pong */
 		sv_resp_packet(qp, &pkt);
 		touch(t, qp);
 	} else if (sv_comp_packet(qp, &pkt)) {

@@ -1050,12 +1050,10 @@ void sv_engine_mr_release(const struct sv_ctx_ref *cref)
  * Packets (sv_direct_packets_now: the target takes them at once) cost no
  * system call, but each publication moves the ring's cache lines between
  * the CPUs, and one requester run publishes all its packets together
- * (sv_link_batch_begin): posts with no completion polled in between (a
- * stream, not a ping-pong) wait for SV_PKT_BATCH WQEs, the next poll of an
- * empty CQ, or the progress thread's next look (SV_ENG_NAP_NS at most
- * while the application polls; the deadline wakes a sleeping thread).  A
- * post after a completion -- a ping-pong, the peer waits for it -- runs
- * at once.
+ * (sv_link_batch_begin): a stream of them waits for SV_PKT_BATCH WQEs
+ * the same way.  A post after anything came back -- a completion polled,
+ * a request received: a ping-pong, the peer waits for this one -- runs at
+ * once, however soon it comes.
  */
 void sv_engine_kick_sq(struct sv_qp *qp)
 {
@@ -1076,15 +1074,15 @@ void sv_engine_kick_sq(struct sv_qp *qp)
 	got = atomic_load_explicit(&eng->got_seq, memory_order_relaxed);
 	pk = sv_direct_packets_now(qp, tr);
 	if (pk && got != tr->kick_got) {
-		/* A completion came since our last post: a ping-pong, the
-		 * peer waits for this one. */
+		/* Something came back since our last post: a ping-pong,
+		 * the peer waits for this one. */
 		tr->kick_got = got;
 		sv_req_run(qp);
 		return;
 	}
 	now = sv_now_ns();
 	sv_spin_lock(&qp->sq_lock);
-	if ((pk || now - tr->kick_end < SV_BURST_NS) && !tr->req_busy &&
+	if (now - tr->kick_end < SV_BURST_NS && !tr->req_busy &&
 	    qp->sq.tail - qp->sq.next < (pk ? SV_PKT_BATCH : SV_DIRECT_BATCH) &&
 	    sv_qp_state(qp) == IBV_QPS_RTS) {
 		hold = 1;

@@ -415,8 +415,9 @@ struct sv_engine {
 	 * thread tells an application that polls from one that does not
 	 * without a clock read per poll. */
 	_Atomic uint32_t poll_seq;
-	/* Bumped by every ibv_poll_cq that returned completions: posts with
-	 * none in between are a stream, not a ping-pong. */
+	/* Bumped by every ibv_poll_cq that returned completions and every
+	 * request packet received: posts with neither in between are a
+	 * stream, not a ping-pong (sv_engine_kick_sq). */
 	_Atomic uint32_t got_seq;
 	_Atomic uint64_t sleep_until; /* progress thread asleep until (ns) */
 	/* The progress thread sleeps with its rings armed because nobody
