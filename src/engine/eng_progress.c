@@ -702,6 +702,13 @@ void sv_engine_note_got(struct sv_engine *eng)
 				      memory_order_relaxed);
 }
 
+void sv_engine_note_notify(struct sv_engine *eng)
+{
+	if (eng)
+		atomic_fetch_add_explicit(&eng->notify_seq, 1,
+					  memory_order_relaxed);
+}
+
 void sv_engine_note_poll(struct sv_engine *eng)
 {
 	if (!eng)
@@ -750,6 +757,8 @@ void *sv_progress_main(void *arg)
 	uint64_t last_found = now - SV_ENG_TARGET_NS, next_deadline = 0;
 	uint64_t last_scan = now, poll_seen = now - SV_ENG_INLINE_NS;
 	uint32_t poll_seq = atomic_load(&eng->poll_seq);
+	uint32_t notify_seq = atomic_load(&eng->notify_seq);
+	uint64_t notify_seen = now - SV_ENG_INLINE_NS;
 	int spinning = 0;
 
 	pthread_once(&spin_once, spin_init);
@@ -785,14 +794,20 @@ void *sv_progress_main(void *arg)
 		if (eng->async_head)
 			sv_eng_async_drain(eng);
 		app = app_polls(eng, now, &poll_seq, &poll_seen);
+		if (atomic_load_explicit(&eng->notify_seq, memory_order_relaxed) !=
+		    notify_seq) {
+			notify_seq = atomic_load(&eng->notify_seq);
+			notify_seen = now;
+		}
 		if (n) {
 			last_work = now;
-			/* Requests the application left, though it polls, that
-			 * end in no completion of its own: it waits elsewhere
-			 * (on its memory) between polls.  (Sends and ACKs it
-			 * left were there while it was preempted: its next
-			 * poll takes them.) */
-			if (app && silent)
+			/* Packets the application left, though it polls: it
+			 * waits elsewhere between polls -- on a completion
+			 * channel (it asks for events), or on its memory (the
+			 * packets were requests that end in no completion of
+			 * its own).  Other packets it left were there while
+			 * it was preempted: its next poll takes them. */
+			if (app && (silent || now - notify_seen < SV_ENG_INLINE_NS))
 				last_found = now;
 		}
 		if (n >= SV_ENG_BATCH)
@@ -902,6 +917,8 @@ void *sv_progress_main(void *arg)
 	return NULL;
 }
 
+static __thread unsigned contended_polls;
+
 void sv_engine_progress(struct sv_engine *eng)
 {
 	int contended = 0;
@@ -923,6 +940,15 @@ void sv_engine_progress(struct sv_engine *eng)
 		}
 	}
 	pthread_rwlock_unlock(&eng->attach_lock);
-	if (contended)
-		sched_yield(); /* let a preempted drainer finish */
+	/* A ring with packets held by another thread of ours: mostly the
+	 * progress thread busy on the other CPU, which is done in a moment
+	 * (the application polls again anyway).  Only when that goes on
+	 * poll after poll may the holder be preempted on our CPU: then let
+	 * it finish.  (A yield is a system call: microseconds on a VM.) */
+	if (!contended)
+		contended_polls = 0;
+	else if (++contended_polls >= SV_CONTENDED_POLLS) {
+		contended_polls = 0;
+		sched_yield();
+	}
 }

@@ -65,6 +65,8 @@ static inline void sv_spin_lock(pthread_spinlock_t *l)
 #define SV_ENG_LIVE_NS 10000		/* app polled this recently: its
 					   rings are its own */
 #define SV_ENG_BATCH 64			/* packets per ring per pass */
+#define SV_CONTENDED_POLLS 16		/* polls finding a ring busy before
+					 * the poller yields its CPU */
 #define SV_ENG_RESPQ 256		/* queued READ/atomic responses per QP */
 /* Replayable atomic results per QP, by PSN (a power of two): a repeated
  * atomic (a lost response) is answered from here, never re-executed. */
@@ -419,6 +421,7 @@ struct sv_engine {
 	 * request packet received: posts with neither in between are a
 	 * stream, not a ping-pong (sv_engine_kick_sq). */
 	_Atomic uint32_t got_seq;
+	_Atomic uint32_t notify_seq; /* bumped by every ibv_req_notify_cq */
 	_Atomic uint64_t sleep_until; /* progress thread asleep until (ns) */
 	/* The progress thread sleeps with its rings armed because nobody
 	 * polled: the next poll wakes it, so that it leaves the rings to

@@ -345,6 +345,10 @@ void sv_engine_note_poll(struct sv_engine *eng);
 /* ... and it returned completions (a ping-pong: the next post goes at
  * once). */
 void sv_engine_note_got(struct sv_engine *eng);
+/* The application asked for a completion event (ibv_req_notify_cq): it
+ * waits on a channel between polls, so the progress thread must take
+ * what arrives at once. */
+void sv_engine_note_notify(struct sv_engine *eng);
 
 /*
  * The QP is in ERR: every outstanding WQE goes to its CQ with

@@ -166,6 +166,7 @@ static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 static int req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	sv_cq_arm(to_svcq(ibcq), solicited_only);
+	sv_engine_note_notify(to_svcq(ibcq)->eng);
 	return 0;
 }
 
