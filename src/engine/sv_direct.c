@@ -114,8 +114,8 @@ static void stream_wakes(struct sv_link *link)
 {
 	uint64_t now, last;
 
-	if (!link || !atomic_load_explicit(&link->tx.h->armed, memory_order_relaxed))
-		return;
+	if (!link || target_drains(link))
+		return; /* its thread (or application) is awake */
 	now = sv_now_ns();
 	last = atomic_exchange_explicit(&link->last_small, now,
 					memory_order_relaxed);
