@@ -179,9 +179,10 @@ static inline int sv_key_read(const struct sv_key_entry *e,
 
 		if (s1 & 1)
 			continue;
-		memcpy((char *)out + sizeof(out->seq),
-		       (const char *)e + sizeof(e->seq),
-		       sizeof(*e) - sizeof(e->seq));
+		/* The whole entry, seq too: aligned copies, so that reading
+		 * a field of *out never straddles two of them (a failed
+		 * store forward stalled every lookup). */
+		memcpy(out, e, sizeof(*e));
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s1) {
 			atomic_store_explicit(&out->seq, s1, memory_order_relaxed);
