@@ -693,13 +693,19 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* Counts an event of the application's thread: a plain store, not a
+ * locked add (a poll is the hottest path there is); a bump lost to a
+ * race between two polling threads only delays a hint. */
+static void bump(_Atomic uint32_t *c)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
 void sv_engine_note_got(struct sv_engine *eng)
 {
 	if (eng)
-		atomic_store_explicit(&eng->got_seq,
-				      atomic_load_explicit(&eng->got_seq,
-							   memory_order_relaxed) + 1,
-				      memory_order_relaxed);
+		bump(&eng->got_seq);
 }
 
 void sv_engine_note_notify(struct sv_engine *eng)
@@ -713,10 +719,7 @@ void sv_engine_note_poll(struct sv_engine *eng)
 {
 	if (!eng)
 		return;
-	atomic_store_explicit(&eng->poll_seq,
-			      atomic_load_explicit(&eng->poll_seq,
-						   memory_order_relaxed) + 1,
-			      memory_order_relaxed);
+	bump(&eng->poll_seq);
 	if (atomic_load_explicit(&eng->idle_armed, memory_order_relaxed) &&
 	    atomic_exchange(&eng->idle_armed, 0)) {
 		/* The thread went to sleep armed when nobody polled; now the

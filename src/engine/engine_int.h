@@ -664,6 +664,14 @@ int sv_cma_probe(pid_t pid, uint64_t va, uint32_t magic);
 int sv_cma_off(void);
 /* Sum of the SGE lengths (saturating at 2^32). */
 uint64_t sv_sge_total(const struct ibv_sge *sge, int nsge);
+/* The bytes a send WQE carries as posted: its inline data or its
+ * gather list. */
+static inline uint64_t sv_wqe_bytes(const struct sv_send_wqe *w)
+{
+	return (w->send_flags & IBV_SEND_INLINE) ?
+		       w->inline_len :
+		       sv_sge_total(w->sge, (int)w->num_sge);
+}
 
 /* eng_rmem.c: remote memory through the owner's engine. */
 /* Executes one request (op, key, addr, len bytes of buf; comp/swap for

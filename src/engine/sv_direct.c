@@ -81,11 +81,7 @@ static int target_drains(struct sv_link *link)
  */
 static int small_packet(struct sv_link *link, const struct sv_send_wqe *w)
 {
-	uint64_t len = (w->send_flags & IBV_SEND_INLINE) ?
-			       w->inline_len :
-			       sv_sge_total(w->sge, (int)w->num_sge);
-
-	if (!link || len > SV_DIRECT_SMALL)
+	if (!link || sv_wqe_bytes(w) > SV_DIRECT_SMALL)
 		return 0;
 	return wants_recv(w->opcode) ? target_drains(link) :
 				       sv_ring_peer_spins(&link->tx);
@@ -185,8 +181,10 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 	 * landed; RC waits for its ACK below, and for the ring too). */
 	if (!ring_idle(eng->loop))
 		return -EAGAIN;
+	/* The target takes a packet at once (small_packet; a UD target
+	 * once it is looked up, below). */
 	if (!ud && tr->peer && sv_direct_packets_now(qp, tr))
-		return -EAGAIN; /* (checked again below, pinned) */
+		return -EAGAIN;
 	lq = local_pin(eng, dqpn);
 	if (lq) {
 		sv_rtgt_own(&t, lq);
@@ -206,12 +204,11 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 				sv_peer_put(peer);
 			return -EAGAIN;
 		}
-		if (small_packet(peer->link, w)) {
+		if (ud && small_packet(peer->link, w)) {
 			/* Its application (or thread) is draining right now: a
 			 * packet in shared memory costs no system call and it
 			 * will take it at once. */
-			if (ud)
-				sv_peer_put(peer);
+			sv_peer_put(peer);
 			return -EAGAIN;
 		}
 		if (peer->link && atomic_load(&peer->link->dead)) {

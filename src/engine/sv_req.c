@@ -209,7 +209,6 @@ static int window_full(struct sv_qp *qp, struct sv_tr *tr)
 int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
 		 uint64_t *lenp)
 {
-	int inl = !!(w->send_flags & IBV_SEND_INLINE);
 	int ud = qp->type == IBV_QPT_UD, rc = qp->type == IBV_QPT_RC;
 	uint32_t op = w->opcode, mtu = tr->mtu ? tr->mtu : 4096, acc = 0;
 	uint64_t len;
@@ -217,7 +216,7 @@ int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
 	if (sv_is_read_or_atomic(op))
 		len = op == IBV_WR_RDMA_READ ? sv_sge_total(w->sge, (int)w->num_sge) : 8;
 	else
-		len = inl ? w->inline_len : sv_sge_total(w->sge, (int)w->num_sge);
+		len = sv_wqe_bytes(w);
 	*lenp = len;
 	if (WQE_STATE(w) != WQE_NEW)
 		return 0;
@@ -237,7 +236,7 @@ int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
 	}
 	if (sv_is_read_or_atomic(op))
 		acc = IBV_ACCESS_LOCAL_WRITE;
-	if (!inl && check_sges(qp, w, acc)) {
+	if (!(w->send_flags & IBV_SEND_INLINE) && check_sges(qp, w, acc)) {
 		sv_wqe_done(w, IBV_WC_LOC_PROT_ERR);
 		return 1;
 	}
