@@ -105,6 +105,10 @@ def main():
     for t in ("write_bw", "send_bw", "read_bw"):
         out.append("| ib_%s | %s |" % (t, " | ".join(
             r.get(("%s_a_q%d" % (t, q), "-"), "-") for q in (1, 4, 8))))
+    for t in ("write_bw", "send_bw", "read_bw"):
+        out.append("| ib_%s, SOFTVERBS_NO_CMA=1 | %s |" % (t, " | ".join(
+            r.get(("%s_a_q%d_nocma" % (t, q), "-"), "-")
+            for q in (1, 4, 8))))
     out.append("")
     out.append("## The floor: what a system call costs here")
     out.append("")

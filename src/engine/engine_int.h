@@ -736,8 +736,6 @@ struct sv_tr {
 	uint64_t rnr_at;   /* RNR wait until (ns), 0 = none */
 	uint32_t retry_left, rnr_left;
 	uint32_t last_ack_psn;
-	uint32_t unacked;  /* packets sent and not acknowledged */
-	uint64_t unacked_bytes;
 	uint32_t since_ackreq; /* packets sent since the last AckReq */
 	uint64_t ring_mark; /* producer position when the timer was armed */
 	int direct;	   /* RC/UC: 1 execute on the peer directly, -1 by
