@@ -179,9 +179,9 @@ static inline int sv_key_read(const struct sv_key_entry *e,
 
 		if (s1 & 1)
 			continue;
-		/* The whole entry, seq too: aligned copies, so that reading
-		 * a field of *out never straddles two of them (a failed
-		 * store forward stalled every lookup). */
+		/* The whole entry, seq too: aligned copies, so that no field
+		 * of *out is read back across two of them (a load the CPU
+		 * cannot forward from its store buffer, and must wait). */
 		memcpy(out, e, sizeof(*e));
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s1) {
