@@ -711,8 +711,7 @@ void sv_engine_note_got(struct sv_engine *eng)
 void sv_engine_note_notify(struct sv_engine *eng)
 {
 	if (eng)
-		atomic_fetch_add_explicit(&eng->notify_seq, 1,
-					  memory_order_relaxed);
+		bump(&eng->notify_seq);
 }
 
 void sv_engine_note_poll(struct sv_engine *eng)
@@ -738,15 +737,22 @@ void sv_engine_note_poll(struct sv_engine *eng)
  * the poll counter move): it is the main consumer, the thread only backs
  * it up.  Engines that deliver to us see our rings unarmed then, and
  * send what ends in a receive as packets we drain at our next poll. */
-static int app_polls(struct sv_engine *eng, uint64_t now, uint32_t *seq,
-		     uint64_t *seen)
+/* The application's counter c (bump) moved since *seq: *seen = now. */
+static void note_moved(_Atomic uint32_t *c, uint64_t now, uint32_t *seq,
+		       uint64_t *seen)
 {
-	uint32_t s = atomic_load_explicit(&eng->poll_seq, memory_order_relaxed);
+	uint32_t s = atomic_load_explicit(c, memory_order_relaxed);
 
 	if (s != *seq) {
 		*seq = s;
 		*seen = now;
 	}
+}
+
+static int app_polls(struct sv_engine *eng, uint64_t now, uint32_t *seq,
+		     uint64_t *seen)
+{
+	note_moved(&eng->poll_seq, now, seq, seen);
 	return now - *seen < SV_ENG_INLINE_NS ||
 	       now - atomic_load_explicit(&eng->last_inline,
 					  memory_order_relaxed) <
@@ -797,11 +803,7 @@ void *sv_progress_main(void *arg)
 		if (eng->async_head)
 			sv_eng_async_drain(eng);
 		app = app_polls(eng, now, &poll_seq, &poll_seen);
-		if (atomic_load_explicit(&eng->notify_seq, memory_order_relaxed) !=
-		    notify_seq) {
-			notify_seq = atomic_load(&eng->notify_seq);
-			notify_seen = now;
-		}
+		note_moved(&eng->notify_seq, now, &notify_seq, &notify_seen);
 		if (n) {
 			last_work = now;
 			/* Packets the application left, though it polls: it
