@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What a system call costs on this machine, and one 8-byte
- * process_vm_writev into another process: direct execution pays one per
- * message (or per batch), so these are its floor (bench/dp_bench.sh).
+ * What a system call costs on this machine, one 8-byte process_vm_writev
+ * into another process and one 8-byte pwrite on its /proc/PID/mem: direct
+ * execution pays one of the two per message (or per batch), so these are
+ * its floor (bench/dp_bench.sh).
  * Prints "what nanoseconds" lines.
  */
+#include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -56,6 +59,27 @@ int main(void)
 			best = (now_ns() - t0) / (n / 4);
 	}
 	printf("process_vm_writev_8B %.0f\n", best);
+	{
+		char path[32];
+		int fd;
+
+		snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		best = 1e18;
+		for (int round = 0; fd >= 0 && round < 5; round++) {
+			t0 = now_ns();
+			for (int i = 0; i < n / 4; i++)
+				if (pwrite(fd, src, sizeof(src),
+					   (off_t)(uintptr_t)target) != sizeof(src))
+					return 1;
+			if ((now_ns() - t0) / (n / 4) < best)
+				best = (now_ns() - t0) / (n / 4);
+		}
+		if (fd >= 0) {
+			printf("proc_pid_mem_pwrite_8B %.0f\n", best);
+			close(fd);
+		}
+	}
 	best = 1e18;
 	for (int round = 0; round < 5; round++) {
 		t0 = now_ns();

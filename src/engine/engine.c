@@ -661,6 +661,7 @@ static void atfork_child(void)
 	struct sv_engine *eng = the_engine;
 
 	pthread_mutex_init(&engine_lock, NULL);
+	sv_memf_forget();
 	if (!eng)
 		return;
 	init_locks(eng);
