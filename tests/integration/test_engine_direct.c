@@ -7,11 +7,14 @@
  * together (one transfer) complete each in order, a bad key failing just
  * its own; big messages over
  * many SGEs land whole; UD messages to one destination arrive in order
- * while the path to it changes from packets to direct.  The last three run
- * over packets too (tests.cmake, SOFTVERBS_DIRECT=0).
+ * while the path to it changes from packets to direct; a thread that
+ * copied to many peers keeps few /proc/PID/mem fds, and none once it
+ * ends.  All but the first run over packets too (tests.cmake,
+ * SOFTVERBS_DIRECT=0).
  */
 #include "engine_util.h"
 
+#include <pthread.h>
 #include <signal.h>
 
 /* A peer process with an RC endpoint connected to ours; it obeys
@@ -439,6 +442,91 @@ SV_TEST(ud_in_order_while_the_path_changes)
 		ep_close(&a);
 	}
 	close(sv[0]);
+}
+
+/* How many of our fds name some process's /proc/PID/mem. */
+static int proc_mem_fds(void)
+{
+	char link[64], target[128];
+	int n = 0;
+
+	for (int fd = 0; fd < 1024; fd++) {
+		ssize_t r;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		r = readlink(link, target, sizeof(target) - 1);
+		if (r <= 0)
+			continue;
+		target[r] = 0;
+		if (!strncmp(target, "/proc/", 6) &&
+		    !strcmp(target + r - 4, "/mem"))
+			n++;
+	}
+	return n;
+}
+
+struct fd_run {
+	int base, most, peers, end;
+};
+
+/* 8 KiB WRITEs and READs (always direct) to ten peers, one after the
+ * other, in this thread; each lands whole. */
+static void *ten_peers(void *arg)
+{
+	struct fd_run *run = arg;
+
+	for (int i = 0; i < 10; i++) {
+		struct peer p;
+		struct ep a;
+		struct ibv_wc wc;
+		uint32_t h;
+		int now;
+
+		peer_open(&p, &a);
+		eu_pattern((uint8_t *)a.buf, 8192, 20 + (unsigned)i);
+		post_send_op(&a, 1, IBV_WR_RDMA_WRITE, a.buf, 8192, p.info.addr,
+			     p.info.rkey);
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+		memset(a.buf + 16384, 0, 8192);
+		post_send_op(&a, 2, IBV_WR_RDMA_READ, a.buf + 16384, 8192,
+			     p.info.addr, p.info.rkey);
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+		CHECK(!memcmp(a.buf, a.buf + 16384, 8192));
+		peer_cmd(&p, CMD_SUM, 8192);
+		xrecv(p.s, &h, sizeof(h));
+		CHECK_EQ(h, sum32((uint8_t *)a.buf, 8192));
+		now = proc_mem_fds() - run->base;
+		if (now > run->most)
+			run->most = now;
+		peer_close(&p, &a);
+		run->peers++;
+	}
+	run->end = proc_mem_fds() - run->base;
+	return NULL;
+}
+
+/* A copy of one small range to another process goes through its
+ * /proc/PID/mem (keys.c): a thread keeps at most four such fds however
+ * many peers it wrote to, and closes them when it ends.  Two threads copy
+ * here: this one, and the progress thread now and then (a post it ran
+ * later), which lives on. */
+SV_TEST(proc_mem_fds_bounded_per_thread)
+{
+	struct fd_run run = { .base = proc_mem_fds() };
+	pthread_t t;
+	const char *cma = getenv("SOFTVERBS_NO_CMA");
+	int left;
+
+	CHECK_EQ(pthread_create(&t, NULL, ten_peers, &run), 0);
+	CHECK_EQ(pthread_join(t, NULL), 0);
+	left = proc_mem_fds() - run.base;
+	CHECK_EQ(run.peers, 10);
+	CHECK(run.most <= 8);
+	CHECK(left <= 4);
+	if (!direct_off() && !(cma && strcmp(cma, "0"))) {
+		CHECK(run.end >= 1); /* the path was taken */
+		CHECK(left < run.end); /* the copying thread's fds closed */
+	}
 }
 
 SV_TEST_MAIN()
