@@ -8,7 +8,8 @@
 #   bandwidth ib_write_bw 64 KiB and 1 MiB vs UCT put_bw over CMA (zcopy);
 #             ib_read_bw vs UCT get over CMA (zcopy);
 #             ib_write_bw and ib_send_bw 8 B vs UCX tag_bw over posix shm
-#   tails     ib_write_lat 512 KiB .. 4 MiB: 99th percentile / typical
+#   tails     ib_write_lat 512 KiB .. 4 MiB: 99th percentile / typical,
+#             beside a bare process_vm_writev ping-pong's (bench/cma_pingpong.c)
 #   errors    ib_write_bw / ib_send_bw / ib_read_bw -a (2 B .. 8 MiB) with
 #             -q 1, 4 and 8, DP_RUNS times each: runs that fail; the same
 #             with SOFTVERBS_NO_CMA=1, at most 3 times each
@@ -139,6 +140,11 @@ for mode in direct nocma; do
 		p99=$(perftest_row "$TMP/wlat.$mode.$s/client.out" "$s" 8)
 		record write_lat_typical "$s" "$typ" usec
 		record write_lat_p99 "$s" "${p99:-failed}" usec
+		# The machine's own tails for the same operation, right after.
+		if [ -x "$build/bin/cma_pingpong" ]; then
+			"$build/bin/cma_pingpong" "$s" 500 |
+				while read -r what sz v; do record "$what" "$sz" "$v" usec; done
+		fi
 	done
 done
 unset SOFTVERBS_NO_CMA

@@ -98,6 +98,25 @@ def main():
              v("write_lat_p99", s), v("write_lat_typical", s), "<= 3x", True,
              "us")
     out.append("")
+    out.append("## Tails beside the machine's own")
+    out.append("")
+    out.append("The same one-sided ping-pong without softverbs (bench/"
+               "cma_pingpong.c: one `process_vm_writev` each way, spinning "
+               "on the last byte), run right after each ib_write_lat size: "
+               "where its ratio is as high, the tail is the machine's.")
+    out.append("")
+    out.append("| size | ib_write_lat 99% / typical | bare CMA ping-pong "
+               "99% / typical |")
+    out.append("|---|---:|---:|")
+    for s in (524288, 1048576, 2097152, 4194304):
+        cells = []
+        for p99, typ in (("write_lat_p99", "write_lat_typical"),
+                         ("cma_pingpong_p99", "cma_pingpong_typical")):
+            a, b = v(p99, s), v(typ, s)
+            cells.append("%.2f / %.2f us = %.2fx" % (a, b, a / b)
+                         if a is not None and b else "-")
+        out.append("| %s | %s |" % (human(s), " | ".join(cells)))
+    out.append("")
     out.append("## Runs of -a (2 B .. 8 MiB) that failed")
     out.append("")
     out.append("| test | -q 1 | -q 4 | -q 8 |")
