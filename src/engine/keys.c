@@ -530,9 +530,13 @@ static int memf_get(pid_t pid, int *slot)
 	}
 	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
 	fd = open(path, O_RDWR | O_CLOEXEC);
-	i = (int)(memf.next++ % MEMF_SLOTS);
-	if (memf.pid[i] && memf.fd[i] >= 0)
-		close(memf.fd[i]);
+	for (i = 0; i < MEMF_SLOTS && memf.pid[i]; i++)
+		;
+	if (i == MEMF_SLOTS) { /* all taken: one goes, round robin */
+		i = (int)(memf.next++ % MEMF_SLOTS);
+		if (memf.fd[i] >= 0)
+			close(memf.fd[i]);
+	}
 	memf.pid[i] = pid;
 	memf.fd[i] = fd >= 0 ? fd : MEMF_NONE;
 	*slot = i;
