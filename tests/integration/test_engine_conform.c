@@ -375,8 +375,13 @@ SV_TEST(ud_completion_channels_one_thread)
  * MR stays.  The range is left reserved with no access (PROT_NONE), not
  * unmapped, so that no later mapping of this process (a ring, a region)
  * can land there while the test runs: what a peer then finds behind the
- * key is memory that is not there. */
-static struct ibv_mr *reg_then_unmap(struct ibv_pd *pd, void **addr)
+ * key is memory that is not there.  shared: the reservation is shared
+ * memory -- for a peer in another process, whose small accesses go
+ * through /proc/PID/mem, which like a debugger (and like a NIC on the
+ * pages it pinned) reaches private PROT_NONE memory but never writes
+ * shared memory that is not writable. */
+static struct ibv_mr *reg_then_unmap(struct ibv_pd *pd, void **addr,
+				     int shared)
 {
 	void *p = mmap(NULL, 65536, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -385,27 +390,8 @@ static struct ibv_mr *reg_then_unmap(struct ibv_pd *pd, void **addr)
 	CHECK(p != MAP_FAILED);
 	mr = ibv_reg_mr(pd, p, 65536, EU_ACCESS);
 	CHECK(mr);
-	CHECK(mmap(p, 65536, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
-		   -1, 0) == p);
-	*addr = p;
-	return mr;
-}
-
-/* The same for another process.  There a small access goes through
- * /proc/PID/mem, which like a debugger (and like a NIC on the pages it
- * pinned) writes through the protection of private memory, so the range
- * becomes shared PROT_NONE memory: no path writes there.  (munmap would
- * leave a hole the peer's own next mapping may take.) */
-static struct ibv_mr *reg_then_unmap_shared(struct ibv_pd *pd, void **addr)
-{
-	void *p = mmap(NULL, 65536, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	struct ibv_mr *mr;
-
-	CHECK(p != MAP_FAILED);
-	mr = ibv_reg_mr(pd, p, 65536, EU_ACCESS);
-	CHECK(mr);
-	CHECK(mmap(p, 65536, PROT_NONE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED,
+	CHECK(mmap(p, 65536, PROT_NONE,
+		   (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS | MAP_FIXED,
 		   -1, 0) == p);
 	*addr = p;
 	return mr;
@@ -423,7 +409,7 @@ static void remote_gone(enum ibv_wr_opcode op)
 	ep_open(&b, a.ctx, IBV_QPT_RC);
 	ep_connect(&a, b.qp->qp_num);
 	ep_connect(&b, a.qp->qp_num);
-	gone = reg_then_unmap(b.pd, &addr);
+	gone = reg_then_unmap(b.pd, &addr, 0);
 	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD)
 		post_atomic(&a, 1, a.buf, (uintptr_t)addr, gone->rkey);
 	else
@@ -452,7 +438,7 @@ SV_TEST(unmapped_memory_is_an_error_not_a_crash)
 	ep_connect(&a, b.qp->qp_num);
 	ep_connect(&b, a.qp->qp_num);
 	post_recv(&b, 5, b.buf, 8192);
-	gone = reg_then_unmap(a.pd, &addr);
+	gone = reg_then_unmap(a.pd, &addr, 0);
 	{
 		struct ibv_sge s = { (uintptr_t)addr, 4096, gone->lkey };
 		struct ibv_send_wr wr = { .wr_id = 6, .sg_list = &s, .num_sge = 1,
@@ -473,7 +459,7 @@ SV_TEST(unmapped_memory_is_an_error_not_a_crash)
 	ep_open(&b, a.ctx, IBV_QPT_RC);
 	ep_connect(&a, b.qp->qp_num);
 	ep_connect(&b, a.qp->qp_num);
-	gone = reg_then_unmap(a.pd, &addr);
+	gone = reg_then_unmap(a.pd, &addr, 0);
 	{
 		struct ibv_sge s = { (uintptr_t)addr, 4096, gone->lkey };
 		struct ibv_send_wr wr = { .wr_id = 7, .sg_list = &s, .num_sge = 1,
@@ -517,7 +503,7 @@ static void unmapped_in_peer(void)
 
 		close(sv[0]);
 		eu_exchange_as_peer(&e, sv[1]);
-		gone = reg_then_unmap_shared(e.pd, &addr);
+		gone = reg_then_unmap(e.pd, &addr, 1);
 		g.addr = (uintptr_t)addr;
 		g.rkey = gone->rkey;
 		xsend(sv[1], &g, sizeof(g));
