@@ -662,7 +662,7 @@ int sv_mem_atomic(const struct sv_mem *m, uint32_t op, uint64_t comp,
 int sv_cma_probe(pid_t pid, uint64_t va, uint32_t magic);
 /* CMA switched off (SOFTVERBS_NO_CMA=1 or refused). */
 int sv_cma_off(void);
-/* In the child of a fork: closes the forking thread's /proc/PID/mem fds. */
+/* In the child of a fork: closes the /proc/PID/mem fds of the parent. */
 void sv_memf_forget(void);
 /* Sum of the SGE lengths (saturating at 2^32). */
 uint64_t sv_sge_total(const struct ibv_sge *sge, int nsge);

@@ -468,11 +468,14 @@ static int local_side_bad(const struct xbatch *b, uint64_t done)
  * which says why.
  *
  * The fds are per thread, so closing one never races with another
- * thread's use of it: at most MEMF_SLOTS, opened close-on-exec, closed
- * when the thread exits, when a copy through one fails, and in the child
- * of a fork (sv_memf_forget).
+ * thread's use of it: at most MEMF_SLOTS per thread and MEMF_ALL per
+ * process (beyond that, CMA), opened close-on-exec, closed when the thread
+ * exits and when a copy through one fails.  Every one is also listed in
+ * memf_all, so that a fork's child closes them all at once, whichever
+ * thread opened them (sv_memf_forget).
  */
 #define MEMF_SLOTS 4
+#define MEMF_ALL 64
 #define MEMF_MAX 8192
 #define MEMF_NONE (-2) /* the open was refused: CMA for this pid */
 static __thread struct memf {
@@ -480,15 +483,41 @@ static __thread struct memf {
 	int fd[MEMF_SLOTS];
 	unsigned next;
 	int keyed;
+	unsigned forks; /* memf_forks when these were opened */
 } memf;
+static atomic_int memf_all[MEMF_ALL]; /* fd + 1, 0: free */
+static atomic_uint memf_forks; /* forks this process came out of */
 static pthread_key_t memf_key;
 static pthread_once_t memf_once = PTHREAD_ONCE_INIT;
+
+/* Lists fd in memf_all: 0, or -1 when the list is full. */
+static int memf_list(int fd)
+{
+	for (int i = 0; i < MEMF_ALL; i++) {
+		int free_ = 0;
+
+		if (atomic_compare_exchange_strong(&memf_all[i], &free_, fd + 1))
+			return 0;
+	}
+	return -1;
+}
+
+static void memf_drop(int fd)
+{
+	for (int i = 0; i < MEMF_ALL; i++) {
+		int was = fd + 1;
+
+		if (atomic_compare_exchange_strong(&memf_all[i], &was, 0))
+			break;
+	}
+	close(fd);
+}
 
 static void memf_close(struct memf *c)
 {
 	for (int i = 0; i < MEMF_SLOTS; i++) {
 		if (c->pid[i] && c->fd[i] >= 0)
-			close(c->fd[i]);
+			memf_drop(c->fd[i]);
 		c->pid[i] = 0;
 	}
 }
@@ -504,9 +533,18 @@ static void memf_key_make(void)
 		memf_key = (pthread_key_t)-1;
 }
 
+/* In the child of a fork (one thread, no locks to take): closes every
+ * listed fd.  It touches no thread-local data, which may allocate: the
+ * forking thread forgets its slots at its next copy. */
 void sv_memf_forget(void)
 {
-	memf_close(&memf);
+	for (int i = 0; i < MEMF_ALL; i++) {
+		int v = atomic_exchange(&memf_all[i], 0);
+
+		if (v > 0)
+			close(v - 1);
+	}
+	atomic_fetch_add_explicit(&memf_forks, 1, memory_order_relaxed);
 }
 
 /* This thread's fd for pid's memory, opened on first use; -1: use CMA. */
@@ -514,7 +552,12 @@ static int memf_get(pid_t pid, int *slot)
 {
 	char path[32];
 	int i, fd;
+	unsigned forks = atomic_load_explicit(&memf_forks, memory_order_relaxed);
 
+	if (memf.forks != forks) { /* the parent's: closed by the fork */
+		memset(memf.pid, 0, sizeof(memf.pid));
+		memf.forks = forks;
+	}
 	for (i = 0; i < MEMF_SLOTS; i++) {
 		if (memf.pid[i] == pid) {
 			*slot = i;
@@ -530,12 +573,16 @@ static int memf_get(pid_t pid, int *slot)
 	}
 	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
 	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd >= 0 && memf_list(fd)) {
+		close(fd); /* MEMF_ALL open already: CMA */
+		return -1;
+	}
 	for (i = 0; i < MEMF_SLOTS && memf.pid[i]; i++)
 		;
 	if (i == MEMF_SLOTS) { /* all taken: one goes, round robin */
 		i = (int)(memf.next++ % MEMF_SLOTS);
 		if (memf.fd[i] >= 0)
-			close(memf.fd[i]);
+			memf_drop(memf.fd[i]);
 	}
 	memf.pid[i] = pid;
 	memf.fd[i] = fd >= 0 ? fd : MEMF_NONE;
@@ -557,7 +604,7 @@ static int memf_copy(struct xbatch *b)
 		       pread(fd, b->local[0].iov_base, n, at);
 	if (r == (ssize_t)n)
 		return 1;
-	close(fd);
+	memf_drop(fd);
 	memf.pid[slot] = 0;
 	return 0;
 }

@@ -5,17 +5,17 @@
  * answers READs and receives SENDs into its posted receives; RC order
  * holds (a SEND never overtakes the WRITE before it); READs posted
  * together (one transfer) complete each in order, a bad key failing just
- * its own; big messages over
- * many SGEs land whole; UD messages to one destination arrive in order
- * while the path to it changes from packets to direct; a thread that
- * copied to many peers keeps few /proc/PID/mem fds, and none once it
- * ends.  All but the first run over packets too (tests.cmake,
- * SOFTVERBS_DIRECT=0).
+ * its own; big messages over many SGEs land whole; UD messages to one
+ * destination arrive in order while the path to it changes from packets
+ * to direct; a thread that copied to many peers keeps few /proc/PID/mem
+ * fds, and none once it ends; a fork's child inherits none.  All but the
+ * first run over packets too (tests.cmake, SOFTVERBS_DIRECT=0).
  */
 #include "engine_util.h"
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 /* A peer process with an RC endpoint connected to ours; it obeys
  * one-byte commands on the socket. */
@@ -527,6 +527,33 @@ SV_TEST(proc_mem_fds_bounded_per_thread)
 		CHECK(run.end >= 1); /* the path was taken */
 		CHECK(left < run.end); /* the copying thread's fds closed */
 	}
+}
+
+/* A fork's child inherits none of those fds, whichever thread opened
+ * them: the parent's peers are not its peers. */
+SV_TEST(fork_child_inherits_no_proc_mem_fds)
+{
+	struct peer p;
+	struct ep a;
+	struct ibv_wc wc;
+	const char *cma = getenv("SOFTVERBS_NO_CMA");
+	int status;
+	pid_t child;
+
+	peer_open(&p, &a);
+	post_send_op(&a, 1, IBV_WR_RDMA_WRITE, a.buf, 8192, p.info.addr,
+		     p.info.rkey);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	if (!direct_off() && !(cma && strcmp(cma, "0")))
+		CHECK(proc_mem_fds() >= 1);
+	child = fork();
+	CHECK(child >= 0);
+	if (child == 0)
+		_exit(proc_mem_fds());
+	CHECK_EQ(waitpid(child, &status, 0), child);
+	CHECK(WIFEXITED(status));
+	CHECK_EQ(WEXITSTATUS(status), 0);
+	peer_close(&p, &a);
 }
 
 SV_TEST_MAIN()
