@@ -37,8 +37,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
-#include <stdio.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -477,7 +477,7 @@ static int local_side_bad(const struct xbatch *b, uint64_t done)
 #define MEMF_SLOTS 4
 #define MEMF_ALL 64
 #define MEMF_MAX 8192
-#define MEMF_NONE (-2) /* the open was refused: CMA for this pid */
+#define MEMF_NONE (-2) /* no file for this pid (refused, or too many) */
 static __thread struct memf {
 	pid_t pid[MEMF_SLOTS];
 	int fd[MEMF_SLOTS];
@@ -574,8 +574,8 @@ static int memf_get(pid_t pid, int *slot)
 	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd >= 0 && memf_list(fd)) {
-		close(fd); /* MEMF_ALL open already: CMA */
-		return -1;
+		close(fd); /* MEMF_ALL open already: CMA for this pid */
+		fd = -1;
 	}
 	for (i = 0; i < MEMF_SLOTS && memf.pid[i]; i++)
 		;
