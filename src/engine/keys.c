@@ -513,8 +513,21 @@ static void memf_drop(int fd)
 	close(fd);
 }
 
+/* c's slots, forgotten when they were opened before a fork: the fork's
+ * child closed those fds, and their numbers may name other files now. */
+static void memf_current(struct memf *c)
+{
+	unsigned forks = atomic_load_explicit(&memf_forks, memory_order_relaxed);
+
+	if (c->forks != forks) {
+		memset(c->pid, 0, sizeof(c->pid));
+		c->forks = forks;
+	}
+}
+
 static void memf_close(struct memf *c)
 {
+	memf_current(c);
 	for (int i = 0; i < MEMF_SLOTS; i++) {
 		if (c->pid[i] && c->fd[i] >= 0)
 			memf_drop(c->fd[i]);
@@ -535,7 +548,7 @@ static void memf_key_make(void)
 
 /* In the child of a fork (one thread, no locks to take): closes every
  * listed fd.  It touches no thread-local data, which may allocate: the
- * forking thread forgets its slots at its next copy. */
+ * forking thread forgets its slots when it next looks (memf_current). */
 void sv_memf_forget(void)
 {
 	for (int i = 0; i < MEMF_ALL; i++) {
@@ -552,12 +565,8 @@ static int memf_get(pid_t pid, int *slot)
 {
 	char path[32];
 	int i, fd;
-	unsigned forks = atomic_load_explicit(&memf_forks, memory_order_relaxed);
 
-	if (memf.forks != forks) { /* the parent's: closed by the fork */
-		memset(memf.pid, 0, sizeof(memf.pid));
-		memf.forks = forks;
-	}
+	memf_current(&memf);
 	for (i = 0; i < MEMF_SLOTS; i++) {
 		if (memf.pid[i] == pid) {
 			*slot = i;
@@ -618,11 +627,8 @@ static int xbatch_flush(struct xbatch *b)
 	if (!b->n)
 		return 0;
 	if (!sv_cma_off()) {
-		if (b->n == 1 && b->bytes <= MEMF_MAX && memf_copy(b)) {
-			b->n = 0;
-			b->bytes = 0;
-			return 0;
-		}
+		if (b->n == 1 && b->bytes <= MEMF_MAX && memf_copy(b))
+			done = b->bytes;
 		while (done < b->bytes) {
 			ssize_t r;
 			struct iovec l[XB_MAX], rv[XB_MAX];
