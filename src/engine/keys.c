@@ -757,8 +757,35 @@ static int xfer_remote_remote(const struct sv_mem *d, uint64_t doff,
 	return 0;
 }
 
+static int xfer_batched(const struct sv_data *dst, uint64_t dst_off,
+			const struct sv_data *src, uint64_t src_off, uint64_t n);
+
+/* Both ends one range of this process (a packet's payload, most small
+ * messages): a plain guarded copy, without xfer_batched's 6 KiB batch. */
 int sv_xfer(const struct sv_data *dst, uint64_t dst_off,
 	    const struct sv_data *src, uint64_t src_off, uint64_t n)
+{
+	const struct sv_seg *d = dst->seg, *s = src->seg;
+
+	if (dst->nseg >= 1 && src->nseg >= 1 && d->m.ptr && s->m.ptr &&
+	    dst_off <= d->len && n <= d->len - dst_off &&
+	    src_off <= s->len && n <= s->len - src_off) {
+		const uint8_t *from = s->m.ptr + src_off;
+		uintptr_t a;
+
+		if (!sv_safe_copy(d->m.ptr + dst_off, from, n))
+			return 0;
+		a = fault_addr;
+		return a >= (uintptr_t)from && a < (uintptr_t)(from + n) ?
+			       SV_XERR_SRC :
+			       SV_XERR_DST;
+	}
+	return xfer_batched(dst, dst_off, src, src_off, n);
+}
+
+static int __attribute__((noinline))
+xfer_batched(const struct sv_data *dst, uint64_t dst_off,
+	     const struct sv_data *src, uint64_t src_off, uint64_t n)
 {
 	struct xbatch b;
 	int i = 0, j = 0, err = 0;

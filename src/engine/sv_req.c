@@ -394,19 +394,26 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 	return STEP_NEXT;
 }
 
-/* An outstanding READ or atomic before `idx` (the fence waits for them);
- * *n counts them (max_rd_atomic). */
-static int reads_outstanding(struct sv_qp *qp, uint32_t idx, uint32_t *n)
+/* w (new, at `idx`) must wait for the READs and atomics before it: a
+ * fence waits for all of them, a READ or atomic while max_rd_atomic are
+ * outstanding.  Walks back from idx and stops at the answer, and only
+ * for the WQEs that can wait: a stream of WRITEs or SENDs pays nothing. */
+static int reads_block(struct sv_qp *qp, uint32_t idx,
+		       const struct sv_send_wqe *w)
 {
-	*n = 0;
-	for (uint32_t i = qp->sq.head; i != idx; i++) {
-		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, i);
+	int fence = (w->send_flags & IBV_SEND_FENCE) != 0;
+	uint32_t n = 0, max = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
 
-		if (WQE_STATE(w) != WQE_DONE && WQE_STATE(w) != WQE_NEW &&
-		    sv_is_read_or_atomic(w->opcode))
-			(*n)++;
+	if (!fence && !sv_is_read_or_atomic(w->opcode))
+		return 0;
+	for (uint32_t i = idx; i != qp->sq.head;) {
+		const struct sv_send_wqe *p = sv_wq_slot(&qp->sq, --i);
+
+		if (WQE_STATE(p) != WQE_DONE && WQE_STATE(p) != WQE_NEW &&
+		    sv_is_read_or_atomic(p->opcode) && (fence || ++n >= max))
+			return 1;
 	}
-	return *n != 0;
+	return 0;
 }
 
 /* RC/UC whose peer was not known at RTR: find it now (the daemon is
@@ -463,7 +470,7 @@ void sv_req_run(struct sv_qp *qp)
 		while (((st = sv_qp_state(qp)) == IBV_QPS_RTS ||
 			st == IBV_QPS_SQD) &&
 		       !tr->rnr_at && !tr->stopped && qp->sq.next != qp->sq.tail) {
-			uint32_t idx = qp->sq.next, nrd;
+			uint32_t idx = qp->sq.next;
 			struct sv_send_wqe *w = sv_wq_slot(&qp->sq, idx);
 			enum step s;
 			int r;
@@ -482,12 +489,7 @@ void sv_req_run(struct sv_qp *qp)
 			/* SQD: finish what started, start nothing new. */
 			if (st == IBV_QPS_SQD && WQE_STATE(w) == WQE_NEW)
 				break;
-			if (WQE_STATE(w) == WQE_NEW &&
-			    reads_outstanding(qp, idx, &nrd) &&
-			    ((w->send_flags & IBV_SEND_FENCE) ||
-			     (sv_is_read_or_atomic(w->opcode) &&
-			      nrd >= (qp->attr.max_rd_atomic ?
-					      qp->attr.max_rd_atomic : 1))))
+			if (WQE_STATE(w) == WQE_NEW && reads_block(qp, idx, w))
 				break; /* the completer runs us again */
 			if (w->opcode == IBV_WR_BIND_MW ||
 			    w->opcode == IBV_WR_LOCAL_INV) {
