@@ -8,8 +8,9 @@
  * its own; big messages over many SGEs land whole; UD messages to one
  * destination arrive in order while the path to it changes from packets
  * to direct; a thread that copied to many peers keeps few /proc/PID/mem
- * fds, and none once it ends; a fork's child inherits none.  All but the
- * first run over packets too (tests.cmake, SOFTVERBS_DIRECT=0).
+ * fds, and none once it ends; a fork's child inherits none; a fenced
+ * WRITE carries what the READs before it brought.  All but the first run
+ * over packets too (tests.cmake, SOFTVERBS_DIRECT=0).
  */
 #include "engine_util.h"
 
@@ -192,6 +193,70 @@ static void post_reads(struct ep *a, const struct peer *p, char *dst,
 		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
 	}
 	CHECK_EQ(ibv_post_send(a->qp, wr, &badwr), 0);
+}
+
+/* A fenced WRITE waits for the READs before it: it carries the bytes
+ * they brought (over packets a READ's response comes later, and an
+ * unfenced WRITE would go with the old ones).  Small READs may travel as
+ * packets even here (to a target that polls), bigger ones go direct. */
+SV_TEST(fenced_write_carries_what_the_reads_before_it_brought)
+{
+	struct ibv_send_wr wr[3], *bad;
+	struct ibv_sge sg[3];
+	struct peer p;
+	struct ep a;
+	struct ibv_wc wc;
+	uint8_t *want, *got;
+	uint32_t h;
+	char k;
+
+	peer_open(&p, &a);
+	want = (uint8_t *)a.buf + 16384;
+	got = (uint8_t *)a.buf + 32768;
+	peer_cmd(&p, CMD_RECV, 1);
+	xrecv(p.s, &k, 1);
+	for (int round = 0; round < 20; round++) {
+		uint32_t len = round & 1 ? 64 : 3072; /* per READ */
+
+		/* The peer's [0, 16 KiB): a pattern, then zeros. */
+		memset(a.buf, 0, 16384);
+		eu_pattern((uint8_t *)a.buf, 2 * len, (uint32_t)round + 11);
+		post_send_op(&a, 1, IBV_WR_RDMA_WRITE, a.buf, 16384, p.info.addr,
+			     p.info.rkey);
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+		/* Two READs of it into ours, then a fenced WRITE of what
+		 * they brought to the peer's 8 KiB, posted together. */
+		memset(got, 0, 2 * len);
+		memset(wr, 0, sizeof(wr));
+		for (uint32_t i = 0; i < 3; i++) {
+			sg[i] = (struct ibv_sge){ .addr = (uintptr_t)got +
+							  (i < 2 ? i * len : 0),
+						  .length = i < 2 ? len : 2 * len,
+						  .lkey = a.mr->lkey };
+			wr[i].wr_id = 200 + i;
+			wr[i].sg_list = &sg[i];
+			wr[i].num_sge = 1;
+			wr[i].opcode = i < 2 ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+			wr[i].send_flags = IBV_SEND_SIGNALED |
+					   (i == 2 ? IBV_SEND_FENCE : 0);
+			wr[i].wr.rdma.remote_addr =
+				p.info.addr + (i < 2 ? i * len : 8192);
+			wr[i].wr.rdma.rkey = p.info.rkey;
+			wr[i].next = i < 2 ? &wr[i + 1] : NULL;
+		}
+		CHECK_EQ(ibv_post_send(a.qp, wr, &bad), 0);
+		for (uint32_t i = 0; i < 3; i++) {
+			EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+			CHECK_EQ(wc.wr_id, 200 + i);
+		}
+		CHECK(!memcmp(a.buf, got, 2 * len));
+		memcpy(want, a.buf, 8192);
+		memcpy(want + 8192, a.buf, 2 * len);
+		peer_cmd(&p, CMD_SUM, 8192 + 2 * len);
+		xrecv(p.s, &h, sizeof(h));
+		CHECK_EQ(h, sum32(want, 8192 + 2 * len));
+	}
+	peer_close(&p, &a);
 }
 
 /* READs posted together run as one batch (one transfer); each still
