@@ -473,7 +473,7 @@ void sv_req_run(struct sv_qp *qp)
 			uint32_t idx = qp->sq.next;
 			struct sv_send_wqe *w = sv_wq_slot(&qp->sq, idx);
 			enum step s;
-			int r;
+			int r, pk;
 
 			if (WQE_STATE(w) == WQE_DONE) {
 				/* A local op kept by a rewind, or a READ whose
@@ -505,8 +505,13 @@ void sv_req_run(struct sv_qp *qp)
 				tr->blocked = 1;
 				break;
 			}
+			/* A packet the target takes at once (sv_direct.c):
+			 * asked here, before the direct paths' big frames. */
+			pk = WQE_STATE(w) == WQE_NEW &&
+			     qp->type != IBV_QPT_UD && tr->peer &&
+			     sv_direct_packets_now(qp, tr);
 			if ((w->opcode == IBV_WR_RDMA_WRITE ||
-			     w->opcode == IBV_WR_RDMA_READ) &&
+			     w->opcode == IBV_WR_RDMA_READ) && !pk &&
 			    WQE_STATE(w) == WQE_NEW && tr->direct == 1) {
 				int k = sv_direct_rw_batch(qp, tr);
 
@@ -516,7 +521,7 @@ void sv_req_run(struct sv_qp *qp)
 					continue;
 				}
 			}
-			r = tr->direct >= 0 && WQE_STATE(w) == WQE_NEW ?
+			r = tr->direct >= 0 && WQE_STATE(w) == WQE_NEW && !pk ?
 				    sv_direct_wqe(qp, tr, w) : -EAGAIN;
 			if (r == 1)
 				continue; /* the completer placed sq.next */
