@@ -24,72 +24,92 @@ static double now_ns(void)
 	return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
+static char target[4096];
+static char src[8] = "softvrb";
+static pid_t child;
+static int memfd = -1;
+
+static int op_getppid(void)
+{
+	return syscall(SYS_getppid) < 0;
+}
+
+static int op_cma(void)
+{
+	struct iovec l = { src, sizeof(src) }, r = { target, sizeof(src) };
+
+	return process_vm_writev(child, &l, 1, &r, 1, 0) != sizeof(src);
+}
+
+static int op_proc_mem(void)
+{
+	return pwrite(memfd, src, sizeof(src), (off_t)(uintptr_t)target) !=
+	       sizeof(src);
+}
+
+static int op_clock(void)
+{
+	return now_ns() < 0;
+}
+
+/* Nanoseconds per op: the best of 5 rounds of n (the machine is
+ * shared); negative when op fails. */
+static double best_of_5(int (*op)(void), int n)
+{
+	double best = 1e18;
+
+	for (int round = 0; round < 5; round++) {
+		double t0 = now_ns(), t;
+
+		for (int i = 0; i < n; i++)
+			if (op())
+				return -1;
+		t = (now_ns() - t0) / n;
+		if (t < best)
+			best = t;
+	}
+	return best;
+}
+
 int main(void)
 {
-	static char target[4096];
-	char src[8] = "softvrb";
-	struct iovec l = { src, sizeof(src) }, r = { target, sizeof(src) };
-	const int n = 200000;
-	double t0, best;
-	pid_t pid = fork();
+	static const struct {
+		const char *what;
+		int (*op)(void);
+		int n;
+	} ops[] = {
+		{ "syscall_getppid", op_getppid, 200000 },
+		{ "process_vm_writev_8B", op_cma, 50000 },
+		{ "proc_pid_mem_pwrite_8B", op_proc_mem, 50000 },
+		{ "clock_gettime", op_clock, 200000 },
+	};
+	char path[32];
+	int rc = 0;
 
-	if (pid < 0)
+	child = fork();
+	if (child < 0)
 		return 1;
-	if (pid == 0) {
+	if (child == 0) {
 		pause();
 		_exit(0);
 	}
-	/* The best of 5 rounds: the machine is shared. */
-	best = 1e18;
-	for (int round = 0; round < 5; round++) {
-		t0 = now_ns();
-		for (int i = 0; i < n; i++)
-			syscall(SYS_getppid);
-		if ((now_ns() - t0) / n < best)
-			best = (now_ns() - t0) / n;
-	}
-	printf("syscall_getppid %.0f\n", best);
-	best = 1e18;
-	for (int round = 0; round < 5; round++) {
-		t0 = now_ns();
-		for (int i = 0; i < n / 4; i++)
-			if (process_vm_writev(pid, &l, 1, &r, 1, 0) != sizeof(src))
-				return 1;
-		if ((now_ns() - t0) / (n / 4) < best)
-			best = (now_ns() - t0) / (n / 4);
-	}
-	printf("process_vm_writev_8B %.0f\n", best);
-	{
-		char path[32];
-		int fd;
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)child);
+	memfd = open(path, O_RDWR | O_CLOEXEC);
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		double v;
 
-		snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
-		fd = open(path, O_RDWR | O_CLOEXEC);
-		best = 1e18;
-		for (int round = 0; fd >= 0 && round < 5; round++) {
-			t0 = now_ns();
-			for (int i = 0; i < n / 4; i++)
-				if (pwrite(fd, src, sizeof(src),
-					   (off_t)(uintptr_t)target) != sizeof(src))
-					return 1;
-			if ((now_ns() - t0) / (n / 4) < best)
-				best = (now_ns() - t0) / (n / 4);
+		if (ops[i].op == op_proc_mem && memfd < 0)
+			continue; /* not allowed here: no line */
+		v = best_of_5(ops[i].op, ops[i].n);
+		if (v < 0) {
+			rc = 1;
+			break;
 		}
-		if (fd >= 0) {
-			printf("proc_pid_mem_pwrite_8B %.0f\n", best);
-			close(fd);
-		}
+		printf("%s %.0f\n", ops[i].what, v);
 	}
-	best = 1e18;
-	for (int round = 0; round < 5; round++) {
-		t0 = now_ns();
-		for (int i = 0; i < n; i++)
-			(void)now_ns();
-		if ((now_ns() - t0) / n < best)
-			best = (now_ns() - t0) / n;
-	}
-	printf("clock_gettime %.0f\n", best);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	return 0;
+	if (memfd >= 0)
+		close(memfd);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	return rc;
 }

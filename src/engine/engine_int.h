@@ -807,12 +807,15 @@ int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
 		 uint64_t *lenp);
 
 /* sv_direct.c: executes w on the peer QP directly (RC/UC through
- * tr->peer, UD through the destination's view).  Must hold sq_lock.
- * Returns 0 (dealt with), 1 (dealt with, sq.next placed by the
- * completer), 2 (not now) or -EAGAIN (use packets). */
+ * tr->peer, UD through the destination's view).  The caller has asked
+ * sv_direct_packets_now first (RC/UC): the WQE goes as a packet when it
+ * says so.  Must hold sq_lock.  Returns 0 (dealt with), 1 (dealt with,
+ * sq.next placed by the completer), 2 (not now) or -EAGAIN (use
+ * packets). */
 int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w);
-/* Executes the run of RDMA WRITEs at sq.next as one batch; returns how
- * many it completed (0: go one by one).  Must hold sq_lock. */
+/* Executes the run of RDMA WRITEs or READs at sq.next as one batch
+ * (asked after sv_direct_packets_now, as sv_direct_wqe); returns how many
+ * it completed (0: go one by one).  Must hold sq_lock. */
 int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr);
 /* eng_link.c: packets committed between these two calls (this thread)
  * are published together at the end (nested: the outermost end). */

@@ -181,10 +181,8 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 	 * landed; RC waits for its ACK below, and for the ring too). */
 	if (!ring_idle(eng->loop))
 		return -EAGAIN;
-	/* The target takes a packet at once (small_packet; a UD target
-	 * once it is looked up, below). */
-	if (!ud && tr->peer && sv_direct_packets_now(qp, tr))
-		return -EAGAIN;
+	/* (A target that takes a packet at once: the caller asked for RC
+	 * and UC; a UD target once it is looked up, below.) */
 	lq = local_pin(eng, dqpn);
 	if (lq) {
 		sv_rtgt_own(&t, lq);
@@ -373,8 +371,6 @@ int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr)
 	first = sv_wq_slot(&qp->sq, qp->sq.next);
 	op = first->opcode;
 	read = op == IBV_WR_RDMA_READ;
-	if (tr->peer && small_packet(tr->peer->link, first))
-		return 0; /* packets (sv_direct_wqe) */
 	for (uint32_t i = 0; i < avail && n < SV_DIRECT_BATCH; i++) {
 		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, qp->sq.next + i);
 		struct sv_data d;
