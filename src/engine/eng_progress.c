@@ -615,10 +615,11 @@ static void sock_readable(struct sv_engine *eng)
 			continue;
 		}
 		map = mmap(NULL, m.ring_size, PROT_READ | PROT_WRITE,
-			   MAP_SHARED, fds[0], 0);
+			   MAP_SHARED | MAP_POPULATE, fds[0], 0);
 		sv_close_fds(fds, nfds); /* the peer's doorbell: not needed */
 		if (map == MAP_FAILED)
 			continue;
+		sv_map_touch(map, m.ring_size, 0);
 		/* The ring's own size, then (newer peers) a request box. */
 		ring_len = ((const struct sv_ring_hdr *)map)->size;
 		pthread_mutex_lock(&eng->lock);

@@ -96,6 +96,10 @@ static inline void sv_spin_lock(pthread_spinlock_t *l)
 #define SV_DEFER_NS 20000
 #define SV_MAX_SEGS (SV_MAX_SGE + 2)	/* ranges of one message side */
 
+/* eng_link.c: faults in every page of a ring mapping (write: a fresh,
+ * zero one nobody else has; else read). */
+void sv_map_touch(void *map, size_t len, int write);
+
 /* Record types on a ring (sv_ring.h). */
 #define SV_REC_PKT 1u
 #define SV_REC_EVENT 2u	   /* struct sv_ev_rec: nudge the owner */
