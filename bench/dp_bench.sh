@@ -117,23 +117,23 @@ fi_lat() {
 	fi
 	echo "${v:-failed}"
 }
-# ucx NAME FINAL-COLUMN ucx_perftest-args...: one ucx_perftest pair.
+# ucx NAME ucx_perftest-args...: one ucx_perftest pair; its final
+# bandwidth (MB/s).
 ucx() {
-	local d=$TMP/ucx.$1 col=$2 v=failed
-	shift 2
+	local d=$TMP/ucx.$1 v=failed
+	shift
 	PAIR_DIRECT=1 pairs_run "$d" "$TMO" ucx_perftest "$@" >/dev/null &&
-		v=$(awk -v c="$col" '$1 == "Final:" { print $c }' "$d/client.out")
+		v=$(awk '$1 == "Final:" { print $6 }' "$d/client.out")
 	echo "${v:-failed}"
 }
-v=$(median3 fi_lat)
-record fi_pingpong_shm_lat 8 "${v:-failed}" usec
+record fi_pingpong_shm_lat 8 "$(median3 fi_lat)" usec
 export UCX_TLS=posix,self
-record ucx_tag_bw_posix 8 "$(median3 ucx tag_bw 6 -t tag_bw -s 8 -n 1000000 -w 100000)" MB/s
+record ucx_tag_bw_posix 8 "$(median3 ucx tag_bw -t tag_bw -s 8 -n 1000000 -w 100000)" MB/s
 unset UCX_TLS
 for s in 65536 1048576; do
-	record uct_put_bw_cma "$s" "$(median3 ucx "put.$s" 6 -t put_bw -d memory -x cma \
+	record uct_put_bw_cma "$s" "$(median3 ucx "put.$s" -t put_bw -d memory -x cma \
 		-D zcopy -s "$s" -n $((4294967296 / s)) -w 100)" MB/s
-	record uct_get_bw_cma "$s" "$(median3 ucx "get.$s" 6 -t get -d memory -x cma \
+	record uct_get_bw_cma "$s" "$(median3 ucx "get.$s" -t get -d memory -x cma \
 		-D zcopy -s "$s" -n $((4294967296 / s)) -w 100)" MB/s
 done
 

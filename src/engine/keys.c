@@ -757,6 +757,18 @@ static int xfer_remote_remote(const struct sv_mem *d, uint64_t doff,
 	return 0;
 }
 
+/* n bytes within this process, guarded: 0, or the side that faulted. */
+static int local_copy(uint8_t *to, const uint8_t *from, uint64_t n)
+{
+	uintptr_t a;
+
+	if (!sv_safe_copy(to, from, n))
+		return 0;
+	a = fault_addr;
+	return a >= (uintptr_t)from && a < (uintptr_t)(from + n) ? SV_XERR_SRC :
+								  SV_XERR_DST;
+}
+
 static int xfer_batched(const struct sv_data *dst, uint64_t dst_off,
 			const struct sv_data *src, uint64_t src_off, uint64_t n);
 
@@ -769,17 +781,8 @@ int sv_xfer(const struct sv_data *dst, uint64_t dst_off,
 
 	if (dst->nseg >= 1 && src->nseg >= 1 && d->m.ptr && s->m.ptr &&
 	    dst_off <= d->len && n <= d->len - dst_off &&
-	    src_off <= s->len && n <= s->len - src_off) {
-		const uint8_t *from = s->m.ptr + src_off;
-		uintptr_t a;
-
-		if (!sv_safe_copy(d->m.ptr + dst_off, from, n))
-			return 0;
-		a = fault_addr;
-		return a >= (uintptr_t)from && a < (uintptr_t)(from + n) ?
-			       SV_XERR_SRC :
-			       SV_XERR_DST;
-	}
+	    src_off <= s->len && n <= s->len - src_off)
+		return local_copy(d->m.ptr + dst_off, s->m.ptr + src_off, n);
 	return xfer_batched(dst, dst_off, src, src_off, n);
 }
 
@@ -814,14 +817,8 @@ xfer_batched(const struct sv_data *dst, uint64_t dst_off,
 			c = n;
 		if (d->m.ptr && s->m.ptr) {
 			err = xbatch_flush(&b);
-			if (!err && sv_safe_copy(d->m.ptr + di, s->m.ptr + sj, c)) {
-				uintptr_t a = fault_addr;
-
-				err = a >= (uintptr_t)(s->m.ptr + sj) &&
-						      a < (uintptr_t)(s->m.ptr + sj + c) ?
-					      SV_XERR_SRC :
-					      SV_XERR_DST;
-			}
+			if (!err)
+				err = local_copy(d->m.ptr + di, s->m.ptr + sj, c);
 		} else if (s->m.ptr) {
 			err = xbatch_add(&b, 1, s->m.ptr + sj, &d->m, di, c);
 		} else if (d->m.ptr) {
