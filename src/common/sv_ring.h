@@ -47,6 +47,8 @@
 #define SV_RING_VERSION 2
 #define SV_RING_DATA_OFF 192
 #define SV_REC_PAD 0xffffu
+#define SV_RING_AHEAD 1024	 /* producer: lines asked for ahead (bytes) */
+#define SV_RING_READ_AHEAD 2048 /* consumer: the same, of published ones */
 
 /*
  * | field     | meaning                                  | written by |
@@ -104,6 +106,28 @@ struct sv_ring_cons {
 	uint64_t head; /* ours: the truth */
 	uint64_t size;
 };
+
+/*
+ * The data's cache lines move between the two CPUs on every lap: the
+ * consumer last read the line a producer writes next, and a record's line
+ * comes to the consumer when it reads it.  Each move costs the latency
+ * between the CPUs (hundreds of ns on a VM whose vCPUs sit far apart), and
+ * a locked instruction after a store waits for the store's line, so a
+ * producer that takes a lock per record would pay one whole move per
+ * record.  Both sides ask for the lines ahead instead, so the moves
+ * overlap: the producer for writing (prefetchw, a hint: never a fault, a
+ * no-op where not supported), the consumer for reading, only as far as
+ * the producer published (a line asked for before it is written would be
+ * taken from the producer while it writes).
+ */
+static inline void sv_prefetch_w(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+#else
+	__builtin_prefetch(p, 1, 3);
+#endif
+}
 
 /* Formats a fresh region of `size` bytes (data = size - header, which
  * must be a power of two). */
@@ -191,6 +215,7 @@ static inline void *sv_ring_reserve(struct sv_ring_prod *p, uint32_t len,
 	r->len = len;
 	r->type = type;
 	p->pending += need;
+	sv_prefetch_w(p->data + ((p->pending + SV_RING_AHEAD) & p->mask));
 	return r + 1;
 }
 
@@ -253,6 +278,21 @@ static inline void sv_ring_pop(struct sv_ring_cons *c, uint32_t len)
 {
 	c->head += sizeof(struct sv_rec_hdr) + SV_REC_ALIGN((uint64_t)len);
 	atomic_store_explicit(&c->h->head, c->head, memory_order_release);
+}
+
+/* Asks for the lines of what is published and not yet read, up to
+ * SV_RING_READ_AHEAD bytes: a run of records is read with its misses
+ * overlapped, not one after the other (each record's place follows from
+ * the one before). */
+static inline void sv_ring_prefetch(const struct sv_ring_cons *c)
+{
+	uint64_t tail = atomic_load_explicit(&c->h->tail, memory_order_relaxed);
+	uint64_t o = c->head & ~(uint64_t)63;
+
+	if (tail - c->head > c->size)
+		return; /* garbage: sv_ring_peek says so */
+	for (; o < tail && o < c->head + SV_RING_READ_AHEAD; o += 64)
+		__builtin_prefetch(c->data + (o & c->mask), 0, 3);
 }
 
 /* Tells the producer to ring the doorbell from now on.  Returns nonzero

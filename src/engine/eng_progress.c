@@ -274,6 +274,7 @@ static int drain_ring(struct sv_engine *eng, struct sv_inring *in,
 			t->contended = 1;
 		return 0;
 	}
+	sv_ring_prefetch(&in->rx);
 	while (n < SV_ENG_BATCH) {
 		const void *p;
 		uint32_t type, len;
@@ -289,7 +290,8 @@ static int drain_ring(struct sv_engine *eng, struct sv_inring *in,
 		}
 		dispatch(eng, p, len, type, t);
 		sv_ring_pop(&in->rx, len);
-		n++;
+		if (++n % 16 == 0)
+			sv_ring_prefetch(&in->rx);
 	}
 	if (n == SV_ENG_BATCH &&
 	    atomic_load_explicit(&in->rx.h->tail, memory_order_relaxed) != in->rx.head)

@@ -1044,9 +1044,10 @@ void sv_engine_mr_release(const struct sv_ctx_ref *cref)
  * its size, and a system call costs microseconds on a VM: a stream of
  * small posts (a bandwidth test) is worth gathering into one call, a lone
  * post (a latency test, a request) must run at once.  A post that comes
- * within SV_BURST_NS of the end of the previous one is a stream: it waits
- * until SV_DIRECT_BATCH WQEs are queued, the application polls a CQ, or
- * SV_DEFER_NS pass (the progress thread runs it then).
+ * within SV_BURST_NS of the end of the previous one is a stream: it waits,
+ * and so does every post after it, until SV_DIRECT_BATCH WQEs are queued,
+ * the application polls a CQ, or SV_DEFER_NS pass (the progress thread
+ * runs them then).
  *
  * Packets (sv_direct_packets_now: the target takes them at once) cost no
  * system call, but each publication moves the ring's cache lines between
@@ -1056,20 +1057,25 @@ void sv_engine_mr_release(const struct sv_ctx_ref *cref)
  * a request received: a ping-pong, the peer waits for this one -- runs at
  * once, however soon it comes.
  */
-void sv_engine_kick_sq(struct sv_qp *qp)
+void sv_engine_posted(struct sv_qp *qp)
 {
 	struct sv_tr *tr = tr_of(qp);
 	struct sv_engine *eng = qp->eng;
 	uint64_t now;
-	int hold = 0, pk;
+	int pk, hold;
 	uint32_t got;
 
-	if (!tr)
+	if (sv_qp_state(qp) == IBV_QPS_ERR) {
+		pthread_spin_unlock(&qp->sq_lock);
+		sv_engine_flush(qp);
 		return;
-	if (sv_cap_on(eng))
-		sv_cap_prepare(eng);
-	if (tr->direct != 1) {
-		sv_req_run(qp);
+	}
+	if (!tr || tr->direct != 1 || sv_cap_on(eng)) {
+		pthread_spin_unlock(&qp->sq_lock);
+		if (tr && sv_cap_on(eng))
+			sv_cap_prepare(eng);
+		if (tr)
+			sv_req_run(qp);
 		return;
 	}
 	got = atomic_load_explicit(&eng->got_seq, memory_order_relaxed);
@@ -1078,24 +1084,30 @@ void sv_engine_kick_sq(struct sv_qp *qp)
 		/* Something came back since our last post: a ping-pong,
 		 * the peer waits for this one. */
 		tr->kick_got = got;
+		pthread_spin_unlock(&qp->sq_lock);
 		sv_req_run(qp);
 		return;
 	}
+	hold = !tr->req_busy && sv_qp_state(qp) == IBV_QPS_RTS &&
+	       qp->sq.tail - qp->sq.next < (pk ? SV_PKT_BATCH : SV_DIRECT_BATCH);
+	if (hold && tr->deferred) {
+		/* A stream held already (no run since): it waits for its
+		 * batch, and the progress thread knows (no clock read: one
+		 * costs tens of ns on a VM, a good part of a small packet). */
+		pthread_spin_unlock(&qp->sq_lock);
+		return;
+	}
 	now = sv_now_ns();
-	sv_spin_lock(&qp->sq_lock);
-	if (now - tr->kick_end < SV_BURST_NS && !tr->req_busy &&
-	    qp->sq.tail - qp->sq.next < (pk ? SV_PKT_BATCH : SV_DIRECT_BATCH) &&
-	    sv_qp_state(qp) == IBV_QPS_RTS) {
-		hold = 1;
+	if (hold && now - tr->kick_end < SV_BURST_NS) {
+		/* A stream: wait for more. */
 		tr->deferred = 1;
 		tr->kick_end = now;
-	}
-	pthread_spin_unlock(&qp->sq_lock);
-	if (hold) {
+		pthread_spin_unlock(&qp->sq_lock);
 		if (!atomic_exchange(&eng->deferred, 1))
 			sv_eng_deadline(eng, now + (pk ? SV_ENG_NAP_NS : SV_DEFER_NS));
 		return;
 	}
+	pthread_spin_unlock(&qp->sq_lock);
 	sv_req_run(qp);
 	/* A run of packets is short: its start will do (a clock read is
 	 * tens of ns on a VM, a good part of a small message). */

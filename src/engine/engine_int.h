@@ -87,7 +87,7 @@ static inline void sv_spin_lock(pthread_spinlock_t *l)
 #define SV_DIRECT_BATCH 64
 #define SV_DIRECT_SMALL 4096 /* up to this, a packet to a spinning target */
 #define SV_STREAM_NS 50000   /* small requests this close: a stream */
-/* Doorbell batching (engine.c sv_engine_kick_sq): a post that comes this
+/* Doorbell batching (engine.c sv_engine_posted): a post that comes this
  * soon after the last one waits for more (a stream); the queued run goes
  * at SV_DIRECT_BATCH WQEs, at the next poll of a CQ, or after
  * SV_DEFER_NS (the progress thread). */
@@ -423,7 +423,7 @@ struct sv_engine {
 	_Atomic uint32_t poll_seq;
 	/* Bumped by every ibv_poll_cq that returned completions and every
 	 * request packet received: posts with neither in between are a
-	 * stream, not a ping-pong (sv_engine_kick_sq). */
+	 * stream, not a ping-pong (sv_engine_posted). */
 	_Atomic uint32_t got_seq;
 	_Atomic uint32_t notify_seq; /* bumped by every ibv_req_notify_cq */
 	_Atomic uint64_t sleep_until; /* progress thread asleep until (ns) */

@@ -329,9 +329,12 @@ void sv_engine_qp_del(struct sv_qp *qp);
 /*
  * Work was posted: the requester runs what it can now, in the caller's
  * thread (poll first, block later), and leaves the rest to the progress
- * thread.  Called with no lock held.
+ * thread; a QP in ERR is flushed at once, as hardware does.  Called
+ * with qp->sq_lock held (the post's own), which it releases: whether a
+ * stream waits for a batch is decided under the post's lock, not under a
+ * second one.
  */
-void sv_engine_kick_sq(struct sv_qp *qp);
+void sv_engine_posted(struct sv_qp *qp);
 
 /*
  * Drives progress inline from ibv_poll_cq when the CQ is empty: processes

@@ -57,7 +57,7 @@ static int bind_mw(struct ibv_qp *ibqp, struct ibv_mw *mw,
 	struct sv_qp *qp = to_svqp(ibqp);
 	struct ibv_send_wr wr = { 0 };
 	uint32_t new_rkey = ibv_inc_rkey(mw->rkey);
-	int err, flush;
+	int err;
 
 	wr.wr_id = mw_bind->wr_id;
 	wr.opcode = IBV_WR_BIND_MW;
@@ -67,16 +67,13 @@ static int bind_mw(struct ibv_qp *ibqp, struct ibv_mw *mw,
 	wr.bind_mw.bind_info = mw_bind->bind_info;
 	pthread_spin_lock(&qp->sq_lock);
 	err = sv_post_one_send(qp, &wr);
-	flush = sv_qp_state(qp) == IBV_QPS_ERR;
-	pthread_spin_unlock(&qp->sq_lock);
-	if (err)
+	if (err) {
+		pthread_spin_unlock(&qp->sq_lock);
 		return err;
+	}
 	/* The key the window will answer to once the bind executes. */
 	mw->rkey = new_rkey;
-	if (flush)
-		sv_engine_flush(qp);
-	else
-		sv_engine_kick_sq(qp);
+	sv_engine_posted(qp); /* releases sq_lock */
 	return 0;
 }
 

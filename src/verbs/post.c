@@ -169,7 +169,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		     struct ibv_send_wr **bad_wr)
 {
 	struct sv_qp *qp = to_svqp(ibqp);
-	int err = 0, flush;
+	int err = 0;
 
 	pthread_spin_lock(&qp->sq_lock);
 	for (; wr; wr = wr->next) {
@@ -179,12 +179,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			break;
 		}
 	}
-	flush = sv_qp_state(qp) == IBV_QPS_ERR;
-	pthread_spin_unlock(&qp->sq_lock);
-	if (flush)
-		sv_engine_flush(qp);
-	else
-		sv_engine_kick_sq(qp);
+	sv_engine_posted(qp); /* releases sq_lock */
 	return err;
 }
 

@@ -43,18 +43,14 @@ static void wr_start(struct ibv_qp_ex *q)
 static int wr_complete(struct ibv_qp_ex *q)
 {
 	struct sv_qp *qp = qx(q);
-	int err = qp->wr_err, flush;
+	int err = qp->wr_err;
 
-	if (err)
+	if (err) {
 		qp->sq.tail = qp->wr_start_tail;
-	flush = sv_qp_state(qp) == IBV_QPS_ERR;
-	pthread_spin_unlock(&qp->sq_lock);
-	if (err)
+		pthread_spin_unlock(&qp->sq_lock);
 		return err;
-	if (flush)
-		sv_engine_flush(qp);
-	else
-		sv_engine_kick_sq(qp);
+	}
+	sv_engine_posted(qp); /* releases sq_lock */
 	return 0;
 }
 
