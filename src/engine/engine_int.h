@@ -806,9 +806,13 @@ uint8_t sv_req_opcode(uint32_t wr_op, int first, int last);
 
 /* The checks a WQE gets when it starts (opcode for the QP type, length,
  * local keys); *lenp = its length.  Nonzero when they finished it with an
- * error status.  Must hold sq_lock. */
+ * error status.  keys_later: the caller resolves every local SGE of a
+ * SEND or WRITE before any of it leaves (a message of one packet, or
+ * executed directly), and an error there ends the WQE the same way
+ * (IBV_WC_LOC_PROT_ERR): the keys are not looked up twice.  Must hold
+ * sq_lock. */
 int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
-		 uint64_t *lenp);
+		 uint64_t *lenp, int keys_later);
 
 /* sv_direct.c: executes w on the peer QP directly (RC/UC through
  * tr->peer, UD through the destination's view).  The caller has asked

@@ -225,7 +225,7 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 		err = 2;
 		goto out;
 	}
-	if (sv_req_start(qp, tr, w, &len)) {
+	if (sv_req_start(qp, tr, w, &len, !sv_is_read_or_atomic(op))) {
 		err = 0;
 		goto out; /* finished with a local error */
 	}

@@ -207,7 +207,7 @@ static int window_full(struct sv_qp *qp, struct sv_tr *tr)
 /* The WQE's first checks (once, when it starts).  Returns nonzero when
  * it finished (with an error status) right there. */
 int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
-		 uint64_t *lenp)
+		 uint64_t *lenp, int keys_later)
 {
 	int ud = qp->type == IBV_QPT_UD, rc = qp->type == IBV_QPT_RC;
 	uint32_t op = w->opcode, mtu = tr->mtu ? tr->mtu : 4096, acc = 0;
@@ -236,7 +236,8 @@ int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
 	}
 	if (sv_is_read_or_atomic(op))
 		acc = IBV_ACCESS_LOCAL_WRITE;
-	if (!(w->send_flags & IBV_SEND_INLINE) && check_sges(qp, w, acc)) {
+	if (!(w->send_flags & IBV_SEND_INLINE) && (acc || !keys_later) &&
+	    check_sges(qp, w, acc)) {
 		sv_wqe_done(w, IBV_WC_LOC_PROT_ERR);
 		return 1;
 	}
@@ -256,8 +257,10 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 	uint32_t op = w->opcode, mtu = tr->mtu ? tr->mtu : 4096;
 	uint64_t len;
 	struct sv_link *link = ud ? NULL : qp->link;
+	/* A message of one packet: its copy below resolves the keys. */
+	int keys_later = sv_wqe_bytes(w) <= mtu && !sv_is_read_or_atomic(op);
 
-	if (sv_req_start(qp, tr, w, &len))
+	if (sv_req_start(qp, tr, w, &len, keys_later))
 		return STEP_NEXT;
 	if (ud && !sv_gid_local(eng, w->dgid.raw)) {
 		/* Another host: the QP's wire link (none: no route, the
@@ -380,6 +383,11 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 			if (rc && link && !tr->timer_at)
 				sv_comp_arm_timer(qp, tr);
 			tr->ring_mark = link && !link->w ? link->tx.pending : 0;
+		} else if (keys_later && !inl && check_sges(qp, w, 0)) {
+			/* Nowhere to send it (lost, as on a fabric): the
+			 * keys are checked all the same. */
+			sv_wqe_done(w, IBV_WC_LOC_PROT_ERR);
+			return STEP_NEXT;
 		}
 		tr->since_ackreq = ackreq ? 0 : tr->since_ackreq + 1;
 		w->bytes_sent = off + chunk;
