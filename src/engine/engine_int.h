@@ -92,11 +92,7 @@ static inline void sv_spin_lock(pthread_spinlock_t *l)
  * at SV_DIRECT_BATCH WQEs, at the next poll of a CQ, or after
  * SV_DEFER_NS (the progress thread). */
 #define SV_BURST_NS 2000
-/* ... packets: a stream waits for this many.  Each publication and each
- * coalesced ACK cost a cache line's move between the CPUs: 64 took
- * ib_write_bw 8 B from 28 to 37 MB/s on the VM of bench/reports/dp.md
- * (16 before; 32 gained nothing). */
-#define SV_PKT_BATCH 64
+#define SV_PKT_BATCH 16 /* ... packets: a stream waits for this many */
 #define SV_DEFER_NS 20000
 #define SV_MAX_SEGS (SV_MAX_SGE + 2)	/* ranges of one message side */
 
