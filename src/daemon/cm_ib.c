@@ -17,6 +17,26 @@
  * lost on the wire: the message in flight (`out`) is sent again on its
  * timer, Max CM Retries times, as the kernel's MAD layer does, and every
  * receiver answers a duplicate the way the kernel's cm_dup_*_handler do.
+ * What each loss costs (IBTA 12.9, the kernel's ib_cm and rdma_cm):
+ *  - REQ, REP, DREQ, SIDR_REQ: sent again on the response timeout.
+ *  - An MRA only stretches the wait of the message it answers to the
+ *    MRA's service timeout (~70 s); the message still goes again when
+ *    that runs out (the kernel's ib_modify_mad on the MAD in flight,
+ *    whose retries go on).  And the rdma_cm sends its MRAs
+ *    with the kernel's delay flag (CMA_CM_MRA_SETTING): only for a
+ *    duplicate REQ or REP, i.e. once the peer has shown it is tired of
+ *    waiting, never right away -- an MRA sent at once would make a lost
+ *    RTU cost the passive side those ~70 s before its REP goes again.
+ *  - RTU: the passive side's REP goes again, and the active side,
+ *    established, answers the duplicate REP with the RTU again.
+ *  - DREQ: sent again; a duplicate is answered with a DREP from
+ *    timewait, or by cm_issue_drep once the connection is forgotten.  It
+ *    goes on being sent after the rdma_cm id is destroyed (rping destroys
+ *    its id right after rdma_disconnect), until a DREP or Max CM Retries:
+ *    the kernel cancels it then (cm_destroy_id), and a peer whose DREQ was
+ *    lost would wait for DISCONNECTED for ever.
+ *  - DREP: the DREQ goes again.  Retries run out: timewait, and the id
+ *    is disconnected all the same.
  *
  * Transaction IDs as the kernel's ib_cm: the side that starts an exchange
  * (REQ, DREQ, SIDR_REQ) makes one, high half per daemon, low half its
@@ -84,7 +104,9 @@ struct svd_ibcm {
 	uint8_t flow_control;
 	uint8_t av_timeout;	/* local ACK timeout of the QP */
 	uint8_t max_cm_retries;
-	uint64_t timeout_ms;	/* response timeout of the message in flight */
+	uint64_t timeout_ms;	/* response timeout of this side's messages */
+	uint64_t wait_ms;	/* the message in flight's: timeout_ms, or an
+				 * MRA's service timeout once MRAed */
 	int retries;
 	struct svd_cm_msg out;	/* the message in flight (resent on timeout) */
 	struct svd_timer timer;
@@ -260,6 +282,7 @@ static void msg_answer(struct svd_cm_msg *r, const struct svd_cm_msg *m,
 static void send_expecting(struct svd_ibcm *c, uint64_t timeout_ms)
 {
 	c->timeout_ms = timeout_ms;
+	c->wait_ms = timeout_ms;
 	c->retries = 0;
 	svd_cm_send(&c->out);
 	svd_timer_arm(&c->timer, timeout_ms);
@@ -460,12 +483,12 @@ static void cm_timeout(struct svd_timer *t)
 		return;
 	}
 	/* A message without its answer: send again, up to max_cm_retries
-	 * times (the MAD layer's retries), then give up. */
-	if (c->retries < c->max_cm_retries &&
-	    c->state != IBCM_MRA_REQ_RCVD && c->state != IBCM_MRA_REP_RCVD) {
+	 * times (the MAD layer's retries), then give up.  MRAed or not: an
+	 * MRA stretched the wait, it did not answer the message. */
+	if (c->retries < c->max_cm_retries) {
 		c->retries++;
 		svd_cm_send(&c->out);
-		svd_timer_arm(&c->timer, c->timeout_ms);
+		svd_timer_arm(&c->timer, c->wait_ms);
 		return;
 	}
 	switch (c->state) {
@@ -652,7 +675,8 @@ static void recv_req(const struct svd_cm_msg *m)
 	/* From another host our GID is the one the REQ came to. */
 	const uint8_t *local_gid = m->wire ? m->dgid : m->req.primary_remote_gid;
 
-	/* A REQ we have: answer it again (cm_dup_req_handler). */
+	/* A REQ we have: answer it again (cm_dup_req_handler); in
+	 * MRA_REQ_SENT that is the delayed MRA's moment. */
 	c = cm_by_remote(m->req.local_comm_id, m->req.local_ca_guid);
 	if (c) {
 		if (c->state == IBCM_MRA_REQ_SENT)
@@ -741,8 +765,8 @@ static void recv_req(const struct svd_cm_msg *m)
 		svd_cm_id_destroy(id);
 		return;
 	}
-	/* The rdma_cm asks for time to answer (CMA_CM_MRA_SETTING). */
-	send_mra(c, 0);
+	/* The rdma_cm asks for time to answer (CMA_CM_MRA_SETTING), with
+	 * the delay flag: the MRA goes only for a duplicate REQ. */
 	c->state = IBCM_MRA_REQ_SENT;
 }
 
@@ -761,8 +785,11 @@ static void recv_mra(const struct svd_cm_msg *m)
 	} else if (m->mra.message_mraed == 1 && c->state == IBCM_REP_SENT) {
 		c->state = IBCM_MRA_REP_RCVD;
 	} else {
-		return;
+		return; /* a duplicate MRA changes nothing (cm_mra_handler) */
 	}
+	/* This wait and the retries left take the MRA's time; the message
+	 * still goes again when it runs out (cm_timeout). */
+	c->wait_ms = t;
 	svd_timer_arm(&c->timer, t);
 }
 
@@ -841,7 +868,9 @@ static void recv_rep(const struct svd_cm_msg *m)
 		return;
 	}
 	if (c->state == IBCM_MRA_REP_SENT) {
-		send_mra(c, 1); /* a REP again: our MRA was lost */
+		/* A REP again while our rdma_cm id moves its QP: now the
+		 * delayed MRA goes (cm_dup_rep_handler). */
+		send_mra(c, 1);
 		return;
 	}
 	if (c->state == IBCM_ESTABLISHED &&
@@ -866,11 +895,10 @@ static void recv_rep(const struct svd_cm_msg *m)
 		return;
 	c->id->ece_vendor_id = m->rep.ece_vendor_id;
 	c->id->ece_attr_mod = m->rep.ece_attr_mod;
-	/* The rdma_cm takes its time to move the QP (CMA_CM_MRA_SETTING). */
-	if (c->qp_type != IBV_QPT_UD) {
-		send_mra(c, 1);
+	/* The rdma_cm takes its time to move the QP (CMA_CM_MRA_SETTING):
+	 * the MRA is delayed, it goes only for a duplicate REP. */
+	if (c->qp_type != IBV_QPT_UD)
 		c->state = IBCM_MRA_REP_SENT;
-	}
 	ev_init(&ev, c->id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
 	memcpy(ev.conn.pdata, m->rep.private_data, CM_REP_PDATA);
 	ev.conn.pdata_len = CM_REP_PDATA;
@@ -1089,12 +1117,12 @@ void svd_ibcm_id_gone(struct svd_cm_id *id)
 		c->state = IBCM_IDLE;
 		break;
 	case IBCM_ESTABLISHED:
+		/* The DREQ goes on its timer and on past the id (see the top
+		 * of the file): the peer must learn, or waits for ever. */
 		send_dreq(c);
-		enter_timewait(c);
 		break;
 	case IBCM_DREQ_SENT:
-		enter_timewait(c);
-		break;
+		break; /* the same: answered by a DREP, or timewait */
 	case IBCM_DREQ_RCVD:
 		send_drep(c);
 		enter_timewait(c);
@@ -1105,7 +1133,9 @@ void svd_ibcm_id_gone(struct svd_cm_id *id)
 		c->state = IBCM_IDLE;
 		break;
 	}
-	if (c->state != IBCM_TIMEWAIT)
+	/* Lingering without an id: a DREQ in flight, or timewait; either
+	 * ends in timewait's timer, which frees it (cm_timeout). */
+	if (c->state != IBCM_TIMEWAIT && c->state != IBCM_DREQ_SENT)
 		ibcm_free(c);
 }
 

@@ -11,6 +11,7 @@
 #   ns_a ping -c1 "$NS_B_IP4"  # a command in A (ns_b: in B)
 #   netns_daemon a; netns_daemon b
 #   netns_loss b 5             # B drops ~5% of the UDP 4791 packets it gets
+#   netns_drop_mad b 0x14      # B drops the first CM MAD (RTU here) it gets
 #   netns_capture b FILE       # tcpdump of UDP 4791 on B's veth, until
 #   netns_capture_stop         #   stopped (or cleanup); netns_capture_count
 #                              #   FILE: packets in it so far
@@ -142,6 +143,40 @@ netns_loss_dropped() {
 		sed -n 's/.*counter packets \([0-9]*\) .*/\1/p'
 }
 netns_loss_off() { ns_in "$1" nft delete table inet svloss 2>/dev/null; }
+
+# netns_drop_mad a|b ATTR: that namespace drops the first CM MAD with
+# attribute ID ATTR (0x10 REQ, 0x11 MRA, 0x12 REJ, 0x13 REP, 0x14 RTU,
+# 0x15 DREQ, 0x16 DREP) it receives, and only that one: a loss the CM
+# must recover from at a known step.  The match is on the RoCE v2 bytes
+# after the UDP header (@th, in bits): BTH 12 + DETH 8, then the MAD
+# header, management class at MAD byte 1 (0x07: CM) and attribute ID at
+# MAD byte 16.  "Only the first": an nftables quota counts the bytes of
+# the packets that reached it (each MAD is one 308-byte IPv4 or 328-byte
+# IPv6 packet) and stops matching once the count reaches the limit, so a
+# limit of 400 bytes lets exactly one through to the drop.  A second rule
+# counts the MADs of that kind let in afterwards (the ones sent again).
+# netns_drop_mad_dropped a|b prints how many it dropped (0 or 1),
+# netns_drop_mad_passed a|b how many of the kind it let in since.
+netns_drop_mad() {
+	ns_in "$1" nft -f - <<EOF
+table inet svdropmad {
+	chain input {
+		type filter hook input priority 0; policy accept;
+		udp dport 4791 @th,232,8 0x07 @th,352,16 $2 quota until 400 bytes counter drop
+		udp dport 4791 @th,232,8 0x07 @th,352,16 $2 counter
+	}
+}
+EOF
+}
+netns_drop_mad_dropped() {
+	ns_in "$1" nft list table inet svdropmad 2>/dev/null |
+		sed -n 's/.*counter packets \([0-9]*\) .* drop$/\1/p'
+}
+netns_drop_mad_passed() {
+	ns_in "$1" nft list table inet svdropmad 2>/dev/null |
+		sed -n '/drop$/!s/.*counter packets \([0-9]*\) .*/\1/p'
+}
+netns_drop_mad_off() { ns_in "$1" nft delete table inet svdropmad 2>/dev/null; }
 
 # netns_capture a|b FILE [FILTER]: tcpdump on that namespace's veth (UDP
 # 4791 unless FILTER), writing FILE packet by packet, until

@@ -17,7 +17,19 @@
 # then both daemons hold no ufile, object or rdma_cm id, and both counted
 # CM MADs sent and received (the handshake really went over the wire).
 # The *_loss cases drop ~5% of B's incoming RoCE packets with nftables: the
-# CM's retries and RC's retransmission carry the run through.
+# CM's retries and RC's retransmission carry the run through.  The
+# rping4_lost_* cases drop exactly one CM MAD of one kind (netns_drop_mad),
+# so each recovery path of the CM runs every time, within 30 s:
+#   lost_rep   A loses B's REP: B sends it again on its timer;
+#   lost_rtu   B loses A's RTU: B's REP goes again, A answers the duplicate
+#              with the RTU again (B never had an MRA that would have made
+#              it wait ~70 s first: MRAs go only for a duplicate);
+#   lost_dreq  B loses A's DREQ, and rping's client destroys its id right
+#              after rdma_disconnect: the DREQ is still sent again, or B's
+#              server would wait for DISCONNECTED for ever;
+#   lost_drep  A loses B's DREP: A's DREQ goes again and B answers it
+#              again (from timewait, or for a connection it forgot).
+# Each also checks that the lost kind of MAD came again (mad_again).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,7 +43,8 @@ TMO=${PAIRS_TIMEOUT:-90}
 # shellcheck source=tests/compat/cm_lib.sh
 . "$here/cm_lib.sh"
 
-ALL="rping4 rping6 rping4_loss ucmatose4 ucmatose6 udaddy4 udaddy6
+ALL="rping4 rping6 rping4_loss rping4_lost_rep rping4_lost_rtu
+rping4_lost_dreq rping4_lost_drep ucmatose4 ucmatose6 udaddy4 udaddy6
 rdma_server4 rstream4 write_bw_R4 send_lat_R4 qperf_rc4 fi_msg4"
 
 # shellcheck disable=SC2086 # ALL is a word list
@@ -77,6 +90,21 @@ daemons_clean() {
 	done
 }
 
+# rping4_lost_*: the namespace that dropped the one CM MAD of kind $2 got
+# one of that kind again (sent again by the peer), within 15 s.  After
+# the last MAD of the connection (lost_drep: the DREP of a DREQ sent again
+# once rping's client is gone) this is the only trace of the recovery.
+mad_again() {
+	local n
+	for _ in $(seq 1 150); do
+		n=$(netns_drop_mad_passed "$1")
+		[ -n "$n" ] && [ "$n" -ge 1 ] && return 0
+		sleep 0.1
+	done
+	WHY="$1 lost the CM MAD $2 and never received it again (${n:-?} since)"
+	return 1
+}
+
 one() {
 	local name=$1 port ok
 	D=$TMP/$name
@@ -95,6 +123,27 @@ one() {
 			netns_loss_off b
 		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
 			expect "$D/client.out" '^ping data: rdma-ping-[0-9]+: ' 50 ;;
+	rping4_lost_rep | rping4_lost_rtu | rping4_lost_dreq | rping4_lost_drep)
+		# One recovery, one CM timeout (~4 s): well within 30 s.
+		local side attr dropped TMO=30
+		case $name in
+		rping4_lost_rep) side=a attr=0x13 ;;
+		rping4_lost_rtu) side=b attr=0x14 ;;
+		rping4_lost_dreq) side=b attr=0x15 ;;
+		*) side=a attr=0x16 ;;
+		esac
+		netns_drop_mad $side $attr
+		run_pair "rping -s -a $NS_B_IP4 -p 7174 -C 50 -V" \
+			"rping -c -a $NS_B_IP4 -p 7174 -C 50 -v -V" cm 7174
+		dropped=$(netns_drop_mad_dropped $side)
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^ping data: rdma-ping-[0-9]+: ' 50 &&
+			{ [ "$dropped" = 1 ] ||
+				{ WHY="$side dropped $dropped CM MADs $attr, want 1"; false; }; } &&
+			mad_again $side $attr
+		ok=$?
+		netns_drop_mad_off $side
+		(exit $ok) ;;
 	ucmatose4 | ucmatose6)
 		local ip=$NS_B_IP4
 		[ "$name" = ucmatose6 ] && ip=$NS_B_IP6
