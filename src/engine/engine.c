@@ -1065,15 +1065,20 @@ void sv_engine_posted(struct sv_qp *qp)
 	int pk, hold;
 	uint32_t got;
 
+	if (sv_cap_on(eng) && !eng->cap_state) {
+		/* A capture starts: its ring before our packets (the daemon
+		 * is asked, not with a spinlock held). */
+		pthread_spin_unlock(&qp->sq_lock);
+		sv_cap_prepare(eng);
+		sv_spin_lock(&qp->sq_lock);
+	}
 	if (sv_qp_state(qp) == IBV_QPS_ERR) {
 		pthread_spin_unlock(&qp->sq_lock);
 		sv_engine_flush(qp);
 		return;
 	}
-	if (!tr || tr->direct != 1 || sv_cap_on(eng)) {
+	if (!tr || tr->direct != 1) {
 		pthread_spin_unlock(&qp->sq_lock);
-		if (tr && sv_cap_on(eng))
-			sv_cap_prepare(eng);
 		if (tr)
 			sv_req_run(qp);
 		return;
