@@ -625,8 +625,8 @@ SV_TEST(fork_child_inherits_no_proc_mem_fds)
 
 /* A link's rings are faulted in when it is made, as a NIC's queues are
  * pinned at creation: a stream of packets over a fresh link takes no page
- * fault for its first lap of either ring (on a VM each cost 6-14 us, ~10
- * ms a ring).  Over packets only: direct execution uses no ring. */
+ * fault for its first lap of either ring (on a VM each cost 6-14 us, ~3
+ * ms a ring of 256 pages).  Over packets only: direct execution uses no ring. */
 SV_TEST(packets_take_no_page_fault_on_a_fresh_link)
 {
 	struct rusage r0, r1;
