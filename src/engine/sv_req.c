@@ -402,6 +402,67 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 	return STEP_NEXT;
 }
 
+/*
+ * A new SEND or WRITE of one small packet to a target that takes it at
+ * once (sv_direct_packets_now), on an RC ring: the whole of a message-rate
+ * test.  send_wqe does the same with every case it must handle (big
+ * messages, lost routes, the direct paths, errors); this does the one case
+ * in one pass and leaves the rest to it: 1 = sent, 0 = send_wqe's (an
+ * error among them: it ends the WQE with its status).  Must hold sq_lock.
+ */
+static int send_small(struct sv_qp *qp, struct sv_tr *tr,
+		      struct sv_send_wqe *w)
+{
+	struct sv_link *link = qp->link;
+	uint32_t op = w->opcode, mtu = tr->mtu ? tr->mtu : 4096, len;
+	int inl = !!(w->send_flags & IBV_SEND_INLINE), dead;
+	struct sv_mem m = { .ptr = NULL };
+	unsigned hl;
+	uint8_t opc, *p;
+
+	if ((op != IBV_WR_RDMA_WRITE && op != IBV_WR_SEND) ||
+	    (w->send_flags & IBV_SEND_FENCE) || !link || link->w)
+		return 0;
+	if (inl)
+		len = w->inline_len;
+	else if (w->num_sge <= 1)
+		len = w->num_sge ? w->sge[0].length : 0;
+	else
+		return 0;
+	if (len > SV_DIRECT_SMALL || len > mtu || window_full(qp, tr) ||
+	    (tr->direct == 1 ? !tr->peer || !sv_direct_packets_now(qp, tr) :
+			       tr->direct != -1))
+		return 0;
+	if (!inl && len &&
+	    (sv_key_resolve(qp->eng, w->sge[0].lkey, qp->pd_id,
+			    w->sge[0].addr, len, 0, 0, 0, &m) ||
+	     !m.ptr))
+		return 0;
+	opc = sv_req_opcode(op, 1, 1);
+	hl = sv_op_hdr_len(sv_opcodes[opc].flags);
+	p = sv_link_reserve(link, hl + len, 0, &dead);
+	if (!p)
+		return 0;
+	build_hdrs(qp, qp->eng, w, p, opc, tr->psn, 1, 1, len, len,
+		   w->remote_addr);
+	if (inl) {
+		memcpy(p + hl, sv_send_wqe_inline(&qp->sq, w), len);
+	} else if (len && sv_safe_copy(p + hl, m.ptr, len)) {
+		sv_link_abort(link);
+		return 0;
+	}
+	sv_cap_commit(link, qp);
+	tr->ring_mark = link->tx.pending;
+	w->bytes_sent = len;
+	w->retries = 0;
+	w->first_psn = w->last_psn = tr->psn;
+	w->state = WQE_SENT;
+	tr->psn = (tr->psn + 1) & PSN_MASK;
+	tr->since_ackreq = 0;
+	sv_comp_arm_timer(qp, tr);
+	return 1;
+}
+
 /* w (new, at `idx`) must wait for the READs and atomics before it: a
  * fence waits for all of them, a READ or atomic while max_rd_atomic are
  * outstanding.  Walks back from idx and stops at the answer, and only
@@ -497,6 +558,12 @@ void sv_req_run(struct sv_qp *qp)
 			/* SQD: finish what started, start nothing new. */
 			if (st == IBV_QPS_SQD && WQE_STATE(w) == WQE_NEW)
 				break;
+			if (WQE_STATE(w) == WQE_NEW && qp->type == IBV_QPT_RC &&
+			    budget > 0 && send_small(qp, tr, w)) {
+				qp->sq.next++;
+				budget--;
+				continue;
+			}
 			if (WQE_STATE(w) == WQE_NEW && reads_block(qp, idx, w))
 				break; /* the completer runs us again */
 			if (w->opcode == IBV_WR_BIND_MW ||
