@@ -620,6 +620,54 @@ struct sv_data {
 int sv_key_resolve(struct sv_engine *eng, uint32_t key, uint32_t pd_id,
 		   uint64_t va, uint64_t len, uint32_t access, int is_rkey,
 		   uint32_t qpn, struct sv_mem *out);
+/*
+ * sv_key_resolve for a key used again and again (a QP's stream of small
+ * messages from one buffer): the key's entry is copied into c once and
+ * used while the key table's entry keeps its seq, so each use reads one
+ * word of the table, not the whole entry.  Same checks, same answers.  c
+ * starts zeroed; whoever owns it serializes its uses.
+ */
+struct sv_key_cache {
+	uint32_t key; /* 0: empty (no key has index 0) */
+	int is_local;	/* an MR of this process's memory: */
+	uint64_t local; /* ... va + local is where va is */
+	struct sv_key_entry e;
+};
+
+/* [va, va + len) inside key entry e's range. */
+static inline int sv_key_in_range(const struct sv_key_entry *e, uint64_t va,
+				  uint64_t len)
+{
+	if (e->length == UINT64_MAX)
+		return va + len >= va;
+	return va >= e->iova && len <= e->length &&
+	       va - e->iova <= e->length - len;
+}
+
+/*
+ * Where [va, va + len) under local key `key` (PD pd_id, no access right
+ * needed: a local read) is in our memory, when c holds key, still valid,
+ * for an MR of ours; NULL otherwise (then sv_key_resolve_cached answers,
+ * with the error if there is one).  The inline half of the cache: no call
+ * on a stream's path.
+ */
+static inline uint8_t *sv_key_cached_local(const struct sv_engine *eng,
+					   const struct sv_key_cache *c,
+					   uint32_t key, uint32_t pd_id,
+					   uint64_t va, uint64_t len)
+{
+	if (c->key != key || !c->is_local || c->e.pd_id != pd_id ||
+	    !sv_key_in_range(&c->e, va, len) ||
+	    atomic_load_explicit(&eng->keys[key >> 8].seq,
+				 memory_order_acquire) !=
+		    atomic_load_explicit(&c->e.seq, memory_order_relaxed))
+		return NULL;
+	return (uint8_t *)(uintptr_t)(va + c->local);
+}
+int sv_key_resolve_cached(struct sv_engine *eng, struct sv_key_cache *c,
+			  uint32_t key, uint32_t pd_id, uint64_t va,
+			  uint64_t len, uint32_t access, int is_rkey,
+			  uint32_t qpn, struct sv_mem *out);
 /* Whether key names an MR of this process covering [addr, addr + len)
  * of our address space (the owner's check of a remote memory request). */
 int sv_key_owned(struct sv_engine *eng, uint32_t key, uint64_t addr,
@@ -750,6 +798,7 @@ struct sv_tr {
 	uint64_t kick_end; /* when the last post's kick returned (ns) */
 	uint32_t kick_got; /* eng->got_seq then */
 	struct sv_peer *peer; /* RC/UC direct: the peer QP */
+	struct sv_key_cache lkey; /* send_small's local key */
 	/* responder, packet path: under shm->lock */
 	int ack_pending;  /* coalesced ACK to send */
 	uint32_t ack_psn;

@@ -258,14 +258,6 @@ static uint8_t *obj_map(struct sv_engine *eng, uint32_t key, uint64_t obj_id,
 	return p;
 }
 
-static int in_range(const struct sv_key_entry *e, uint64_t va, uint64_t len)
-{
-	if (e->length == UINT64_MAX)
-		return va + len >= va;
-	return va >= e->iova && len <= e->length &&
-	       va - e->iova <= e->length - len;
-}
-
 /* Translates [va, +len) of MR entry e into *out. */
 static int mr_translate(struct sv_engine *eng, uint32_t key,
 			const struct sv_key_entry *e, uint64_t va,
@@ -301,43 +293,79 @@ static int mr_translate(struct sv_engine *eng, uint32_t key,
 	}
 }
 
+/* sv_key_resolve's checks of key's entry e, and the translation. */
+static int resolve_entry(struct sv_engine *eng, uint32_t key,
+			 const struct sv_key_entry *e, uint32_t pd_id,
+			 uint64_t va, uint64_t len, uint32_t access,
+			 int is_rkey, uint32_t qpn, struct sv_mem *out)
+{
+	struct sv_key_entry mr;
+	uint64_t mva;
+
+	if (e->kind == SV_KEY_MW1 || e->kind == SV_KEY_MW2) {
+		/* Windows are remote keys only (C10-xx), bound, of our PD;
+		 * a type 2 window answers only the QP it is bound to. */
+		if (!is_rkey || !(e->flags & SV_KEY_F_BOUND))
+			return SV_KERR_KEY;
+		if (e->pd_id != pd_id)
+			return SV_KERR_PD;
+		if (e->kind == SV_KEY_MW2 && e->bound_qpn != qpn)
+			return SV_KERR_KEY;
+		if ((e->access & access) != access)
+			return SV_KERR_ACCESS;
+		if (!sv_key_in_range(e, va, len))
+			return SV_KERR_BOUNDS;
+		/* Into the MR's iova space (zero-based windows start at 0). */
+		mva = e->addr + (va - e->iova);
+		if (read_entry(eng, e->mr_key, &mr))
+			return SV_KERR_KEY;
+		if (!sv_key_in_range(&mr, mva, len))
+			return SV_KERR_BOUNDS;
+		return mr_translate(eng, e->mr_key, &mr, mva, len, out);
+	}
+	if (e->pd_id != pd_id)
+		return SV_KERR_PD;
+	if ((e->access & access) != access)
+		return SV_KERR_ACCESS;
+	if (!sv_key_in_range(e, va, len))
+		return SV_KERR_BOUNDS;
+	return mr_translate(eng, key, e, va, len, out);
+}
+
 int sv_key_resolve(struct sv_engine *eng, uint32_t key, uint32_t pd_id,
 		   uint64_t va, uint64_t len, uint32_t access, int is_rkey,
 		   uint32_t qpn, struct sv_mem *out)
 {
-	struct sv_key_entry e, mr;
-	uint64_t mva;
+	struct sv_key_entry e;
 
 	if (read_entry(eng, key, &e))
 		return SV_KERR_KEY;
-	if (e.kind == SV_KEY_MW1 || e.kind == SV_KEY_MW2) {
-		/* Windows are remote keys only (C10-xx), bound, of our PD;
-		 * a type 2 window answers only the QP it is bound to. */
-		if (!is_rkey || !(e.flags & SV_KEY_F_BOUND))
+	return resolve_entry(eng, key, &e, pd_id, va, len, access, is_rkey,
+			     qpn, out);
+}
+
+int sv_key_resolve_cached(struct sv_engine *eng, struct sv_key_cache *c,
+			  uint32_t key, uint32_t pd_id, uint64_t va,
+			  uint64_t len, uint32_t access, int is_rkey,
+			  uint32_t qpn, struct sv_mem *out)
+{
+	uint32_t idx = key >> 8;
+
+	/* The entry's seq is even and unchanged: so is the entry (the
+	 * daemon makes it odd while it writes, sv_keytab.h). */
+	if (c->key != key || idx >= eng->nkeys ||
+	    atomic_load_explicit(&eng->keys[idx].seq, memory_order_acquire) !=
+		    atomic_load_explicit(&c->e.seq, memory_order_relaxed)) {
+		c->key = 0;
+		if (read_entry(eng, key, &c->e))
 			return SV_KERR_KEY;
-		if (e.pd_id != pd_id)
-			return SV_KERR_PD;
-		if (e.kind == SV_KEY_MW2 && e.bound_qpn != qpn)
-			return SV_KERR_KEY;
-		if ((e.access & access) != access)
-			return SV_KERR_ACCESS;
-		if (!in_range(&e, va, len))
-			return SV_KERR_BOUNDS;
-		/* Into the MR's iova space (zero-based windows start at 0). */
-		mva = e.addr + (va - e.iova);
-		if (read_entry(eng, e.mr_key, &mr))
-			return SV_KERR_KEY;
-		if (!in_range(&mr, mva, len))
-			return SV_KERR_BOUNDS;
-		return mr_translate(eng, e.mr_key, &mr, mva, len, out);
+		c->key = key;
+		c->is_local = c->e.kind == SV_KEY_MR_USER &&
+			      (pid_t)c->e.owner_pid == eng->pid;
+		c->local = c->e.addr - c->e.iova;
 	}
-	if (e.pd_id != pd_id)
-		return SV_KERR_PD;
-	if ((e.access & access) != access)
-		return SV_KERR_ACCESS;
-	if (!in_range(&e, va, len))
-		return SV_KERR_BOUNDS;
-	return mr_translate(eng, key, &e, va, len, out);
+	return resolve_entry(eng, key, &c->e, pd_id, va, len, access, is_rkey,
+			     qpn, out);
 }
 
 int sv_key_owned(struct sv_engine *eng, uint32_t key, uint64_t addr,

@@ -434,8 +434,11 @@ static int send_small(struct sv_qp *qp, struct sv_tr *tr,
 			       tr->direct != -1))
 		return 0;
 	if (!inl && len &&
-	    (sv_key_resolve(qp->eng, w->sge[0].lkey, qp->pd_id,
-			    w->sge[0].addr, len, 0, 0, 0, &m) ||
+	    !(m.ptr = sv_key_cached_local(qp->eng, &tr->lkey, w->sge[0].lkey,
+					  qp->pd_id, w->sge[0].addr, len)) &&
+	    (sv_key_resolve_cached(qp->eng, &tr->lkey, w->sge[0].lkey,
+				   qp->pd_id, w->sge[0].addr, len, 0, 0, 0,
+				   &m) ||
 	     !m.ptr))
 		return 0;
 	opc = sv_req_opcode(op, 1, 1);

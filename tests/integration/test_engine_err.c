@@ -149,6 +149,83 @@ SV_TEST(dereg_keys_fail)
 	ep_close(&b);
 }
 
+/* Posts a signaled WRITE of len bytes at addr under lkey to b's buffer at
+ * off. */
+static void write_with(struct ep *a, struct ep *b, uint64_t id, void *addr,
+		       uint32_t len, uint32_t lkey, uint64_t off)
+{
+	struct ibv_sge s = { (uintptr_t)addr, len, lkey };
+	struct ibv_send_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = id;
+	wr.sg_list = &s;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = (uintptr_t)b->buf + off;
+	wr.wr.rdma.rkey = b->mr->rkey;
+	CHECK_EQ(ibv_post_send(a->qp, &wr, &bad), 0);
+}
+
+/* A small message's local key is looked up once for a stream and kept
+ * while the key table's entry stays the same: a rereg or a dereg between
+ * two posts is seen by the next one. */
+SV_TEST(local_key_changed_between_posts)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+	struct ibv_mr *mr2;
+	char *other;
+
+	pair_local(&a, &b, 7, 1);
+	CHECK(posix_memalign((void **)&other, 4096, 4096) == 0);
+	memset(other, 'y', 4096);
+	memset(a.buf + 4096, 'x', 4096);
+	mr2 = ibv_reg_mr(a.pd, a.buf + 4096, 4096, EU_ACCESS);
+	CHECK(mr2);
+	for (int i = 0; i < 4; i++) {
+		write_with(&a, &b, 1, a.buf + 4096 + 8 * i, 8, mr2->lkey, 8 * i);
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	}
+	CHECK(!memcmp(b.buf, a.buf + 4096, 32));
+	/* The key moves to other memory: the next post reads that. */
+	CHECK_EQ(ibv_rereg_mr(mr2, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, other,
+			      4096, 0),
+		 0);
+	write_with(&a, &b, 2, other, 8, mr2->lkey, 64);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK(!memcmp(b.buf + 64, other, 8));
+	/* The old range is no longer the key's. */
+	write_with(&a, &b, 3, a.buf + 4096, 8, mr2->lkey, 128);
+	EXPECT_WC(a.cq, &wc, IBV_WC_LOC_PROT_ERR);
+	CHECK_EQ(wc.wr_id, 3);
+	CHECK(b.buf[128] != 'x');
+	CHECK_EQ(ibv_dereg_mr(mr2), 0);
+	ep_close(&a);
+	ep_close(&b);
+
+	/* Deregistered after a stream used it. */
+	pair_local(&a, &b, 7, 1);
+	mr2 = ibv_reg_mr(a.pd, other, 4096, EU_ACCESS);
+	CHECK(mr2);
+	for (int i = 0; i < 4; i++) {
+		write_with(&a, &b, 4, other, 8, mr2->lkey, 0);
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	}
+	{
+		uint32_t lkey = mr2->lkey;
+
+		CHECK_EQ(ibv_dereg_mr(mr2), 0);
+		write_with(&a, &b, 5, other, 8, lkey, 0);
+	}
+	EXPECT_WC(a.cq, &wc, IBV_WC_LOC_PROT_ERR);
+	CHECK_EQ(wc.wr_id, 5);
+	ep_close(&a);
+	ep_close(&b);
+	free(other);
+}
+
 SV_TEST(remote_bounds_and_atomic_alignment)
 {
 	struct ep a, b;
