@@ -645,18 +645,19 @@ static inline int sv_key_in_range(const struct sv_key_entry *e, uint64_t va,
 }
 
 /*
- * Where [va, va + len) under local key `key` (PD pd_id, no access right
- * needed: a local read) is in our memory, when c holds key, still valid,
- * for an MR of ours; NULL otherwise (then sv_key_resolve_cached answers,
- * with the error if there is one).  The inline half of the cache: no call
- * on a stream's path.
+ * Where [va, va + len) under key `key` (PD pd_id, with access) is in our
+ * memory, when c holds key, still valid, for an MR of ours; NULL otherwise
+ * (then sv_key_resolve_cached answers, with the error if there is one).
+ * The inline half of the cache: no call on a stream's path.
  */
 static inline uint8_t *sv_key_cached_local(const struct sv_engine *eng,
 					   const struct sv_key_cache *c,
 					   uint32_t key, uint32_t pd_id,
-					   uint64_t va, uint64_t len)
+					   uint64_t va, uint64_t len,
+					   uint32_t access)
 {
 	if (c->key != key || !c->is_local || c->e.pd_id != pd_id ||
+	    (c->e.access & access) != access ||
 	    !sv_key_in_range(&c->e, va, len) ||
 	    atomic_load_explicit(&eng->keys[key >> 8].seq,
 				 memory_order_acquire) !=
@@ -800,6 +801,7 @@ struct sv_tr {
 	struct sv_peer *peer; /* RC/UC direct: the peer QP */
 	struct sv_key_cache lkey; /* send_small's local key */
 	/* responder, packet path: under shm->lock */
+	struct sv_key_cache rkey; /* the last remote key it checked */
 	int ack_pending;  /* coalesced ACK to send */
 	uint32_t ack_psn;
 	uint8_t ack_syn;

@@ -435,7 +435,7 @@ static int send_small(struct sv_qp *qp, struct sv_tr *tr,
 		return 0;
 	if (!inl && len &&
 	    !(m.ptr = sv_key_cached_local(qp->eng, &tr->lkey, w->sge[0].lkey,
-					  qp->pd_id, w->sge[0].addr, len)) &&
+					  qp->pd_id, w->sge[0].addr, len, 0)) &&
 	    (sv_key_resolve_cached(qp->eng, &tr->lkey, w->sge[0].lkey,
 				   qp->pd_id, w->sge[0].addr, len, 0, 0, 0,
 				   &m) ||

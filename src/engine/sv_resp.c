@@ -79,6 +79,28 @@ static void qset(struct resp *rs, uint32_t f, int on)
 		rs->q->rflags &= ~f;
 }
 
+/* sv_key_resolve of a remote key for this QP; on the packet path through
+ * the owner's copy of the last one it checked (sv_key_cache): a stream of
+ * requests under one key reads one word of the key table each. */
+static int rkey_resolve(struct resp *rs, uint32_t key, uint64_t va,
+			uint64_t len, uint32_t access, struct sv_mem *m)
+{
+	struct sv_qp_shm *q = rs->q;
+	uint8_t *p;
+
+	if (!rs->tr)
+		return sv_key_resolve(rs->eng, key, q->pd_id, va, len, access,
+				      1, q->qpn, m);
+	p = sv_key_cached_local(rs->eng, &rs->tr->rkey, key, q->pd_id, va, len,
+				access);
+	if (p) {
+		*m = (struct sv_mem){ .ptr = p, .key = key, .eng = rs->eng };
+		return SV_KOK;
+	}
+	return sv_key_resolve_cached(rs->eng, &rs->tr->rkey, key, q->pd_id, va,
+				     len, access, 1, q->qpn, m);
+}
+
 static int transport_ok(uint32_t type, uint8_t opcode)
 {
 	switch (type) {
@@ -393,9 +415,8 @@ static enum resp_state check_rkey(struct resp *rs)
 		if (have > pkt->dma_len || (rs->res && have != pkt->dma_len))
 			return access_err(rs, RESPST_ERR_INV_REQ);
 		if (pkt->dma_len) {
-			e = sv_key_resolve(rs->eng, pkt->rkey, q->pd_id, pkt->va,
-					   pkt->dma_len, IBV_ACCESS_REMOTE_WRITE,
-					   1, q->qpn, &m);
+			e = rkey_resolve(rs, pkt->rkey, pkt->va, pkt->dma_len,
+					 IBV_ACCESS_REMOTE_WRITE, &m);
 			if (e)
 				return access_err(rs, kerr_state(e));
 		}
@@ -405,17 +426,16 @@ static enum resp_state check_rkey(struct resp *rs)
 		q->wr_left = pkt->dma_len;
 	} else if (rs->flags & OP_READ) {
 		if (pkt->dma_len) {
-			e = sv_key_resolve(rs->eng, pkt->rkey, q->pd_id, pkt->va,
-					   pkt->dma_len, IBV_ACCESS_REMOTE_READ,
-					   1, q->qpn, &m);
+			e = rkey_resolve(rs, pkt->rkey, pkt->va, pkt->dma_len,
+					 IBV_ACCESS_REMOTE_READ, &m);
 			if (e)
 				return kerr_state(e);
 		}
 	} else if (rs->flags & OP_ATOMIC) {
 		if (pkt->va & 7)
 			return RESPST_ERR_INV_REQ;
-		e = sv_key_resolve(rs->eng, pkt->rkey, q->pd_id, pkt->va, 8,
-				   IBV_ACCESS_REMOTE_ATOMIC, 1, q->qpn, &m);
+		e = rkey_resolve(rs, pkt->rkey, pkt->va, 8, IBV_ACCESS_REMOTE_ATOMIC,
+			 &m);
 		if (e)
 			return kerr_state(e);
 	}
@@ -509,8 +529,8 @@ static enum resp_state exec_write(struct resp *rs)
 
 		/* Checked again per packet: a rereg or dereg while a long
 		 * write is in flight stops it. */
-		e = sv_key_resolve(rs->eng, q->wr_rkey, q->pd_id, va, src->len,
-				   IBV_ACCESS_REMOTE_WRITE, 1, q->qpn, &dseg.m);
+		e = rkey_resolve(rs, q->wr_rkey, va, src->len,
+				 IBV_ACCESS_REMOTE_WRITE, &dseg.m);
 		if (e)
 			return access_err(rs, kerr_state(e));
 		dseg.len = src->len;
@@ -535,15 +555,13 @@ static enum resp_state exec_write(struct resp *rs)
 static enum resp_state exec_read_direct(struct resp *rs)
 {
 	const struct sv_pkt *pkt = rs->pkt;
-	struct sv_qp_shm *q = rs->q;
 	struct sv_seg sseg;
 	struct sv_data src;
 	int e;
 
 	if (pkt->dma_len) {
-		e = sv_key_resolve(rs->eng, pkt->rkey, q->pd_id, pkt->va,
-				   pkt->dma_len, IBV_ACCESS_REMOTE_READ, 1,
-				   q->qpn, &sseg.m);
+		e = rkey_resolve(rs, pkt->rkey, pkt->va, pkt->dma_len,
+				 IBV_ACCESS_REMOTE_READ, &sseg.m);
 		if (e)
 			return kerr_state(e);
 		sseg.len = pkt->dma_len;
@@ -559,12 +577,11 @@ static enum resp_state exec_read_direct(struct resp *rs)
 static enum resp_state exec_atomic(struct resp *rs, uint64_t *orig)
 {
 	const struct sv_pkt *pkt = rs->pkt;
-	struct sv_qp_shm *q = rs->q;
 	struct sv_mem m;
 	int e;
 
-	e = sv_key_resolve(rs->eng, pkt->rkey, q->pd_id, pkt->va, 8,
-			   IBV_ACCESS_REMOTE_ATOMIC, 1, q->qpn, &m);
+	e = rkey_resolve(rs, pkt->rkey, pkt->va, 8, IBV_ACCESS_REMOTE_ATOMIC,
+			 &m);
 	if (e)
 		return kerr_state(e);
 	/* Atomic with respect to every other atomic of the device: CPU

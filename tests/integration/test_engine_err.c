@@ -168,10 +168,11 @@ static void write_with(struct ep *a, struct ep *b, uint64_t id, void *addr,
 	CHECK_EQ(ibv_post_send(a->qp, &wr, &bad), 0);
 }
 
-/* A small message's local key is looked up once for a stream and kept
- * while the key table's entry stays the same: a rereg or a dereg between
- * two posts is seen by the next one. */
-SV_TEST(local_key_changed_between_posts)
+/* A small message's keys are looked up once for a stream and kept while
+ * the key table's entries stay the same (the requester's local key, the
+ * responder's remote key): a rereg or a dereg between two posts is seen
+ * by the next one. */
+SV_TEST(keys_changed_between_posts)
 {
 	struct ep a, b;
 	struct ibv_wc wc;
@@ -221,6 +222,33 @@ SV_TEST(local_key_changed_between_posts)
 	}
 	EXPECT_WC(a.cq, &wc, IBV_WC_LOC_PROT_ERR);
 	CHECK_EQ(wc.wr_id, 5);
+	ep_close(&a);
+	ep_close(&b);
+
+	/* The target's key moves between two WRITEs under it: the second
+	 * lands in the new memory, and the old range answers an error. */
+	pair_local(&a, &b, 7, 1);
+	memset(other, 0, 4096);
+	memset(a.buf, 'z', 64);
+	post_send_op(&a, 6, IBV_WR_RDMA_WRITE, a.buf, 8, (uintptr_t)b.buf,
+		     b.mr->rkey);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(b.buf[0], 'z');
+	CHECK_EQ(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, other,
+			      4096, 0),
+		 0);
+	post_send_op(&a, 7, IBV_WR_RDMA_WRITE, a.buf, 8, (uintptr_t)other + 8,
+		     b.mr->rkey);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(other[8], 'z');
+	post_send_op(&a, 8, IBV_WR_RDMA_WRITE, a.buf, 8, (uintptr_t)b.buf + 16,
+		     b.mr->rkey);
+	EXPECT_WC(a.cq, &wc, IBV_WC_REM_ACCESS_ERR);
+	CHECK_EQ(wc.wr_id, 8);
+	CHECK(b.buf[16] != 'z');
+	CHECK_EQ(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, b.buf,
+			      EP_BUF, 0),
+		 0);
 	ep_close(&a);
 	ep_close(&b);
 	free(other);
