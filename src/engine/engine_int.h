@@ -802,6 +802,7 @@ struct sv_tr {
 	struct sv_key_cache lkey; /* send_small's local key */
 	/* responder, packet path: under shm->lock */
 	struct sv_key_cache rkey; /* the last remote key it checked */
+	struct sv_key_cache rxkey; /* ... and receive key it wrote under */
 	int ack_pending;  /* coalesced ACK to send */
 	uint32_t ack_psn;
 	uint8_t ack_syn;

@@ -474,6 +474,42 @@ static const struct sv_data *payload(struct resp *rs, struct sv_data *d,
 	return d;
 }
 
+/* sv_sge_resolve of the receive's [off, off + n) for writing; a receive of
+ * one range on the packet path goes through the owner's copy of the last
+ * receive key (sv_key_cache), as rkey_resolve does for remote keys. */
+static int rx_resolve(struct resp *rs, const struct sv_recv_wqe *r,
+		      uint32_t nsge, uint64_t off, uint64_t n,
+		      struct sv_data *dst, struct sv_seg *segs)
+{
+	struct sv_qp_shm *q = rs->q;
+	const struct ibv_sge *g = &r->sge[0];
+	uint8_t *p;
+	int e;
+
+	if (!rs->tr || nsge != 1 || !n)
+		return sv_sge_resolve(rs->eng, r->sge, (int)nsge, q->rx_pd_id,
+				      IBV_ACCESS_LOCAL_WRITE, off, n, dst, segs,
+				      SV_MAX_SEGS);
+	if (off > g->length || n > g->length - off)
+		return SV_KERR_LEN;
+	p = sv_key_cached_local(rs->eng, &rs->tr->rxkey, g->lkey, q->rx_pd_id,
+				g->addr + off, n, IBV_ACCESS_LOCAL_WRITE);
+	if (p) {
+		segs[0].m = (struct sv_mem){ .ptr = p, .key = g->lkey,
+					     .eng = rs->eng };
+	} else {
+		e = sv_key_resolve_cached(rs->eng, &rs->tr->rxkey, g->lkey,
+					  q->rx_pd_id, g->addr + off, n,
+					  IBV_ACCESS_LOCAL_WRITE, 0, 0,
+					  &segs[0].m);
+		if (e)
+			return e;
+	}
+	segs[0].len = n;
+	*dst = (struct sv_data){ .seg = segs, .nseg = 1, .len = n };
+	return SV_KOK;
+}
+
 static enum resp_state exec_send(struct resp *rs)
 {
 	struct sv_qp_shm *q = rs->q;
@@ -500,9 +536,7 @@ static enum resp_state exec_send(struct resp *rs)
 		off = 40;
 	}
 	if (src->len) {
-		e = sv_sge_resolve(rs->eng, r->sge, (int)nsge, q->rx_pd_id,
-				   IBV_ACCESS_LOCAL_WRITE, off, src->len, &dst,
-				   dsegs, SV_MAX_SEGS);
+		e = rx_resolve(rs, r, nsge, off, src->len, &dst, dsegs);
 		if (e)
 			return e < 0 ? RESPST_ERR_LENGTH : RESPST_ERR_LKEY;
 		e = sv_xfer(&dst, 0, src, 0, src->len);

@@ -251,6 +251,35 @@ SV_TEST(keys_changed_between_posts)
 		 0);
 	ep_close(&a);
 	ep_close(&b);
+
+	/* The same for the receive's key between two SENDs. */
+	pair_local(&a, &b, 7, 1);
+	memset(other, 0, 4096);
+	memset(a.buf, 's', 64);
+	post_recv(&b, 9, b.buf, 64);
+	post_send_op(&a, 10, IBV_WR_SEND, a.buf, 8, 0, 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(b.buf[0], 's');
+	CHECK_EQ(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, other,
+			      4096, 0),
+		 0);
+	post_recv(&b, 11, other + 8, 64);
+	post_send_op(&a, 12, IBV_WR_SEND, a.buf, 8, 0, 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, 11);
+	CHECK_EQ(other[8], 's');
+	post_recv(&b, 13, b.buf + 64, 64);
+	post_send_op(&a, 14, IBV_WR_SEND, a.buf, 8, 0, 0);
+	EXPECT_WC(b.cq, &wc, IBV_WC_LOC_PROT_ERR);
+	CHECK_EQ(wc.wr_id, 13);
+	CHECK(b.buf[64] != 's');
+	CHECK_EQ(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, b.buf,
+			      EP_BUF, 0),
+		 0);
+	ep_close(&a);
+	ep_close(&b);
 	free(other);
 }
 
