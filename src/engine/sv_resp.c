@@ -434,8 +434,8 @@ static enum resp_state check_rkey(struct resp *rs)
 	} else if (rs->flags & OP_ATOMIC) {
 		if (pkt->va & 7)
 			return RESPST_ERR_INV_REQ;
-		e = rkey_resolve(rs, pkt->rkey, pkt->va, 8, IBV_ACCESS_REMOTE_ATOMIC,
-			 &m);
+		e = rkey_resolve(rs, pkt->rkey, pkt->va, 8,
+				 IBV_ACCESS_REMOTE_ATOMIC, &m);
 		if (e)
 			return kerr_state(e);
 	}
