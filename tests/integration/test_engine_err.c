@@ -170,8 +170,9 @@ static void write_with(struct ep *a, struct ep *b, uint64_t id, void *addr,
 
 /* A small message's keys are looked up once for a stream and kept while
  * the key table's entries stay the same (the requester's local key, the
- * responder's remote key): a rereg or a dereg between two posts is seen
- * by the next one. */
+ * responder's remote key and receive key): a rereg or a dereg between two
+ * posts is seen by the next one.  Over packets (test_engine_err_packets)
+ * every post here takes the path that keeps them. */
 SV_TEST(keys_changed_between_posts)
 {
 	struct ep a, b;
