@@ -149,23 +149,20 @@ SV_TEST(dereg_keys_fail)
 	ep_close(&b);
 }
 
-/* Posts a signaled WRITE of len bytes at addr under lkey to b's buffer at
- * off. */
-static void write_with(struct ep *a, struct ep *b, uint64_t id, void *addr,
-		       uint32_t len, uint32_t lkey, uint64_t off)
+/* An 8-byte WRITE from src under lkey to b's buffer at off. */
+static void write8(struct ep *a, struct ep *b, uint64_t id, void *src,
+		   uint32_t lkey, uint64_t off)
 {
-	struct ibv_sge s = { (uintptr_t)addr, len, lkey };
-	struct ibv_send_wr wr, *bad;
+	eu_post_keyed(a, id, IBV_WR_RDMA_WRITE, (uintptr_t)src, 8, lkey,
+		      (uintptr_t)b->buf + off, b->mr->rkey, 0, 0);
+}
 
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = id;
-	wr.sg_list = &s;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_RDMA_WRITE;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr.rdma.remote_addr = (uintptr_t)b->buf + off;
-	wr.wr.rdma.rkey = b->mr->rkey;
-	CHECK_EQ(ibv_post_send(a->qp, &wr, &bad), 0);
+/* Moves mr to [addr, addr + len) (IBV_REREG_MR_CHANGE_TRANSLATION). */
+static void retranslate(struct ibv_mr *mr, void *addr, size_t len)
+{
+	CHECK_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, addr,
+			      len, 0),
+		 0);
 }
 
 /* A small message's keys are looked up once for a stream and kept while
@@ -187,19 +184,17 @@ SV_TEST(keys_changed_between_posts)
 	mr2 = ibv_reg_mr(a.pd, a.buf + 4096, 4096, EU_ACCESS);
 	CHECK(mr2);
 	for (int i = 0; i < 4; i++) {
-		write_with(&a, &b, 1, a.buf + 4096 + 8 * i, 8, mr2->lkey, 8 * i);
+		write8(&a, &b, 1, a.buf + 4096 + 8 * i, mr2->lkey, 8 * i);
 		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
 	}
 	CHECK(!memcmp(b.buf, a.buf + 4096, 32));
 	/* The key moves to other memory: the next post reads that. */
-	CHECK_EQ(ibv_rereg_mr(mr2, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, other,
-			      4096, 0),
-		 0);
-	write_with(&a, &b, 2, other, 8, mr2->lkey, 64);
+	retranslate(mr2, other, 4096);
+	write8(&a, &b, 2, other, mr2->lkey, 64);
 	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
 	CHECK(!memcmp(b.buf + 64, other, 8));
 	/* The old range is no longer the key's. */
-	write_with(&a, &b, 3, a.buf + 4096, 8, mr2->lkey, 128);
+	write8(&a, &b, 3, a.buf + 4096, mr2->lkey, 128);
 	EXPECT_WC(a.cq, &wc, IBV_WC_LOC_PROT_ERR);
 	CHECK_EQ(wc.wr_id, 3);
 	CHECK(b.buf[128] != 'x');
@@ -212,14 +207,14 @@ SV_TEST(keys_changed_between_posts)
 	mr2 = ibv_reg_mr(a.pd, other, 4096, EU_ACCESS);
 	CHECK(mr2);
 	for (int i = 0; i < 4; i++) {
-		write_with(&a, &b, 4, other, 8, mr2->lkey, 0);
+		write8(&a, &b, 4, other, mr2->lkey, 0);
 		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
 	}
 	{
 		uint32_t lkey = mr2->lkey;
 
 		CHECK_EQ(ibv_dereg_mr(mr2), 0);
-		write_with(&a, &b, 5, other, 8, lkey, 0);
+		write8(&a, &b, 5, other, lkey, 0);
 	}
 	EXPECT_WC(a.cq, &wc, IBV_WC_LOC_PROT_ERR);
 	CHECK_EQ(wc.wr_id, 5);
@@ -235,9 +230,7 @@ SV_TEST(keys_changed_between_posts)
 		     b.mr->rkey);
 	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
 	CHECK_EQ(b.buf[0], 'z');
-	CHECK_EQ(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, other,
-			      4096, 0),
-		 0);
+	retranslate(b.mr, other, 4096);
 	post_send_op(&a, 7, IBV_WR_RDMA_WRITE, a.buf, 8, (uintptr_t)other + 8,
 		     b.mr->rkey);
 	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
@@ -247,9 +240,7 @@ SV_TEST(keys_changed_between_posts)
 	EXPECT_WC(a.cq, &wc, IBV_WC_REM_ACCESS_ERR);
 	CHECK_EQ(wc.wr_id, 8);
 	CHECK(b.buf[16] != 'z');
-	CHECK_EQ(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, b.buf,
-			      EP_BUF, 0),
-		 0);
+	retranslate(b.mr, b.buf, EP_BUF);
 	ep_close(&a);
 	ep_close(&b);
 
@@ -262,9 +253,7 @@ SV_TEST(keys_changed_between_posts)
 	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
 	EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
 	CHECK_EQ(b.buf[0], 's');
-	CHECK_EQ(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, other,
-			      4096, 0),
-		 0);
+	retranslate(b.mr, other, 4096);
 	post_recv(&b, 11, other + 8, 64);
 	post_send_op(&a, 12, IBV_WR_SEND, a.buf, 8, 0, 0);
 	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
@@ -276,9 +265,7 @@ SV_TEST(keys_changed_between_posts)
 	EXPECT_WC(b.cq, &wc, IBV_WC_LOC_PROT_ERR);
 	CHECK_EQ(wc.wr_id, 13);
 	CHECK(b.buf[64] != 's');
-	CHECK_EQ(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, b.buf,
-			      EP_BUF, 0),
-		 0);
+	retranslate(b.mr, b.buf, EP_BUF);
 	ep_close(&a);
 	ep_close(&b);
 	free(other);
