@@ -629,8 +629,6 @@ int sv_key_resolve(struct sv_engine *eng, uint32_t key, uint32_t pd_id,
  */
 struct sv_key_cache {
 	uint32_t key; /* 0: empty (no key has index 0) */
-	int is_local;	/* an MR of this process's memory: */
-	uint64_t local; /* ... va + local is where va is */
 	struct sv_key_entry e;
 };
 
@@ -656,14 +654,15 @@ static inline uint8_t *sv_key_cached_local(const struct sv_engine *eng,
 					   uint64_t va, uint64_t len,
 					   uint32_t access)
 {
-	if (c->key != key || !c->is_local || c->e.pd_id != pd_id ||
+	if (c->key != key || c->e.kind != SV_KEY_MR_USER ||
+	    (pid_t)c->e.owner_pid != eng->pid || c->e.pd_id != pd_id ||
 	    (c->e.access & access) != access ||
 	    !sv_key_in_range(&c->e, va, len) ||
 	    atomic_load_explicit(&eng->keys[key >> 8].seq,
 				 memory_order_acquire) !=
 		    atomic_load_explicit(&c->e.seq, memory_order_relaxed))
 		return NULL;
-	return (uint8_t *)(uintptr_t)(va + c->local);
+	return (uint8_t *)(uintptr_t)(c->e.addr + (va - c->e.iova));
 }
 int sv_key_resolve_cached(struct sv_engine *eng, struct sv_key_cache *c,
 			  uint32_t key, uint32_t pd_id, uint64_t va,

@@ -357,13 +357,9 @@ int sv_key_resolve_cached(struct sv_engine *eng, struct sv_key_cache *c,
 	    atomic_load_explicit(&eng->keys[idx].seq, memory_order_acquire) !=
 		    atomic_load_explicit(&c->e.seq, memory_order_relaxed)) {
 		c->key = 0;
-		c->is_local = 0;
 		if (read_entry(eng, key, &c->e))
 			return SV_KERR_KEY;
 		c->key = key;
-		c->is_local = c->e.kind == SV_KEY_MR_USER &&
-			      (pid_t)c->e.owner_pid == eng->pid;
-		c->local = c->e.addr - c->e.iova;
 	}
 	return resolve_entry(eng, key, &c->e, pd_id, va, len, access, is_rkey,
 			     qpn, out);
