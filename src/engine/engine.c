@@ -1037,6 +1037,12 @@ void sv_engine_mr_release(const struct sv_ctx_ref *cref)
 		mr_holds_total--;
 	}
 	pthread_mutex_unlock(&eng->lock);
+	/* What the engine's threads execute from rings, the port and the
+	 * timers (responses being copied out of our memory among them) runs
+	 * with qp_lock read-held: once we had it for writing, every copy
+	 * under a key looked up before the dereg is done. */
+	pthread_rwlock_wrlock(&eng->qp_lock);
+	pthread_rwlock_unlock(&eng->qp_lock);
 }
 
 /*

@@ -383,7 +383,10 @@ void sv_engine_ctx_close(struct ibv_context *ctx);
  * sv_engine_ctx_close hands ctx's holds to another context of ours on the
  * same ufile, or keeps them until the daemon destroys the ufile
  * (SV_ENGINE_UFILE_GONE: another process may still use the MRs); the
- * engine then detaches if nothing else wants it.  No lock held.
+ * engine then detaches if nothing else wants it.  It also waits for the
+ * copies our engine's threads started under the MR's keys before the key
+ * table dropped them (the caller may free the memory next, as after a NIC
+ * finished its DMA).  No lock held.
  */
 int sv_engine_mr_hold(const struct sv_ctx_ref *cref);
 void sv_engine_mr_release(const struct sv_ctx_ref *cref);
