@@ -523,6 +523,12 @@ void sv_req_run(struct sv_qp *qp)
 
 	if (!tr)
 		return;
+	/* An ACK our responder owes goes out before our new requests: the
+	 * peer's SEND completes before our reply to it arrives (see
+	 * ack_before_cqe).  Read without the responder's lock: a CQE the
+	 * caller acted on was published after its ACK was set. */
+	if (__atomic_load_n(&tr->ack_pending, __ATOMIC_RELAXED))
+		sv_resp_flush(qp);
 	sv_spin_lock(&qp->sq_lock);
 	if (tr->req_busy) {
 		tr->req_again = 1;

@@ -687,6 +687,18 @@ static int invalidate(struct resp *rs, uint32_t key)
 			      &req, sizeof(req), NULL, 0);
 }
 
+/* The ACK of a message whose receive completes is due before the CQE is
+ * seen: an application that answers the CQE at once (a ping-pong) posts
+ * its reply after it, and sv_req_run sends a due ACK first.  So the
+ * requester's SEND completes before the reply arrives, as on a NIC,
+ * whose ACK leaves before software sees the CQE.  ACKNOWLEDGE sets the
+ * same ACK again. */
+static void ack_before_cqe(struct resp *rs)
+{
+	if (rs->tr && !rs->res && rs->q->type == IBV_QPT_RC && rs->pkt->ackreq)
+		set_ack(rs->tr, rs->pkt->psn);
+}
+
 static enum resp_state complete(struct resp *rs)
 {
 	const struct sv_pkt *pkt = rs->pkt;
@@ -702,13 +714,16 @@ static enum resp_state complete(struct resp *rs)
 			rs->recv_status = IBV_WC_REM_INV_REQ_ERR;
 			return RESPST_ERR_INV_REQ;
 		}
+		ack_before_cqe(rs);
 		push_recv(rs, IBV_WC_SUCCESS, IBV_WC_RECV, (uint32_t)q->recv_off,
 			  !!(f & OP_IMM), inv, pkt->se);
 		q->msn++;
 	} else if (f & OP_WRITE) {
-		if (f & OP_IMM)
+		if (f & OP_IMM) {
+			ack_before_cqe(rs);
 			push_recv(rs, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM,
 				  q->wr_total, 1, 0, pkt->se);
+		}
 		q->msn++;
 	}
 	return RESPST_ACKNOWLEDGE;

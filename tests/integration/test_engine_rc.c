@@ -236,6 +236,8 @@ SV_TEST(rc_loopback_stream)
 
 /* ------------------------------------------------ two processes -- */
 
+#define PINGS 2000
+
 /* The peer: an RC endpoint that connects to the test's QP, then serves
  * commands until told to stop. */
 static void peer_main(int s)
@@ -257,6 +259,24 @@ static void peer_main(int s)
 			post_send_op(&e, 6, IBV_WR_SEND, e.buf, wc.byte_len, 0, 0);
 			CHECK(poll1(e.cq, &wc, 10000));
 			CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+			xsend(s, "k", 1);
+		}
+		if (cmd == 'p') { /* echo PINGS sends, each in turn */
+			post_recv(&e, 5, e.buf, 4096);
+			xsend(s, "r", 1);
+			for (int i = 0; i < PINGS; i++) {
+				CHECK(poll1(e.cq, &wc, 10000));
+				CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+				CHECK_EQ(wc.opcode, IBV_WC_RECV);
+				post_recv(&e, 5, e.buf, 4096);
+				post_send_op(&e, 6, IBV_WR_SEND, e.buf,
+					     wc.byte_len, 0, 0);
+				/* Our SEND completes before the next ping
+				 * comes in: its ACK went out first. */
+				CHECK(poll1(e.cq, &wc, 10000));
+				CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+				CHECK_EQ(wc.opcode, IBV_WC_SEND);
+			}
 			xsend(s, "k", 1);
 		}
 		if (cmd == 'c') { /* check the write landed */
@@ -311,6 +331,25 @@ SV_TEST(rc_two_processes)
 	CHECK_EQ(wc.byte_len, 19);
 	CHECK(!strcmp(a.buf + 10000, "ping from the test"));
 	xrecv(s, &c, 1);
+
+	/* Many rounds: each side's SEND completes before the other's
+	 * reply to it is received, as on a NIC, where the responder's ACK
+	 * leaves before the application can answer.  (The IBTA does not
+	 * order a send queue's completions against a receive queue's;
+	 * rdma-core's tests and many programs poll as if it did.) */
+	post_recv(&a, 9, a.buf + 10000, 4096);
+	xsend(s, "p", 1);
+	xrecv(s, &c, 1);
+	for (int i = 0; i < PINGS; i++) {
+		post_send_op(&a, 1, IBV_WR_SEND, a.buf, 19, 0, 0);
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+		CHECK_EQ(wc.opcode, IBV_WC_SEND);
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+		CHECK_EQ(wc.opcode, IBV_WC_RECV);
+		post_recv(&a, 9, a.buf + 10000, 4096);
+	}
+	xrecv(s, &c, 1);
+	CHECK_EQ(c, 'k');
 
 	/* One-sided: the peer does nothing while we write and read. */
 	strcpy(a.buf + 200, "written by the other process");
