@@ -868,8 +868,9 @@ int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
 /* sv_direct.c: executes w on the peer QP directly (RC/UC through
  * tr->peer, UD through the destination's view).  The caller has asked
  * sv_direct_packets_now first (RC/UC): the WQE goes as a packet when it
- * says so.  Must hold sq_lock.  Returns 0 (dealt with), 1 (dealt with,
- * sq.next placed by the completer), 2 (not now) or -EAGAIN (use
+ * says so.  Must hold sq_lock.  Returns 0 (dealt with; sq.next is past
+ * w already where w completed before the target's receive CQE), 1 (dealt
+ * with, sq.next placed by the completer), 2 (not now) or -EAGAIN (use
  * packets). */
 int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w);
 /* Executes the run of RDMA WRITEs or READs at sq.next as one batch
@@ -927,6 +928,12 @@ struct sv_resp_res {
 	enum sv_rout kind;
 	uint8_t syn;
 	uint64_t orig;
+	/* Set by the caller (or NULL): run once the message is accepted,
+	 * just before the target's receive CQE is pushed -- the initiator
+	 * completes first, as its ACK would come before the target's
+	 * application can answer. */
+	void (*before_cqe)(void *arg);
+	void *arg;
 };
 /* Runs t's responder for one whole message pkt (an *_ONLY opcode) whose
  * payload is data (SEND/WRITE: the source; READ: the destination), on

@@ -153,7 +153,42 @@ static int remote_src_ok(const struct sv_data *d)
 	return 1;
 }
 
-/* The 40-byte GRH a UD packet would carry (sv_req.c build_hdrs). */
+/* A WQE the target accepted, completed before the target's receive CQE
+ * is pushed (sv_resp_res.before_cqe): as on a NIC, where the ACK comes
+ * back (UC, UD: the packet leaves) before the target's application sees
+ * the message, our CQE is there before its reply can be.  Only when every
+ * WQE before it is retired or done well: its CQE can then be pushed at
+ * once, and nothing moves the QP to ERR under the target's lock. */
+struct early {
+	struct sv_qp *qp;
+	struct sv_tr *tr;
+	uint32_t idx;
+	int done;
+};
+
+static void complete_early(void *arg)
+{
+	struct early *e = arg;
+	struct sv_qp *qp = e->qp;
+	struct sv_send_wqe *w = sv_wq_slot(&qp->sq, e->idx);
+
+	for (uint32_t i = qp->sq.head; i != e->idx; i++) {
+		struct sv_send_wqe *p = sv_wq_slot(&qp->sq, i);
+
+		if (WQE_STATE(p) != WQE_DONE || WQE_STATUS(p) != IBV_WC_SUCCESS)
+			return;
+	}
+	if (qp->type == IBV_QPT_RC) {
+		w->state = WQE_SENT;
+		sv_comp_acked(qp, e->tr, e->idx);
+	} else {
+		sv_wqe_done(w, IBV_WC_SUCCESS);
+	}
+	qp->sq.next = e->idx + 1;
+	sv_comp_retire(qp);
+	e->done = 1;
+}
+
 int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 {
 	struct sv_engine *eng = qp->eng;
@@ -163,7 +198,9 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 	uint32_t idx = qp->sq.next;
 	struct sv_seg segs[SV_MAX_SEGS];
 	struct sv_data data = { .seg = segs };
-	struct sv_resp_res res;
+	struct early early = { .qp = qp, .tr = tr, .idx = qp->sq.next };
+	struct sv_resp_res res = { .before_cqe = complete_early,
+				   .arg = &early };
 	struct sv_peer *peer = NULL;
 	struct sv_qp *lq;
 	struct sv_rtgt t;
@@ -302,6 +339,8 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 	err = 0;
 	switch (res.kind) {
 	case SV_ROUT_ACK:
+		if (early.done)
+			break; /* completed (and retired) already */
 		if (sv_is_read_or_atomic(op) && op != IBV_WR_RDMA_READ) {
 			enum ibv_wc_status st = sv_comp_atomic_result(qp, w, res.orig);
 

@@ -692,11 +692,17 @@ static int invalidate(struct resp *rs, uint32_t key)
  * its reply after it, and sv_req_run sends a due ACK first.  So the
  * requester's SEND completes before the reply arrives, as on a NIC,
  * whose ACK leaves before software sees the CQE.  ACKNOWLEDGE sets the
- * same ACK again. */
+ * same ACK again.  On the direct path the initiator's hook completes its
+ * WQE here instead. */
 static void ack_before_cqe(struct resp *rs)
 {
-	if (rs->tr && !rs->res && rs->q->type == IBV_QPT_RC && rs->pkt->ackreq)
+	if (rs->res && rs->res->before_cqe) {
+		rs->res->before_cqe(rs->res->arg); /* direct: the same */
+		rs->res->before_cqe = NULL;
+	} else if (rs->tr && !rs->res && rs->q->type == IBV_QPT_RC &&
+		   rs->pkt->ackreq) {
 		set_ack(rs->tr, rs->pkt->psn);
+	}
 }
 
 static enum resp_state complete(struct resp *rs)
