@@ -194,7 +194,12 @@ int sv_rmem_serve(struct sv_engine *eng)
 			    &in->box->state, &want, SV_RMEM_SERVING,
 			    memory_order_acquire, memory_order_relaxed))
 			continue;
+		/* Read-held as for the rings: ibv_dereg_mr waits for a copy
+		 * under a key checked before it (a reader may be ours
+		 * already: the lock prefers readers). */
+		pthread_rwlock_rdlock(&eng->qp_lock);
 		rmem_exec(eng, in->box);
+		pthread_rwlock_unlock(&eng->qp_lock);
 		atomic_store_explicit(&in->box->state, SV_RMEM_DONE,
 				      memory_order_release);
 		n++;

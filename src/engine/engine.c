@@ -1038,9 +1038,11 @@ void sv_engine_mr_release(const struct sv_ctx_ref *cref)
 	}
 	pthread_mutex_unlock(&eng->lock);
 	/* What the engine's threads execute from rings, the port and the
-	 * timers (responses being copied out of our memory among them) runs
-	 * with qp_lock read-held: once we had it for writing, every copy
-	 * under a key looked up before the dereg is done. */
+	 * timers (responses being copied out of our memory among them), and
+	 * the accesses to our memory we serve for other processes
+	 * (eng_rmem.c), run with qp_lock read-held: once we had it for
+	 * writing, every copy under a key looked up before the dereg is
+	 * done. */
 	pthread_rwlock_wrlock(&eng->qp_lock);
 	pthread_rwlock_unlock(&eng->qp_lock);
 }
