@@ -180,42 +180,6 @@ static int cover(const char *dir, const char *const *skip)
 
 /* ---- what the device says ---------------------------------------------- */
 
-struct devinfo {
-	struct sv_device_info dev;
-	struct ibv_device_attr_ex attr;
-	struct ibv_port_attr port;
-	struct sv_gid_table gids;
-};
-
-static int query(struct devinfo *di)
-{
-	struct sv_port_req pr = { .port = 1 };
-	int err;
-
-	err = sv_call_simple(SV_OP_DEVICE_INFO, 0, 0, -1, NULL, 0, &di->dev,
-			     sizeof(di->dev));
-	if (!err)
-		err = sv_call_simple(SV_OP_QUERY_DEVICE, 0, 0, -1, NULL, 0,
-				     &di->attr, sizeof(di->attr));
-	if (!err)
-		err = sv_call_simple(SV_OP_QUERY_PORT, 0, 0, -1, &pr, sizeof(pr),
-				     &di->port, sizeof(di->port));
-	if (!err)
-		err = sv_call_simple(SV_OP_QUERY_GIDS, 0, 0, -1, &pr, sizeof(pr),
-				     &di->gids, sizeof(di->gids));
-	di->dev.name[sizeof(di->dev.name) - 1] = 0;
-	return err;
-}
-
-static void guid_str(char *out, size_t len, __be64 guid)
-{
-	uint64_t g = be64toh(guid);
-
-	snprintf(out, len, "%04x:%04x:%04x:%04x", (unsigned)(g >> 48) & 0xffff,
-		 (unsigned)(g >> 32) & 0xffff, (unsigned)(g >> 16) & 0xffff,
-		 (unsigned)g & 0xffff);
-}
-
 static void gid_str(char *out, const uint8_t *g)
 {
 	for (int i = 0; i < 16; i += 2)
@@ -225,9 +189,9 @@ static void gid_str(char *out, const uint8_t *g)
 
 /* The kernel's sysfs files of one IB device (drivers/infiniband/core/
  * sysfs.c formats). */
-static int write_ibdev(const char *base, const struct devinfo *di)
+static int write_ibdev(const char *base, const struct sv_tool_dev *di)
 {
-	char p[PATH_MAX], s[64], host[128] = "";
+	char p[PATH_MAX], s[64], host[128] = "", ndev[IF_NAMESIZE];
 	const struct ibv_port_attr *pa = &di->port;
 	int err = 0;
 
@@ -245,9 +209,9 @@ static int write_ibdev(const char *base, const struct devinfo *di)
 		err = err ? err : mkdirs(p);                                   \
 	} while (0)
 	W("node_type", "1: CA\n");
-	guid_str(s, sizeof(s), di->attr.orig_attr.node_guid);
+	sv_tool_guid_str(s, sizeof(s), di->attr.orig_attr.node_guid);
 	W("node_guid", "%s\n", s);
-	guid_str(s, sizeof(s), di->attr.orig_attr.sys_image_guid);
+	sv_tool_guid_str(s, sizeof(s), di->attr.orig_attr.sys_image_guid);
 	W("sys_image_guid", "%s\n", s);
 	W("fw_ver", "%s\n", di->attr.orig_attr.fw_ver);
 	W("hw_rev", "%u\n", di->attr.orig_attr.hw_ver);
@@ -256,6 +220,18 @@ static int write_ibdev(const char *base, const struct devinfo *di)
 	W("node_desc", "%s %s\n", host, di->dev.name);
 	D("device");
 	W("device/numa_node", "-1\n");
+	if (!err && sv_tool_port_netdev(di, ndev)) {
+		/* The port's network device, where the kernel lists a NIC's
+		 * (pyverbs' tests take its address from here). */
+		char target[PATH_MAX], lnk[PATH_MAX];
+
+		D("device/net");
+		snprintf(target, sizeof(target), "/sys/class/net/%s", ndev);
+		if (!err)
+			err = join(lnk, sizeof(lnk), p, ndev);
+		if (!err && symlink(target, lnk) < 0)
+			err = -errno;
+	}
 	D("ports/1/gids");
 	D("ports/1/gid_attrs/types");
 	D("ports/1/gid_attrs/ndevs");
@@ -296,7 +272,7 @@ static int write_ibdev(const char *base, const struct devinfo *di)
 	return err;
 }
 
-static int write_sysfs(const struct devinfo *di)
+static int write_sysfs(const struct sv_tool_dev *di)
 {
 	char p[PATH_MAX];
 	int err;
@@ -353,7 +329,47 @@ static int fault(const char *what)
 	return f && strstr(f, what) != NULL;
 }
 
-static int build(const struct devinfo *di)
+/*
+ * iproute2's `rdma` asks the kernel over netlink, which knows no softverbs
+ * device (pyverbs' tests find the port's network device with `rdma link
+ * show -j`): inside, each `rdma` on the search path is a bind of this
+ * command, which answers for the device when called by that name
+ * (cmd_rdma.c).  Where there is none, nothing is covered.
+ */
+static void cover_rdma_tool(void)
+{
+	char self[PATH_MAX], p[PATH_MAX], real[PATH_MAX], dirs[2048];
+	char done[16][PATH_MAX];
+	const char *path = getenv("PATH");
+	int ndone = 0;
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n <= 0)
+		return;
+	self[n] = 0;
+	snprintf(dirs, sizeof(dirs), "%s:/usr/sbin:/usr/bin:/sbin:/bin",
+		 path ? path : "");
+	for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d;
+	     d = strtok_r(NULL, ":", &save)) {
+		struct stat st;
+		int seen = 0;
+
+		if (*d != '/' || join(p, sizeof(p), d, "rdma") ||
+		    !realpath(p, real) || stat(real, &st) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		for (int i = 0; i < ndone; i++)
+			seen |= !strcmp(done[i], real);
+		if (seen || ndone == 16)
+			continue;
+		snprintf(done[ndone++], PATH_MAX, "%s", real);
+		if (mount(self, real, NULL, MS_BIND, NULL) < 0)
+			sv_tool_err("warning: %s still asks the kernel inside: %s",
+				    real, strerror(errno));
+	}
+}
+
+static int build(const struct sv_tool_dev *di)
 {
 	static const char *const ib[] = { "infiniband", "infiniband_verbs",
 					  "infiniband_mad", "infiniband_cm",
@@ -383,6 +399,8 @@ static int build(const struct devinfo *di)
 	err = cover("/sys/class", ib);
 	if (!err)
 		err = write_sysfs(di);
+	if (!err)
+		cover_rdma_tool();
 	return err;
 }
 
@@ -392,14 +410,13 @@ static int build(const struct devinfo *di)
  */
 int sv_run_namespace(void)
 {
-	struct devinfo di;
+	struct sv_tool_dev di;
 	const char *env = getenv("SOFTVERBS_NAMESPACE");
 	int err;
 
 	if (env && !strcmp(env, "0"))
 		return 1;
-	memset(&di, 0, sizeof(di));
-	err = query(&di);
+	err = sv_tool_dev_query(&di);
 	if (err) {
 		sv_tool_err("warning: the device did not answer (%s): running without /dev/infiniband and /sys/class/infiniband",
 			    strerror(-err));

@@ -113,6 +113,7 @@ static void usage(FILE *f)
 		"  daemon start|stop|status       manage the device daemon (softverbsd)\n"
 		"  res show [TYPE] [--json]       list live objects (PDs, MRs, QPs, ...)\n"
 		"  capture -w FILE [OPTIONS]      write every packet to a pcap (Wireshark)\n"
+		"  rdma [-j] dev|link [show]      iproute2's rdma dev/link for the device\n"
 		"  version                        this build, the library and daemon in use\n"
 		"\n"
 		"'softverbs COMMAND --help' describes each command; 'softverbs --version'\n"
@@ -126,6 +127,10 @@ int main(int argc, char **argv)
 	const char *cmd;
 
 	sv_log_init("softverbs");
+	/* Bound over iproute2's rdma inside `softverbs run` (run_ns.c). */
+	cmd = strrchr(argv[0], '/');
+	if (!strcmp(cmd ? cmd + 1 : argv[0], "rdma"))
+		return sv_cmd_rdma(argc, argv);
 	if (argc < 2) {
 		usage(stderr);
 		return EXIT_USAGE;
@@ -147,5 +152,7 @@ int main(int argc, char **argv)
 		return sv_cmd_res(argc - 1, argv + 1);
 	if (!strcmp(cmd, "capture"))
 		return sv_cmd_capture(argc - 1, argv + 1);
+	if (!strcmp(cmd, "rdma"))
+		return sv_cmd_rdma(argc - 1, argv + 1);
 	sv_tool_usage_err(NULL, "unknown command '%s'", cmd);
 }

@@ -53,6 +53,23 @@ int sv_tool_lib_path(char *out, size_t len);
  * buf: 0, or -1 ("unknown" in buf) when it has none or cannot be read. */
 int sv_tool_build_of(const char *path, char *buf, size_t len);
 
+/* tool_dev.c: what the daemon says of the device and its port 1. */
+struct sv_tool_dev {
+	struct sv_device_info dev;
+	struct ibv_device_attr_ex attr;
+	struct ibv_port_attr port;
+	struct sv_gid_table gids;
+};
+/* Asks the daemon (starting it if needed): 0 or a negative errno. */
+int sv_tool_dev_query(struct sv_tool_dev *di);
+/* A GUID as the kernel's sysfs and iproute2 print it: xxxx:xxxx:xxxx:xxxx. */
+void sv_tool_guid_str(char *out, size_t len, __be64 guid);
+/* The port's network device, as a RoCE port has one: the interface of the
+ * first GID that is not on a loopback interface, else of the first GID.
+ * Fills ifname (IF_NAMESIZE bytes, "" when none) and returns its ifindex,
+ * or 0. */
+int sv_tool_port_netdev(const struct sv_tool_dev *di, char *ifname);
+
 /* run_ns.c: the private mount namespace of `softverbs run` (0, or 1 when
  * the program runs without it; the reason was printed). */
 int sv_run_namespace(void);
@@ -64,5 +81,6 @@ int sv_cmd_daemon(int argc, char **argv);
 int sv_cmd_res(int argc, char **argv);
 int sv_cmd_version(int argc, char **argv);
 int sv_cmd_capture(int argc, char **argv);
+int sv_cmd_rdma(int argc, char **argv);
 
 #endif

@@ -32,7 +32,7 @@ TMO=${PAIRS_TIMEOUT:-90}
 ALL="rping ucmatose ucmatose_many udaddy rdma_server rstream rstream_async
 riostream write_bw_R send_lat_R qperf_rc fi_msg fi_rdm_rxm ucx_info
 ucx_tag_lat ucx_tag_bw ucx_put_bw ucx_ud_lat mpi_pingpong ibstat ibstatus
-ucx_info_user user_cma sysfs ns_refused"
+ucx_info_user user_cma sysfs rdma_tool ns_refused"
 
 TMP=$(mktemp -d)
 cleanup() {
@@ -231,6 +231,42 @@ one() {
 			expect "$D/client.out" '^RoCE v2$' 1 && expect "$D/client.out" '^4: ACTIVE$' 1 &&
 			expect "$D/client.out" '^sv0$' 1 && expect "$D/client.out" '^uverbs0-chardev$' 1 &&
 			{ [ ! -e /sys/class/infiniband/sv0 ] || { WHY="the host's /sys shows sv0"; false; }; } ;;
+	rdma_tool)
+		# iproute2's rdma inside answers for sv0 (pyverbs' tests find the
+		# port's network device with `rdma link show -j`), agreeing with
+		# sysfs' device/net/ and /sys/class/net; the host's rdma outside
+		# is untouched.
+		timeout -k 5 "$TMO" "$SV" run /usr/bin/python3 -c '
+import json, os, subprocess as sp
+link = json.loads(sp.check_output(["rdma", "link", "show", "-j"]))
+assert len(link) == 1, link
+l = link[0]
+nd = os.listdir("/sys/class/infiniband/sv0/device/net")
+assert l["ifname"] == "sv0" and l["port"] == 1, l
+assert l["state"] == "ACTIVE" and l["physical_state"] == "LINK_UP", l
+assert [l["netdev"]] == nd, (l, nd)
+idx = open("/sys/class/net/%s/ifindex" % nd[0]).read().strip()
+assert str(l["netdev_index"]) == idx, (l, idx)
+print("link ok", l["netdev"])
+dev = json.loads(sp.check_output(["rdma", "-j", "-p", "dev"]))
+guid = open("/sys/class/infiniband/sv0/node_guid").read().strip()
+assert dev[0]["ifname"] == "sv0" and dev[0]["node_guid"] == guid, dev
+assert dev[0]["node_type"] == "ca", dev
+print("dev ok", guid)
+print(sp.run(["rdma", "link"], stdout=sp.PIPE, text=True).stdout, end="")
+r = sp.run(["rdma", "resource", "show"], stderr=sp.PIPE, text=True)
+assert r.returncode == 1 and "not available" in r.stderr, r
+r = sp.run(["rdma", "link", "show", "sv9/1"], stderr=sp.PIPE, text=True)
+assert r.returncode == 1 and "Wrong device name" in r.stderr, r
+print("errors ok")
+' >"$D/client.out" 2>&1
+		CLI_RC=$?
+		SRV_RC=0
+		[ "$CLI_RC" = 0 ] && expect "$D/client.out" '^link ok ' 1 &&
+			expect "$D/client.out" '^dev ok ' 1 && expect "$D/client.out" '^errors ok$' 1 &&
+			expect "$D/client.out" '^link sv0/1 state ACTIVE physical_state LINK_UP netdev [^ ]+ $' 1 &&
+			{ ! command -v rdma >/dev/null || ! rdma -V 2>&1 | grep -q softverbs ||
+				{ WHY="the host's rdma is ours"; false; }; } ;;
 	ns_refused)
 		# Namespaces refused: one warning, and the program runs without
 		# /dev/infiniband (libibverbs still finds the device).

@@ -111,7 +111,7 @@ set(SV_RDMACM_PAIRS
   rping ucmatose ucmatose_many udaddy rdma_server rstream rstream_async
   riostream write_bw_R send_lat_R qperf_rc fi_msg fi_rdm_rxm ucx_info
   ucx_tag_lat ucx_tag_bw ucx_put_bw ucx_ud_lat mpi_pingpong ibstat ibstatus
-  ucx_info_user user_cma sysfs ns_refused)
+  ucx_info_user user_cma sysfs rdma_tool ns_refused)
 foreach(p ${SV_RDMACM_PAIRS})
   sv_script_test(rdmacm_${p} compat/rdmacm_pairs.sh ${p})
   set_tests_properties(rdmacm_${p} PROPERTIES LABELS "compat;rdmacm" TIMEOUT 240)
