@@ -348,3 +348,47 @@ SV_EXPORT void ibv_unimport_mr(struct ibv_mr *mr)
 	if (mr)
 		free(to_svmr(mr));
 }
+
+/*
+ * ibv_advise_mr: every page of a registration is present here (memory is
+ * reached where it lives, nothing is pinned or faulted in), so a prefetch
+ * has nothing left to do once its request is checked as the man page
+ * says: an advice other than the three prefetches is not supported
+ * (EOPNOTSUPP), flags other than IBV_ADVISE_MR_FLAG_FLUSH or no SGE are
+ * EINVAL, and an SGE whose lkey is not an MR of this PD, lacks
+ * IBV_ACCESS_LOCAL_WRITE for a write prefetch, or leaves the MR or the
+ * mapped memory is EFAULT.  Synchronous (FLUSH) or not, it is done when
+ * the call returns.
+ */
+static int advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+		     uint32_t flags, struct ibv_sge *sg, uint32_t n)
+{
+	struct sv_ctx_ref cr;
+	int err = 0;
+
+	if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH &&
+	    advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+	    advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+		err = EOPNOTSUPP;
+	else if ((flags & ~(uint32_t)IBV_ADVISE_MR_FLAG_FLUSH) || !sg || !n)
+		err = EINVAL;
+	if (err) {
+		errno = err;
+		return err;
+	}
+	cr = sv_cref(pd->context);
+	for (uint32_t i = 0; i < n && !err; i++)
+		err = -sv_engine_key_check(
+			&cr, sg[i].lkey, to_svpd(pd)->pd_id, sg[i].addr,
+			sg[i].length,
+			advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE ?
+				IBV_ACCESS_LOCAL_WRITE : 0);
+	if (err)
+		errno = err;
+	return err;
+}
+
+void sv_set_mr_ops(struct verbs_context *vctx)
+{
+	vctx->advise_mr = advise_mr;
+}

@@ -144,6 +144,9 @@ int sv_mr_dereg(struct ibv_mr *mr);
  * refuses them with EINVAL). */
 int sv_mem_check(const void *addr, size_t len, int write);
 
+/* mr.c: sets advise_mr on a new context. */
+void sv_set_mr_ops(struct verbs_context *vctx);
+
 /* dm.c: sets alloc_dm, free_dm and reg_dm_mr on a new context. */
 void sv_set_dm_ops(struct verbs_context *vctx);
 

@@ -247,6 +247,93 @@ SV_TEST(odp_and_no_pinning)
 	sv_test_wait_quiet(&base, 5000);
 }
 
+/* One SGE advised; the return value, and errno the same when it fails. */
+static int advise1(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+		   uint32_t flags, uint32_t lkey, void *addr, uint32_t len)
+{
+	struct ibv_sge sg = { (uintptr_t)addr, len, lkey };
+	int r;
+
+	errno = 0;
+	r = ibv_advise_mr(pd, advice, flags, &sg, 1);
+	if (r)
+		CHECK_EQ(errno, r);
+	return r;
+}
+
+/* ibv_advise_mr: every prefetch of a good range succeeds, synchronous or
+ * not; the man page's errors otherwise. */
+SV_TEST(advise_mr_prefetch)
+{
+	const uint32_t flush = IBV_ADVISE_MR_FLAG_FLUSH;
+	struct ibv_context *ctx = sv_test_open_dev();
+	struct ibv_pd *pd = ibv_alloc_pd(ctx), *pd2 = ibv_alloc_pd(ctx);
+	char *buf = pages(4), *gone = pages(1);
+	struct ibv_mr *odp, *ro, *imp;
+	struct ibv_sge two[2];
+
+	CHECK(pd && pd2);
+	odp = ibv_reg_mr(pd, buf, 4 * 4096,
+			 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE);
+	ro = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_ON_DEMAND);
+	imp = ibv_reg_mr(pd, NULL, SIZE_MAX,
+			 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE);
+	CHECK(odp && ro && imp);
+	/* Unmapped only now: what the library maps came before. */
+	munmap(gone, 4096);
+	for (int a = IBV_ADVISE_MR_ADVICE_PREFETCH;
+	     a <= IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT; a++) {
+		CHECK_EQ(advise1(pd, a, flush, odp->lkey, buf, 4 * 4096), 0);
+		CHECK_EQ(advise1(pd, a, 0, odp->lkey, buf + 100, 5000), 0);
+		CHECK_EQ(advise1(pd, a, flush, imp->lkey, buf, 4096), 0);
+	}
+	two[0] = (struct ibv_sge){ (uintptr_t)buf, 4096, odp->lkey };
+	two[1] = (struct ibv_sge){ (uintptr_t)buf + 8192, 8192, imp->lkey };
+	CHECK_EQ(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, flush,
+			       two, 2), 0);
+	/* Not an advice this device knows; flags and the list. */
+	CHECK_EQ(advise1(pd, 3, flush, odp->lkey, buf, 4096), EOPNOTSUPP);
+	CHECK_EQ(advise1(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 2, odp->lkey, buf,
+			 4096), EINVAL);
+	CHECK_EQ(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, flush, two, 0),
+		 EINVAL);
+	CHECK_EQ(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, flush, NULL,
+			       1), EINVAL);
+	/* An lkey that is no MR, or of another PD; out of the MR; a write
+	 * prefetch without LOCAL_WRITE (a read one is fine); memory not
+	 * mapped under the implicit MR; the second SGE of two bad. */
+	CHECK_EQ(advise1(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, flush,
+			 odp->lkey ^ 0x100, buf, 4096), EFAULT);
+	CHECK_EQ(advise1(pd2, IBV_ADVISE_MR_ADVICE_PREFETCH, flush, odp->lkey,
+			 buf, 4096), EFAULT);
+	CHECK_EQ(advise1(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, flush, odp->lkey,
+			 buf + 4096, 4 * 4096), EFAULT);
+	CHECK_EQ(advise1(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, flush,
+			 ro->lkey, buf, 4096), EFAULT);
+	CHECK_EQ(advise1(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, flush, ro->lkey,
+			 buf, 4096), 0);
+	CHECK_EQ(advise1(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, flush, imp->lkey,
+			 gone, 4096), EFAULT);
+	two[1].addr = (uintptr_t)gone;
+	two[1].length = 4096;
+	CHECK_EQ(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, flush, two, 2),
+		 EFAULT);
+	CHECK_EQ(ibv_dereg_mr(imp), 0);
+	CHECK_EQ(ibv_dereg_mr(ro), 0);
+	/* Deregistered: its lkey is no MR any more. */
+	{
+		uint32_t lkey = odp->lkey;
+
+		CHECK_EQ(ibv_dereg_mr(odp), 0);
+		CHECK_EQ(advise1(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, flush, lkey,
+				 buf, 4096), EFAULT);
+	}
+	CHECK_EQ(ibv_dealloc_pd(pd2), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	munmap(buf, 4 * 4096);
+}
+
 SV_TEST(dmabuf_memfd)
 {
 	struct sv_status_rep base;
