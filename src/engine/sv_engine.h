@@ -82,6 +82,7 @@ struct sv_cq {
 	struct sv_cq *chan_next;    /* in the channel's pending list */
 	/* verbs side (cq.c) */
 	uint32_t async_events; /* CQ_ERR events the application read */
+	struct ibv_pd *parent; /* IBV_CQ_INIT_ATTR_MASK_PD's parent domain */
 };
 
 static inline struct sv_cq *to_svcq(struct ibv_cq *cq)

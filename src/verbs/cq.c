@@ -357,10 +357,20 @@ static struct ibv_cq_ex *create_cq_ex(struct ibv_context *ctx,
 	if ((a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
 	    (a->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED))
 		return sv_null_errno(-EOPNOTSUPP);
-	if (a->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD)
-		return sv_null_errno(-EOPNOTSUPP); /* parent domains */
+	/* A parent domain only, as mlx5 (its allocators are not called:
+	 * pd.c). */
+	if ((a->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+	    (!a->parent_domain || a->parent_domain->context != ctx ||
+	     !to_svpd(a->parent_domain)->protection))
+		return sv_null_errno(-EINVAL);
 	cq = cq_new(ctx, a);
-	return cq ? &cq->ex : NULL;
+	if (!cq)
+		return NULL;
+	if (a->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) {
+		cq->parent = a->parent_domain;
+		sv_pd_use(cq->parent, 1);
+	}
+	return &cq->ex;
 }
 
 /*
@@ -429,6 +439,7 @@ SV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 		ch->refcnt--;
 		pthread_mutex_unlock(&ibcq->context->mutex);
 	}
+	sv_pd_use(cq->parent, -1);
 	pthread_spin_destroy(&cq->poll_lock);
 	pthread_mutex_destroy(&ibcq->mutex);
 	pthread_cond_destroy(&ibcq->cond);

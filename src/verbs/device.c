@@ -170,6 +170,7 @@ static struct ibv_context *new_context(struct ibv_device *device,
 	sv_set_query_ops(&sc->vctx);
 	sv_set_dm_ops(&sc->vctx);
 	sv_set_mr_ops(&sc->vctx);
+	sv_set_pd_ops(&sc->vctx);
 	sv_set_dp_ops(&sc->vctx);
 	return ctx;
 }

@@ -97,7 +97,31 @@ struct sv_pd {
 	int imported;	  /* made by ibv_import_pd */
 	uint32_t pd_id;	  /* device-wide PD identity (the data path checks
 			     MR/MW/AH/SRQ PD == QP PD with it) */
+	/* A parent domain (ibv_alloc_parent_domain) stands for `protection`:
+	 * the same handle and pd_id, so every verb given it acts on that PD.
+	 * uses: a PD's parent domains, or a parent domain's CQs, QPs and
+	 * SRQs; ibv_dealloc_pd answers EBUSY while it is not 0 (as mlx5). */
+	struct sv_pd *protection;
+	struct sv_td *td;
+	void *pd_context;
+	atomic_int uses;
 };
+
+/* A thread domain (ibv_alloc_td): a promise the application keeps about
+ * its threads, which this device's locks do not need; uses: the parent
+ * domains made with it. */
+struct sv_td {
+	struct ibv_td td; /* must be first */
+	atomic_int uses;
+};
+
+/* A CQ, QP or SRQ was made on pd (delta 1) or destroyed (-1): counted
+ * when pd is a parent domain. */
+void sv_pd_use(struct ibv_pd *pd, int delta);
+
+/* pd.c: sets alloc_td, dealloc_td and alloc_parent_domain on a new
+ * context. */
+void sv_set_pd_ops(struct verbs_context *vctx);
 
 static inline struct sv_pd *to_svpd(struct ibv_pd *pd)
 {

@@ -334,6 +334,109 @@ SV_TEST(advise_mr_prefetch)
 	munmap(buf, 4 * 4096);
 }
 
+static int pd_allocs;
+
+static void *count_alloc(struct ibv_pd *pd, void *ctx, size_t size,
+			 size_t align, uint64_t type)
+{
+	(void)pd, (void)ctx, (void)size, (void)align, (void)type;
+	pd_allocs++;
+	return IBV_ALLOCATOR_USE_DEFAULT;
+}
+
+static void count_free(struct ibv_pd *pd, void *ctx, void *ptr, uint64_t type)
+{
+	(void)pd, (void)ctx, (void)ptr, (void)type;
+	pd_allocs++;
+}
+
+/* Thread and parent domains: a parent domain stands for its PD (same
+ * handle; MRs, CQs, QPs, SRQs made on it), and nothing goes while
+ * something made on it is left, as with mlx5. */
+SV_TEST(parent_domain_and_td)
+{
+	struct ibv_context *ctx = sv_test_open_dev();
+	struct ibv_pd *pd = ibv_alloc_pd(ctx), *par, *pd2 = ibv_alloc_pd(ctx);
+	struct ibv_td_init_attr tda = { .comp_mask = 1 };
+	struct ibv_parent_domain_init_attr pa = { 0 };
+	struct ibv_cq_init_attr_ex ca = { .cqe = 8,
+					  .comp_mask = IBV_CQ_INIT_ATTR_MASK_PD };
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC };
+	struct ibv_qp_attr attr;
+	struct ibv_qp_init_attr got;
+	char *buf = pages(1);
+	struct ibv_cq_ex *cq;
+	struct ibv_srq *srq;
+	struct ibv_td *td;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+
+	CHECK(pd && pd2);
+	CHECK_NULL_ERRNO(ibv_alloc_td(ctx, &tda), EINVAL);
+	tda.comp_mask = 0;
+	td = ibv_alloc_td(ctx, &tda);
+	CHECK(td);
+	CHECK(td->context == ctx);
+	/* No PD; unknown comp_mask bits. */
+	CHECK_NULL_ERRNO(ibv_alloc_parent_domain(ctx, &pa), EINVAL);
+	pa.pd = pd;
+	pa.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT << 1;
+	CHECK_NULL_ERRNO(ibv_alloc_parent_domain(ctx, &pa), EINVAL);
+	pa.td = td;
+	pa.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
+		       IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+	pa.alloc = count_alloc;
+	pa.free = count_free;
+	par = ibv_alloc_parent_domain(ctx, &pa);
+	CHECK(par);
+	CHECK(par != pd && par->handle == pd->handle && par->context == ctx);
+	/* A parent domain is not a PD for another one. */
+	pa.pd = par;
+	CHECK_NULL_ERRNO(ibv_alloc_parent_domain(ctx, &pa), EINVAL);
+	/* The PD and the TD stay while the parent domain does. */
+	CHECK_EQ(ibv_dealloc_pd(pd), EBUSY);
+	CHECK_EQ(errno, EBUSY);
+	CHECK_EQ(ibv_dealloc_td(td), EBUSY);
+
+	/* Objects on it: a CQ wants a parent domain, not a PD. */
+	ca.parent_domain = pd2;
+	CHECK_NULL_ERRNO(ibv_create_cq_ex(ctx, &ca), EINVAL);
+	ca.parent_domain = par;
+	cq = ibv_create_cq_ex(ctx, &ca);
+	CHECK(cq);
+	mr = ibv_reg_mr(par, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr);
+	CHECK(mr->pd == par);
+	srq = ibv_create_srq(par, &sa);
+	CHECK(srq);
+	qa.send_cq = qa.recv_cq = ibv_cq_ex_to_cq(cq);
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 2;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	qp = ibv_create_qp(par, &qa);
+	CHECK(qp);
+	CHECK(qp->pd == par);
+	CHECK_EQ(ibv_query_qp(qp, &attr, IBV_QP_STATE, &got), 0);
+	CHECK(got.send_cq == ibv_cq_ex_to_cq(cq));
+	CHECK_EQ(ibv_dealloc_pd(par), EBUSY);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	CHECK_EQ(ibv_dealloc_pd(par), EBUSY); /* the SRQ and the CQ */
+	CHECK_EQ(ibv_destroy_srq(srq), 0);
+	CHECK_EQ(ibv_dealloc_pd(par), EBUSY); /* the CQ */
+	CHECK_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
+	CHECK_EQ(ibv_dealloc_pd(par), 0);
+	/* The MR was registered on the PD: it keeps it busy in the daemon. */
+	CHECK_EQ(ibv_dealloc_pd(pd), EBUSY);
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+	CHECK_EQ(ibv_dealloc_td(td), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd2), 0);
+	/* Its allocators are never called (the queues are shared regions). */
+	CHECK_EQ(pd_allocs, 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	munmap(buf, 4096);
+}
+
 SV_TEST(dmabuf_memfd)
 {
 	struct sv_status_rep base;

@@ -563,4 +563,55 @@ SV_TEST(access_flags_accepted)
 	dp_close(&d);
 }
 
+/* Two RC QPs made on a parent domain (pd.c) move data between MRs
+ * registered on it and on its PD: it stands for the PD everywhere. */
+SV_TEST(parent_domain_traffic)
+{
+	struct dp d, par;
+	struct ibv_parent_domain_init_attr pa = { 0 };
+	char *buf = pages(1);
+	struct ibv_mr *src, *dst;
+	struct ibv_qp *a, *b;
+	struct ibv_wc wc;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr = { 0 }, *bad;
+
+	dp_open(&d, 16);
+	par = d;
+	pa.pd = d.pd;
+	par.pd = ibv_alloc_parent_domain(d.ctx, &pa);
+	CHECK(par.pd);
+	a = dp_qp(&par, IBV_QPT_RC, NULL, 4, 0);
+	b = dp_qp(&par, IBV_QPT_RC, NULL, 4, 0);
+	src = ibv_reg_mr(d.pd, buf, 64, IBV_ACCESS_LOCAL_WRITE);
+	dst = ibv_reg_mr(par.pd, buf + 2048, 64,
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	CHECK(src && dst);
+	CHECK_EQ(to_init(a), 0);
+	CHECK_EQ(to_init(b), 0);
+	CHECK_EQ(to_rtr(a, b->qp_num), 0);
+	CHECK_EQ(to_rtr(b, a->qp_num), 0);
+	CHECK_EQ(to_rts(a), 0);
+	CHECK_EQ(to_rts(b), 0);
+	strcpy(buf, "through a parent domain");
+	sge = (struct ibv_sge){ (uintptr_t)buf, 24, src->lkey };
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = (uintptr_t)buf + 2048;
+	wr.wr.rdma.rkey = dst->rkey;
+	CHECK_EQ(ibv_post_send(a, &wr, &bad), 0);
+	poll_n(d.cq, &wc, 1);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK(!strcmp(buf + 2048, "through a parent domain"));
+	CHECK_EQ(ibv_destroy_qp(a), 0);
+	CHECK_EQ(ibv_destroy_qp(b), 0);
+	CHECK_EQ(ibv_dereg_mr(src), 0);
+	CHECK_EQ(ibv_dereg_mr(dst), 0);
+	CHECK_EQ(ibv_dealloc_pd(par.pd), 0);
+	dp_close(&d);
+	munmap(buf, 4096);
+}
+
 SV_TEST_MAIN()
