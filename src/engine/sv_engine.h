@@ -216,6 +216,8 @@ struct sv_srq {
 	/* verbs side (srq.c): async events read by the application, for
 	 * ibv_destroy_srq's wait on their acks */
 	uint32_t events_delivered;
+	struct ibv_pd *parent; /* the parent domain it was made on, or NULL
+				  (srq.pd may be an unimported view by then) */
 };
 
 static inline struct sv_srq *to_svsrq(struct ibv_srq *srq)
@@ -269,6 +271,9 @@ struct sv_qp {
 	uint32_t events_delivered;
 	/* Another QP of ours executing on this one right now (direct). */
 	atomic_int busy;
+	/* The parent domain it was made on, or NULL (qp.pd may be an
+	 * unimported view by the time the QP goes). */
+	struct ibv_pd *parent;
 };
 
 static inline struct sv_qp *to_svqp(struct ibv_qp *qp)

@@ -367,7 +367,7 @@ static struct ibv_cq_ex *create_cq_ex(struct ibv_context *ctx,
 	if (!cq)
 		return NULL;
 	if (a->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) {
-		cq->parent = a->parent_domain;
+		cq->parent = sv_pd_parent(a->parent_domain);
 		sv_pd_use(cq->parent, 1);
 	}
 	return &cq->ex;

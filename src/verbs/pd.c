@@ -108,10 +108,15 @@ SV_EXPORT void ibv_unimport_pd(struct ibv_pd *pd)
 		free(to_svpd(pd));
 }
 
-void sv_pd_use(struct ibv_pd *pd, int delta)
+struct ibv_pd *sv_pd_parent(struct ibv_pd *pd)
 {
-	if (pd && to_svpd(pd)->protection)
-		atomic_fetch_add(&to_svpd(pd)->uses, delta);
+	return pd && to_svpd(pd)->protection ? pd : NULL;
+}
+
+void sv_pd_use(struct ibv_pd *parent, int delta)
+{
+	if (parent)
+		atomic_fetch_add(&to_svpd(parent)->uses, delta);
 }
 
 /* A thread domain: comp_mask must be 0 (none is defined). */

@@ -566,7 +566,8 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 	if (err)
 		goto err_undo;
 	a->cap = cap;
-	sv_pd_use(a->pd, 1);
+	qp->parent = sv_pd_parent(a->pd);
+	sv_pd_use(qp->parent, 1);
 	return ib;
 
 err_undo:
@@ -651,7 +652,7 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	atomic_fetch_sub(&qp->rcq->usecnt, 1);
 	if (qp->srq)
 		atomic_fetch_sub(&qp->srq->usecnt, 1);
-	sv_pd_use(ibqp->pd, -1);
+	sv_pd_use(qp->parent, -1);
 	pthread_spin_destroy(&qp->sq_lock);
 	pthread_spin_destroy(&qp->rq_post_lock);
 	pthread_mutex_destroy(&ibqp->mutex);

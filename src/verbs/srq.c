@@ -65,7 +65,8 @@ static struct ibv_srq *srq_new(struct ibv_pd *pd, void *srq_context,
 	pthread_cond_init(&srq->srq.cond, NULL);
 	pthread_spin_init(&srq->post_lock, PTHREAD_PROCESS_PRIVATE);
 	sv_dp_obj_add(srq);
-	sv_pd_use(pd, 1);
+	srq->parent = sv_pd_parent(pd);
+	sv_pd_use(srq->parent, 1);
 	return &srq->srq;
 
 err_tab:
@@ -190,7 +191,7 @@ SV_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 	sv_engine_srq_del(srq);
 	sv_dp_wait_acks(&ibsrq->mutex, &ibsrq->cond, &ibsrq->events_completed,
 			&srq->events_delivered);
-	sv_pd_use(ibsrq->pd, -1);
+	sv_pd_use(srq->parent, -1);
 	pthread_spin_destroy(&srq->post_lock);
 	pthread_mutex_destroy(&ibsrq->mutex);
 	pthread_cond_destroy(&ibsrq->cond);

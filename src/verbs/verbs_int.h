@@ -115,9 +115,13 @@ struct sv_td {
 	atomic_int uses;
 };
 
-/* A CQ, QP or SRQ was made on pd (delta 1) or destroyed (-1): counted
- * when pd is a parent domain. */
-void sv_pd_use(struct ibv_pd *pd, int delta);
+/* pd when it is a parent domain, else NULL: what a CQ, QP or SRQ made on
+ * pd keeps, so that it never reads pd again (an imported view may be
+ * unimported before the object goes). */
+struct ibv_pd *sv_pd_parent(struct ibv_pd *pd);
+/* A CQ, QP or SRQ was made on parent domain `parent` (delta 1) or was
+ * destroyed (-1); nothing for NULL. */
+void sv_pd_use(struct ibv_pd *parent, int delta);
 
 /* pd.c: sets alloc_td, dealloc_td and alloc_parent_domain on a new
  * context. */

@@ -135,6 +135,30 @@ static void importer(void *arg)
 	CHECK_EQ(res_find(SV_RES_MR, 0, 0, s.lkey, &e), 0);
 	CHECK_EQ(e.owner_pid, s.pid);
 	CHECK_EQ(ibv_dereg_mr(own), 0);
+	{
+		/* Objects made on the imported view outlive it: unimport
+		 * frees the view only (as the kernel), and destroying them
+		 * later never reads it (ASan sees it if it does). */
+		struct ibv_pd *view = ibv_import_pd(ctx, s.pd_handle);
+		struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+		struct ibv_srq_init_attr sa = { .attr = { .max_wr = 2,
+							  .max_sge = 1 } };
+		struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC };
+		struct ibv_srq *srq;
+		struct ibv_qp *qp;
+
+		CHECK(view && cq);
+		qa.send_cq = qa.recv_cq = cq;
+		qa.cap.max_send_wr = qa.cap.max_recv_wr = 1;
+		qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+		qp = ibv_create_qp(view, &qa);
+		srq = ibv_create_srq(view, &sa);
+		CHECK(qp && srq);
+		ibv_unimport_pd(view);
+		CHECK_EQ(ibv_destroy_qp(qp), 0);
+		CHECK_EQ(ibv_destroy_srq(srq), 0);
+		CHECK_EQ(ibv_destroy_cq(cq), 0);
+	}
 	ibv_unimport_pd(pd);
 	CHECK_EQ(ibv_close_device(ctx), 0);
 	sync_byte(sock, 1);
