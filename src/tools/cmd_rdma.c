@@ -32,13 +32,12 @@ struct out {
 	int json, pretty, nfield;
 };
 
-static void obj_begin(struct out *o, int first)
+/* The device's one object (one device, one port): the list opens. */
+static void obj_begin(struct out *o)
 {
 	o->nfield = 0;
 	if (o->json)
-		fputs(first ? (o->pretty ? "[ {\n" : "[{") :
-			      (o->pretty ? ",{\n" : ",{"),
-		      stdout);
+		fputs(o->pretty ? "[ {\n" : "[{", stdout);
 }
 
 static void obj_end(struct out *o)
@@ -79,10 +78,10 @@ static void num(struct out *o, const char *k, const char *fmt, unsigned v)
 	}
 }
 
-static void list_end(struct out *o, int any)
+static void list_end(struct out *o)
 {
 	if (o->json)
-		fputs(any ? (o->pretty ? " ]\n" : "]\n") : "[]\n", stdout);
+		fputs(o->pretty ? " ]\n" : "]\n", stdout);
 }
 
 static const char *state_str(unsigned s)
@@ -102,25 +101,17 @@ static const char *phys_str(unsigned s)
 	return s < sizeof(n) / sizeof(n[0]) ? n[s] : "UNKNOWN";
 }
 
-/* DEV or DEV/PORT naming our device: 0 (port 0 when none was given), or
- * -1 after rdma's own message. */
-static int match_dev(const struct sv_tool_dev *di, const char *arg,
-		     unsigned *port)
+/* DEV (or, for link, DEV/PORT) naming our device and port: 0, or -1
+ * after rdma's own message. */
+static int match_dev(const struct sv_tool_dev *di, const char *arg, int link)
 {
 	const char *slash = strchr(arg, '/');
 	size_t n = slash ? (size_t)(slash - arg) : strlen(arg);
 	char *end;
 
-	*port = 0;
-	if (slash) {
-		unsigned long p = strtoul(slash + 1, &end, 10);
-
-		if (*end || !slash[1] || p > di->dev.num_ports) {
-			fprintf(stderr, "Wrong device name\n");
-			return -1;
-		}
-		*port = (unsigned)p;
-	}
+	if (slash && (!link || !slash[1] ||
+		      strtoul(slash + 1, &end, 10) > di->dev.num_ports || *end))
+		n = 0;
 	if (n != strlen(di->dev.name) || strncmp(arg, di->dev.name, n)) {
 		fprintf(stderr, "Wrong device name\n");
 		return -1;
@@ -128,12 +119,11 @@ static int match_dev(const struct sv_tool_dev *di, const char *arg,
 	return 0;
 }
 
-static void show_dev(const struct sv_tool_dev *di, struct out *o, int details)
+static void show_dev(const struct sv_tool_dev *di, struct out *o)
 {
 	char guid[32];
 
-	(void)details;
-	obj_begin(o, 1);
+	obj_begin(o);
 	num(o, "ifindex", "%u: ", 0);
 	str(o, "ifname", "%s: ", di->dev.name);
 	str(o, "node_type", "node_type %s ", "ca");
@@ -143,7 +133,7 @@ static void show_dev(const struct sv_tool_dev *di, struct out *o, int details)
 	sv_tool_guid_str(guid, sizeof(guid), di->attr.orig_attr.sys_image_guid);
 	str(o, "sys_image_guid", "sys_image_guid %s ", guid);
 	obj_end(o);
-	list_end(o, 1);
+	list_end(o);
 }
 
 static void show_link(const struct sv_tool_dev *di, struct out *o,
@@ -152,7 +142,7 @@ static void show_link(const struct sv_tool_dev *di, struct out *o,
 	char ifname[IF_NAMESIZE];
 	int ndev = sv_tool_port_netdev(di, ifname);
 
-	obj_begin(o, 1);
+	obj_begin(o);
 	num(o, "ifindex", NULL, 0);
 	str(o, "ifname", "link %s/", di->dev.name);
 	num(o, "port", "%u ", 1);
@@ -165,7 +155,7 @@ static void show_link(const struct sv_tool_dev *di, struct out *o,
 		    (unsigned)ndev);
 	}
 	obj_end(o);
-	list_end(o, 1);
+	list_end(o);
 }
 
 /* rdma's matching: a word may be shortened to any prefix. */
@@ -182,13 +172,16 @@ int sv_cmd_rdma(int argc, char **argv)
 	struct sv_tool_dev di;
 	const char *obj, *cmd, *arg[3] = { NULL, NULL, NULL };
 	int details = 0, nargs = 0, err, link;
-	unsigned port = 0;
 
 	/* Options anywhere, as rdma takes them (getopt's order). */
 	for (int i = 1; i < argc; i++) {
-		const char *opt = argv[i] + 1 + (argv[i][1] == '-');
+		const char *opt = argv[i];
 
-		if (argv[i][0] != '-' || !argv[i][1]) {
+		if (opt[0] == '-' && opt[1])
+			opt += 1 + (opt[1] == '-');
+		else
+			opt = NULL;
+		if (!opt) {
 			if (nargs == 3) {
 				fprintf(stderr, "Unknown parameter \"%s\"\n",
 					argv[i]);
@@ -246,11 +239,11 @@ int sv_cmd_rdma(int argc, char **argv)
 		sv_tool_err("the device did not answer: %s", strerror(-err));
 		return 1;
 	}
-	if (arg[2] && match_dev(&di, arg[2], &port))
+	if (arg[2] && match_dev(&di, arg[2], link))
 		return 1;
 	if (link)
 		show_link(&di, &o, details);
 	else
-		show_dev(&di, &o, details);
+		show_dev(&di, &o);
 	return 0;
 }
