@@ -218,6 +218,7 @@ struct sv_srq {
 	uint32_t events_delivered;
 	struct ibv_pd *parent; /* the parent domain it was made on, or NULL
 				  (srq.pd may be an unimported view by then) */
+	size_t slot_bytes;     /* the region's room for WQEs (resize) */
 };
 
 static inline struct sv_srq *to_svsrq(struct ibv_srq *srq)
@@ -229,8 +230,10 @@ static inline struct sv_srq *to_svsrq(struct ibv_srq *srq)
  * srq->pd_id; sets srq->shm and *fdp.  0 or a negative errno. */
 int sv_srq_shm_create(struct sv_srq *srq, uint32_t max_wr, uint32_t max_sge,
 		      int *fdp);
-/* Owner: max_wr WQEs from now on; -EINVAL below what it holds. */
-int sv_srq_resize(struct sv_srq *srq, uint32_t max_wr);
+/* Owner: max_wr WQEs from now on; -EINVAL below what it holds.  A
+ * max_sge above the SRQ's (up to SV_MAX_SRQ_SGE, where the region has
+ * room) grows its WQEs; any other max_sge is ignored. */
+int sv_srq_resize(struct sv_srq *srq, uint32_t max_wr, uint32_t max_sge);
 int sv_engine_srq_add(struct sv_engine *eng, struct sv_srq *srq);
 void sv_engine_srq_del(struct sv_srq *srq);
 

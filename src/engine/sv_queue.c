@@ -366,6 +366,7 @@ int sv_srq_shm_create(struct sv_srq *srq, uint32_t max_wr, uint32_t max_sge,
 	sv_rq_shm_init(&s->rq, max_wr, max_sge, sizeof(*s));
 	s->pd_id = srq->pd_id;
 	srq->shm = s;
+	srq->slot_bytes = size - sizeof(*s);
 	return 0;
 }
 
@@ -386,11 +387,11 @@ int sv_srq_take(struct sv_srq_shm *s, struct sv_recv_wqe *out,
 	return err;
 }
 
-int sv_srq_resize(struct sv_srq *srq, uint32_t max_wr)
+int sv_srq_resize(struct sv_srq *srq, uint32_t max_wr, uint32_t max_sge)
 {
 	struct sv_srq_shm *s = srq->shm;
 	struct sv_rq_shm *q = &s->rq;
-	uint32_t cap = pow2_at_least(max_wr);
+	uint32_t cap = pow2_at_least(max_wr), old_size;
 	uint64_t head, n;
 	char *tmp;
 	int err = 0;
@@ -409,13 +410,18 @@ int sv_srq_resize(struct sv_srq *srq, uint32_t max_wr)
 		err = -ENOMEM;
 		goto out;
 	}
+	old_size = q->wqe_size;
 	for (uint64_t i = 0; i < n; i++)
-		memcpy(tmp + i * q->wqe_size, sv_rq_slot(s, q, head + i),
-		       q->wqe_size);
+		memcpy(tmp + i * old_size, sv_rq_slot(s, q, head + i), old_size);
 	q->cap = cap;
 	q->max_wr = max_wr;
+	if (max_sge > q->max_sge && max_sge <= SV_MAX_SRQ_SGE &&
+	    (size_t)cap * sv_recv_wqe_size(max_sge) <= srq->slot_bytes) {
+		q->max_sge = max_sge;
+		q->wqe_size = (uint32_t)sv_recv_wqe_size(max_sge);
+	}
 	for (uint64_t i = 0; i < n; i++)
-		memcpy(sv_rq_slot(s, q, i), tmp + i * q->wqe_size, q->wqe_size);
+		memcpy(sv_rq_slot(s, q, i), tmp + i * old_size, old_size);
 	free(tmp);
 	atomic_store(&q->head, 0);
 	atomic_store(&q->tail, n);

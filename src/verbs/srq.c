@@ -110,8 +110,11 @@ static struct ibv_srq *create_srq_ex(struct ibv_context *ctx,
 
 /*
  * IBV_SRQ_LIMIT arms the limit event (0 disarms); IBV_SRQ_MAX_WR resizes
- * the queue (not below the WQEs it holds).  EINVAL for anything else, a
- * limit above max_wr, or a size out of range.
+ * the queue (not below the WQEs it holds), and grows its max_sge to
+ * srq_attr->max_sge where that is larger and within the device's limit,
+ * as rdma-core's tests expect; a max_sge the man page calls irrelevant
+ * (smaller, or out of range) is ignored, never an error.  EINVAL for
+ * anything else, a limit above max_wr, or a size out of range.
  */
 SV_EXPORT int ibv_modify_srq(struct ibv_srq *ibsrq,
 			     struct ibv_srq_attr *srq_attr, int srq_attr_mask)
@@ -132,7 +135,7 @@ SV_EXPORT int ibv_modify_srq(struct ibv_srq *ibsrq,
 	    ((mask & IBV_SRQ_MAX_WR) ? srq_attr->max_wr : s->rq.max_wr))
 		err = -EINVAL;
 	if (!err && (mask & IBV_SRQ_MAX_WR))
-		err = sv_srq_resize(srq, srq_attr->max_wr);
+		err = sv_srq_resize(srq, srq_attr->max_wr, srq_attr->max_sge);
 	if (!err && (mask & IBV_SRQ_LIMIT)) {
 		sv_shlock_lock(&s->lock);
 		s->limit = srq_attr->srq_limit;

@@ -62,12 +62,13 @@ static inline int to_init(struct ibv_qp *qp)
 	return ibv_modify_qp(qp, &a, mask);
 }
 
-static inline int to_rtr(struct ibv_qp *qp, uint32_t dest_qpn)
+static inline int to_rtr_psn(struct ibv_qp *qp, uint32_t dest_qpn,
+			     uint32_t rq_psn)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR,
 				 .path_mtu = IBV_MTU_1024,
 				 .dest_qp_num = dest_qpn,
-				 .rq_psn = 0x123,
+				 .rq_psn = rq_psn,
 				 .max_dest_rd_atomic = 1,
 				 .min_rnr_timer = 12 };
 	int mask = IBV_QP_STATE;
@@ -86,9 +87,17 @@ static inline int to_rtr(struct ibv_qp *qp, uint32_t dest_qpn)
 	return ibv_modify_qp(qp, &a, mask);
 }
 
+static inline int to_rtr(struct ibv_qp *qp, uint32_t dest_qpn)
+{
+	return to_rtr_psn(qp, dest_qpn, 0x123);
+}
+
+/* PSNs to_rts sends with: what a peer's to_rtr_psn expects, for traffic. */
+#define DP_SQ_PSN 0x456
+
 static inline int to_rts(struct ibv_qp *qp)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS, .sq_psn = 0x456,
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS, .sq_psn = DP_SQ_PSN,
 				 .timeout = 14, .retry_cnt = 7,
 				 .rnr_retry = 7, .max_rd_atomic = 1 };
 	int mask = IBV_QP_STATE | IBV_QP_SQ_PSN;

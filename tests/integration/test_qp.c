@@ -589,8 +589,8 @@ SV_TEST(parent_domain_traffic)
 	CHECK(src && dst);
 	CHECK_EQ(to_init(a), 0);
 	CHECK_EQ(to_init(b), 0);
-	CHECK_EQ(to_rtr(a, b->qp_num), 0);
-	CHECK_EQ(to_rtr(b, a->qp_num), 0);
+	CHECK_EQ(to_rtr_psn(a, b->qp_num, DP_SQ_PSN), 0);
+	CHECK_EQ(to_rtr_psn(b, a->qp_num, DP_SQ_PSN), 0);
 	CHECK_EQ(to_rts(a), 0);
 	CHECK_EQ(to_rts(b), 0);
 	strcpy(buf, "through a parent domain");

@@ -139,4 +139,90 @@ SV_TEST(qp_on_srq)
 	dp_close(&d);
 }
 
+/* IBV_SRQ_MAX_WR grows max_sge too where asked for more (rdma-core's
+ * tests expect it), ignores a smaller or out-of-range one, and keeps the
+ * WQEs posted before: they still scatter as posted, the new ones as
+ * wide as allowed now. */
+SV_TEST(resize_grows_max_sge)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 2, .max_sge = 1 } };
+	struct ibv_send_wr swr = { 0 }, *sbad;
+	struct ibv_recv_wr rwr = { 0 }, *rbad;
+	struct ibv_sge sge[3], ssge;
+	struct ibv_srq_attr q;
+	struct ibv_srq *srq;
+	struct ibv_qp *a, *b;
+	struct ibv_wc wc[2];
+	struct ibv_mr *mr;
+	char *buf = pages(1);
+	struct dp d;
+
+	dp_open(&d, 8);
+	srq = ibv_create_srq(d.pd, &sa);
+	CHECK(srq);
+	mr = ibv_reg_mr(d.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr);
+	a = dp_qp(&d, IBV_QPT_RC, NULL, 4, 0);
+	b = dp_qp(&d, IBV_QPT_RC, srq, 4, 0);
+	CHECK_EQ(to_init(a), 0);
+	CHECK_EQ(to_init(b), 0);
+	CHECK_EQ(to_rtr_psn(a, b->qp_num, DP_SQ_PSN), 0);
+	CHECK_EQ(to_rtr_psn(b, a->qp_num, DP_SQ_PSN), 0);
+	CHECK_EQ(to_rts(a), 0);
+	CHECK_EQ(to_rts(b), 0);
+	/* One WQE of one SGE, posted before the resize. */
+	sge[0] = (struct ibv_sge){ (uintptr_t)buf + 1024, 64, mr->lkey };
+	rwr.wr_id = 1;
+	rwr.sg_list = sge;
+	rwr.num_sge = 1;
+	CHECK_EQ(ibv_post_srq_recv(srq, &rwr, &rbad), 0);
+	rwr.num_sge = 3;
+	CHECK_EQ(ibv_post_srq_recv(srq, &rwr, &rbad), EINVAL);
+	/* Garbage max_sge beside IBV_SRQ_MAX_WR: ignored. */
+	q = (struct ibv_srq_attr){ .max_wr = 4, .max_sge = 1000 };
+	CHECK_EQ(ibv_modify_srq(srq, &q, IBV_SRQ_MAX_WR), 0);
+	CHECK_EQ(ibv_query_srq(srq, &q), 0);
+	CHECK_EQ(q.max_sge, 1);
+	q = (struct ibv_srq_attr){ .max_wr = 8, .max_sge = 3 };
+	CHECK_EQ(ibv_modify_srq(srq, &q, IBV_SRQ_MAX_WR), 0);
+	CHECK_EQ(ibv_query_srq(srq, &q), 0);
+	CHECK(q.max_wr >= 8);
+	CHECK_EQ(q.max_sge, 3);
+	/* Smaller: ignored, never a shrink. */
+	q.max_sge = 2;
+	CHECK_EQ(ibv_modify_srq(srq, &q, IBV_SRQ_MAX_WR), 0);
+	CHECK_EQ(ibv_query_srq(srq, &q), 0);
+	CHECK_EQ(q.max_sge, 3);
+	/* Three SGEs now. */
+	for (int i = 0; i < 3; i++)
+		sge[i] = (struct ibv_sge){ (uintptr_t)buf + 2048 + 100 * i, 8,
+					   mr->lkey };
+	rwr.wr_id = 2;
+	CHECK_EQ(ibv_post_srq_recv(srq, &rwr, &rbad), 0);
+	memcpy(buf, "first message, one piece", 25);
+	memcpy(buf + 512, "abcdefghABCDEFGH01234567", 24);
+	swr.sg_list = &ssge;
+	swr.num_sge = 1;
+	swr.opcode = IBV_WR_SEND;
+	swr.send_flags = IBV_SEND_SIGNALED;
+	ssge = (struct ibv_sge){ (uintptr_t)buf, 25, mr->lkey };
+	CHECK_EQ(ibv_post_send(a, &swr, &sbad), 0);
+	poll_n(d.cq, wc, 2);
+	ssge = (struct ibv_sge){ (uintptr_t)buf + 512, 24, mr->lkey };
+	CHECK_EQ(ibv_post_send(a, &swr, &sbad), 0);
+	poll_n(d.cq, wc, 2);
+	for (int i = 0; i < 2; i++)
+		CHECK_EQ(wc[i].status, IBV_WC_SUCCESS);
+	CHECK(!memcmp(buf + 1024, "first message, one piece", 25));
+	CHECK(!memcmp(buf + 2048, "abcdefgh", 8));
+	CHECK(!memcmp(buf + 2148, "ABCDEFGH", 8));
+	CHECK(!memcmp(buf + 2248, "01234567", 8));
+	CHECK_EQ(ibv_destroy_qp(a), 0);
+	CHECK_EQ(ibv_destroy_qp(b), 0);
+	CHECK_EQ(ibv_destroy_srq(srq), 0);
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+	dp_close(&d);
+	munmap(buf, 4096);
+}
+
 SV_TEST_MAIN()
