@@ -189,6 +189,17 @@ static void complete_early(void *arg)
 	e->done = 1;
 }
 
+/* A directly executed RC message takes the PSN its target expects, which
+ * is ours when both ends were set up alike (sq_psn of one = rq_psn of the
+ * other) and nothing is in flight.  Where they differ (a mistake in the
+ * setup) the message goes as packets, whose PSN the target checks as a
+ * NIC's would (a sequence NAK, then RETRY_EXC_ERR), so the mistake shows
+ * the same whichever way a message would have gone. */
+static int psn_agrees(const struct sv_tr *tr, const struct sv_qp_shm *q)
+{
+	return __atomic_load_n(&q->epsn, __ATOMIC_RELAXED) == tr->psn;
+}
+
 int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 {
 	struct sv_engine *eng = qp->eng;
@@ -260,6 +271,10 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 		/* Packets, or a message the target dropped, still wait for
 		 * their answer: they land first. */
 		err = 2;
+		goto out;
+	}
+	if (rc && !psn_agrees(tr, t.q)) {
+		err = -EAGAIN;
 		goto out;
 	}
 	if (sv_req_start(qp, tr, w, &len, !sv_is_read_or_atomic(op))) {
@@ -455,7 +470,8 @@ int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr)
 	} else {
 		return 0;
 	}
-	k = sv_resp_rw_batch(eng, &t, ws, n, read);
+	k = qp->type != IBV_QPT_RC || psn_agrees(tr, t.q) ?
+		    sv_resp_rw_batch(eng, &t, ws, n, read) : 0;
 	if (lq)
 		atomic_fetch_sub(&lq->busy, 1);
 	else if (bytes / (uint64_t)n <= SV_DIRECT_SMALL)

@@ -90,9 +90,11 @@ static inline struct ep_info ep_info(const struct ep *e)
 }
 
 /* RESET -> INIT -> RTR -> RTS towards dqpn (UD: dqpn ignored). */
-static inline void ep_connect_ex(struct ep *e, uint32_t dqpn, uint8_t timeout,
-				 uint8_t retry, uint8_t rnr_retry,
-				 uint8_t min_rnr)
+/* RESET to RTS with the PSNs given: rq_psn expected, sq_psn sent. */
+static inline void ep_connect_psn(struct ep *e, uint32_t dqpn, uint8_t timeout,
+				  uint8_t retry, uint8_t rnr_retry,
+				  uint8_t min_rnr, uint32_t rq_psn,
+				  uint32_t sq_psn)
 {
 	struct ibv_qp_attr a;
 	int ud = e->qp->qp_type == IBV_QPT_UD;
@@ -120,7 +122,7 @@ static inline void ep_connect_ex(struct ep *e, uint32_t dqpn, uint8_t timeout,
 	} else {
 		a.path_mtu = IBV_MTU_1024;
 		a.dest_qp_num = dqpn;
-		a.rq_psn = 0x100;
+		a.rq_psn = rq_psn;
 		a.ah_attr.port_num = 1;
 		a.ah_attr.is_global = 1;
 		a.ah_attr.grh.hop_limit = 1;
@@ -136,7 +138,7 @@ static inline void ep_connect_ex(struct ep *e, uint32_t dqpn, uint8_t timeout,
 	}
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = ud ? 0 : 0x100;
+	a.sq_psn = ud ? 0 : sq_psn;
 	a.timeout = timeout;
 	a.retry_cnt = retry;
 	a.rnr_retry = rnr_retry;
@@ -148,6 +150,14 @@ static inline void ep_connect_ex(struct ep *e, uint32_t dqpn, uint8_t timeout,
 						     IBV_QP_MAX_QP_RD_ATOMIC :
 					     0)),
 		 0);
+}
+
+static inline void ep_connect_ex(struct ep *e, uint32_t dqpn, uint8_t timeout,
+				 uint8_t retry, uint8_t rnr_retry,
+				 uint8_t min_rnr)
+{
+	ep_connect_psn(e, dqpn, timeout, retry, rnr_retry, min_rnr, 0x100,
+		       0x100);
 }
 
 static inline void ep_connect(struct ep *e, uint32_t dqpn)

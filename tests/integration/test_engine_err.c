@@ -42,6 +42,39 @@ SV_TEST(rnr_retry_exceeded_then_infinite)
 	ep_close(&b);
 }
 
+/* An RC pair set up with the sender's PSN ahead of what the receiver
+ * expects (sq_psn 0x400, rq_psn 0x100): the receiver NAKs the sequence
+ * and never takes the message, the sender's retries run out
+ * (RETRY_EXC_ERR), as on a NIC -- however the message would have gone
+ * (a direct execution takes the target's PSN only where the two agree). */
+SV_TEST(psn_mismatch_retry_exceeded)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+
+	ep_open(&a, NULL, IBV_QPT_RC);
+	ep_open(&b, a.ctx, IBV_QPT_RC);
+	ep_connect_psn(&a, b.qp->qp_num, 10, 1, 7, 12, 0x100, 0x400);
+	ep_connect_psn(&b, a.qp->qp_num, 10, 1, 7, 12, 0x100, 0x100);
+	/* The other way agrees: b's messages reach a. */
+	post_recv(&a, 8, a.buf + 8192, 4096);
+	strcpy(b.buf + 100, "taken");
+	post_send_op(&b, 2, IBV_WR_SEND, b.buf + 100, 6, 0, 0);
+	EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, 8);
+	CHECK(!strcmp(a.buf + 8192, "taken"));
+	post_recv(&b, 7, b.buf, 4096);
+	strcpy(a.buf, "never taken");
+	post_send_op(&a, 1, IBV_WR_SEND, a.buf, 12, 0, 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_RETRY_EXC_ERR);
+	CHECK_EQ(wc.wr_id, 1);
+	CHECK_EQ(ibv_poll_cq(b.cq, 1, &wc), 0);
+	CHECK(b.buf[0] == 0);
+	ep_close(&a);
+	ep_close(&b);
+}
+
 SV_TEST(rereg_access_then_write_fails)
 {
 	struct ep a, b;
