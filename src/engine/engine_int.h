@@ -934,6 +934,10 @@ struct sv_resp_res {
 	 * application can answer. */
 	void (*before_cqe)(void *arg);
 	void *arg;
+	/* Set by the caller: the PSNs the initiator gave the message (cut
+	 * by its MTU, as its packets would be), which the target's expected
+	 * PSN moves by; 0: by the target's MTU. */
+	uint32_t npsn;
 };
 /* Runs t's responder for one whole message pkt (an *_ONLY opcode) whose
  * payload is data (SEND/WRITE: the source; READ: the destination), on
@@ -953,9 +957,10 @@ struct sv_drw {
 };
 /* Executes the longest prefix of n whole RDMA WRITEs (no immediate) or,
  * with read, RDMA READs on t that succeeds, in one transfer; returns its
- * length (0: none -- run them with sv_resp_direct).  Takes t->q->lock. */
+ * length (0: none -- run them with sv_resp_direct).  Each takes the PSNs
+ * the initiator's mtu gives it.  Takes t->q->lock. */
 int sv_resp_rw_batch(struct sv_engine *eng, struct sv_rtgt *t,
-		     const struct sv_drw *ws, int n, int read);
+		     const struct sv_drw *ws, int n, int read, uint32_t mtu);
 /* Flushes the receive side of t (the receive being filled, then the
  * queue; an SRQ QP reports LAST_WQE).  Must hold t->q->lock. */
 void sv_resp_flush_rq(struct sv_engine *eng, struct sv_rtgt *t);

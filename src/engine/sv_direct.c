@@ -197,6 +197,13 @@ static void complete_early(void *arg)
  * the same whichever way a message would have gone. */
 static int psn_agrees(const struct sv_tr *tr, const struct sv_qp_shm *q)
 {
+	uint32_t st = __atomic_load_n(&q->state, __ATOMIC_RELAXED);
+
+	/* A target that does not receive yet (its RTR still to come) has no
+	 * PSN to agree with: its responder drops the message either way. */
+	if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD &&
+	    st != IBV_QPS_SQE)
+		return 1;
 	return __atomic_load_n(&q->epsn, __ATOMIC_RELAXED) == tr->psn;
 }
 
@@ -348,6 +355,7 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 	if (!ud)
 		tr->psn = (tr->psn + npk) & PSN_MASK;
 
+	res.npsn = npk;
 	sv_resp_direct(eng, &t, &pkt, &data, &res);
 	if (peer && !wants_recv(op) && len <= SV_DIRECT_SMALL)
 		stream_wakes(peer->link);
@@ -471,7 +479,7 @@ int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr)
 		return 0;
 	}
 	k = qp->type != IBV_QPT_RC || psn_agrees(tr, t.q) ?
-		    sv_resp_rw_batch(eng, &t, ws, n, read) : 0;
+		    sv_resp_rw_batch(eng, &t, ws, n, read, mtu) : 0;
 	if (lq)
 		atomic_fetch_sub(&lq->busy, 1);
 	else if (bytes / (uint64_t)n <= SV_DIRECT_SMALL)

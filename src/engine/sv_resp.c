@@ -892,8 +892,13 @@ static void run(struct resp *rs)
 			if (q->type != IBV_QPT_UD)
 				q->epsn = (pkt->psn + 1) & PSN_MASK;
 			if (rs->res) {
-				/* A whole message stands for its packets. */
-				if (q->type != IBV_QPT_UD && rs->data->len > mtu)
+				/* A whole message stands for its packets: as
+				 * many as the initiator cut it into. */
+				if (q->type != IBV_QPT_UD && rs->res->npsn)
+					q->epsn = (pkt->psn + rs->res->npsn) &
+						  PSN_MASK;
+				else if (q->type != IBV_QPT_UD &&
+					 rs->data->len > mtu)
 					q->epsn = (pkt->psn +
 						   (uint32_t)((rs->data->len +
 							       mtu - 1) / mtu)) &
@@ -1054,7 +1059,7 @@ void sv_resp_direct(struct sv_engine *eng, struct sv_rtgt *t,
  * one by one.
  */
 int sv_resp_rw_batch(struct sv_engine *eng, struct sv_rtgt *t,
-		     const struct sv_drw *ws, int n, int read)
+		     const struct sv_drw *ws, int n, int read, uint32_t req_mtu)
 {
 	struct sv_qp_shm *q = t->q;
 	struct sv_seg rsegs[SV_DIRECT_BATCH], lsegs[SV_DIRECT_BATCH * 2];
@@ -1067,7 +1072,7 @@ int sv_resp_rw_batch(struct sv_engine *eng, struct sv_rtgt *t,
 		n = SV_DIRECT_BATCH;
 	resp_lock(q);
 	state = q->state;
-	mtu = q->mtu ? q->mtu : 4096;
+	mtu = req_mtu ? req_mtu : q->mtu ? q->mtu : 4096;
 	if (atomic_load_explicit(&q->h.dead, memory_order_relaxed) ||
 	    (state != IBV_QPS_RTS && state != IBV_QPS_SQD &&
 	     state != IBV_QPS_SQE && !(state == IBV_QPS_RTR &&

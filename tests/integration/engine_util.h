@@ -90,11 +90,12 @@ static inline struct ep_info ep_info(const struct ep *e)
 }
 
 /* RESET -> INIT -> RTR -> RTS towards dqpn (UD: dqpn ignored). */
-/* RESET to RTS with the PSNs given: rq_psn expected, sq_psn sent. */
+/* RESET to RTS with the PSNs given (rq_psn expected, sq_psn sent) and
+ * path MTU mtu. */
 static inline void ep_connect_psn(struct ep *e, uint32_t dqpn, uint8_t timeout,
 				  uint8_t retry, uint8_t rnr_retry,
 				  uint8_t min_rnr, uint32_t rq_psn,
-				  uint32_t sq_psn)
+				  uint32_t sq_psn, enum ibv_mtu mtu)
 {
 	struct ibv_qp_attr a;
 	int ud = e->qp->qp_type == IBV_QPT_UD;
@@ -120,7 +121,7 @@ static inline void ep_connect_psn(struct ep *e, uint32_t dqpn, uint8_t timeout,
 	if (ud) {
 		CHECK_EQ(ibv_modify_qp(e->qp, &a, IBV_QP_STATE), 0);
 	} else {
-		a.path_mtu = IBV_MTU_1024;
+		a.path_mtu = mtu;
 		a.dest_qp_num = dqpn;
 		a.rq_psn = rq_psn;
 		a.ah_attr.port_num = 1;
@@ -157,7 +158,7 @@ static inline void ep_connect_ex(struct ep *e, uint32_t dqpn, uint8_t timeout,
 				 uint8_t min_rnr)
 {
 	ep_connect_psn(e, dqpn, timeout, retry, rnr_retry, min_rnr, 0x100,
-		       0x100);
+		       0x100, IBV_MTU_1024);
 }
 
 static inline void ep_connect(struct ep *e, uint32_t dqpn)

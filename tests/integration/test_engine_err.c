@@ -54,8 +54,10 @@ SV_TEST(psn_mismatch_retry_exceeded)
 
 	ep_open(&a, NULL, IBV_QPT_RC);
 	ep_open(&b, a.ctx, IBV_QPT_RC);
-	ep_connect_psn(&a, b.qp->qp_num, 10, 1, 7, 12, 0x100, 0x400);
-	ep_connect_psn(&b, a.qp->qp_num, 10, 1, 7, 12, 0x100, 0x100);
+	ep_connect_psn(&a, b.qp->qp_num, 10, 1, 7, 12, 0x100, 0x400,
+		       IBV_MTU_1024);
+	ep_connect_psn(&b, a.qp->qp_num, 10, 1, 7, 12, 0x100, 0x100,
+		       IBV_MTU_1024);
 	/* The other way agrees: b's messages reach a. */
 	post_recv(&a, 8, a.buf + 8192, 4096);
 	strcpy(b.buf + 100, "taken");
