@@ -1047,29 +1047,9 @@ void sv_engine_mr_release(const struct sv_ctx_ref *cref)
 	pthread_rwlock_unlock(&eng->qp_lock);
 }
 
-/* 1 when [p, p + len) is all mapped (mincore answers ENOMEM where it is
- * not). */
-static int mapped(uintptr_t p, uint64_t len)
-{
-	long pg = sysconf(_SC_PAGESIZE);
-	uintptr_t a = p & ~(uintptr_t)(pg - 1), end = p + len;
-	unsigned char vec[256];
-
-	while (a < end) {
-		size_t n = (end - a + (uintptr_t)pg - 1) / (uintptr_t)pg;
-
-		if (n > sizeof(vec))
-			n = sizeof(vec);
-		if (mincore((void *)a, n * (size_t)pg, vec) < 0)
-			return 0;
-		a += n * (uintptr_t)pg;
-	}
-	return 1;
-}
-
 int sv_engine_key_check(const struct sv_ctx_ref *cref, uint32_t lkey,
 			uint32_t pd_id, uint64_t va, uint64_t len,
-			uint32_t access)
+			uint32_t access, void **local)
 {
 	struct sv_engine *eng = sv_engine_get(cref);
 	struct sv_mem m;
@@ -1086,8 +1066,7 @@ int sv_engine_key_check(const struct sv_ctx_ref *cref, uint32_t lkey,
 	if (len > UINT64_MAX - va ||
 	    sv_key_resolve(eng, lkey, pd_id, va, len, access, 0, 0, &m))
 		return -EFAULT;
-	if (m.ptr && len && !mapped((uintptr_t)m.ptr, len))
-		return -EFAULT;
+	*local = m.ptr;
 	return 0;
 }
 

@@ -403,13 +403,14 @@ void sv_engine_mr_release(const struct sv_ctx_ref *cref);
 /*
  * ibv_advise_mr's check of one SGE: lkey names an MR of PD pd_id, with the
  * access asked (IBV_ACCESS_LOCAL_WRITE for a write prefetch), that covers
- * [va, va + len), and where that is our own memory it is mapped.  0 or
- * -EFAULT (the man page's code for all of these); another negative errno
- * when the engine cannot attach.  No lock held.
+ * [va, va + len).  0, with *local where that range is in our own memory
+ * (NULL: another process's); -EFAULT (the man page's code) when it is
+ * not; another negative errno when the engine cannot attach.  No lock
+ * held.
  */
 int sv_engine_key_check(const struct sv_ctx_ref *cref, uint32_t lkey,
 			uint32_t pd_id, uint64_t va, uint64_t len,
-			uint32_t access);
+			uint32_t access, void **local);
 
 /* Raises an async event on the context that created the object (element:
  * the user's object pointer, as the kernel's user_handle). */

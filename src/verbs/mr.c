@@ -357,8 +357,8 @@ SV_EXPORT void ibv_unimport_mr(struct ibv_mr *mr)
  * (EOPNOTSUPP), flags other than IBV_ADVISE_MR_FLAG_FLUSH or no SGE are
  * EINVAL, and an SGE whose lkey is not an MR of this PD, lacks
  * IBV_ACCESS_LOCAL_WRITE for a write prefetch, or leaves the MR or the
- * mapped memory is EFAULT.  Synchronous (FLUSH) or not, it is done when
- * the call returns.
+ * readable memory (sv_mem_check, as ibv_reg_mr) is EFAULT.  Synchronous
+ * (FLUSH) or not, it is done when the call returns.
  */
 static int advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
 		     uint32_t flags, struct ibv_sge *sg, uint32_t n)
@@ -377,12 +377,19 @@ static int advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
 		return err;
 	}
 	cr = sv_cref(pd->context);
-	for (uint32_t i = 0; i < n && !err; i++)
+	for (uint32_t i = 0; i < n && !err; i++) {
+		void *local = NULL;
+
 		err = -sv_engine_key_check(
 			&cr, sg[i].lkey, to_svpd(pd)->pd_id, sg[i].addr,
 			sg[i].length,
 			advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE ?
-				IBV_ACCESS_LOCAL_WRITE : 0);
+				IBV_ACCESS_LOCAL_WRITE : 0,
+			&local);
+		/* Our own memory: mapped, as ibv_reg_mr's check sees it. */
+		if (!err && local)
+			err = -sv_mem_check(local, sg[i].length, 0);
+	}
 	if (err)
 		errno = err;
 	return err;
