@@ -108,6 +108,18 @@ static inline int to_rts(struct ibv_qp *qp)
 	return ibv_modify_qp(qp, &a, mask);
 }
 
+/* Two RC QPs of this process connected to each other, to RTS, with the
+ * PSNs each sends agreeing with what the other expects (for traffic). */
+static inline void dp_connect(struct ibv_qp *a, struct ibv_qp *b)
+{
+	CHECK_EQ(to_init(a), 0);
+	CHECK_EQ(to_init(b), 0);
+	CHECK_EQ(to_rtr_psn(a, b->qp_num, DP_SQ_PSN), 0);
+	CHECK_EQ(to_rtr_psn(b, a->qp_num, DP_SQ_PSN), 0);
+	CHECK_EQ(to_rts(a), 0);
+	CHECK_EQ(to_rts(b), 0);
+}
+
 static inline int to_state(struct ibv_qp *qp, enum ibv_qp_state s)
 {
 	struct ibv_qp_attr a = { .qp_state = s };

@@ -587,12 +587,7 @@ SV_TEST(parent_domain_traffic)
 	dst = ibv_reg_mr(par.pd, buf + 2048, 64,
 			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	CHECK(src && dst);
-	CHECK_EQ(to_init(a), 0);
-	CHECK_EQ(to_init(b), 0);
-	CHECK_EQ(to_rtr_psn(a, b->qp_num, DP_SQ_PSN), 0);
-	CHECK_EQ(to_rtr_psn(b, a->qp_num, DP_SQ_PSN), 0);
-	CHECK_EQ(to_rts(a), 0);
-	CHECK_EQ(to_rts(b), 0);
+	dp_connect(a, b);
 	strcpy(buf, "through a parent domain");
 	sge = (struct ibv_sge){ (uintptr_t)buf, 24, src->lkey };
 	wr.sg_list = &sge;

@@ -164,12 +164,7 @@ SV_TEST(resize_grows_max_sge)
 	CHECK(mr);
 	a = dp_qp(&d, IBV_QPT_RC, NULL, 4, 0);
 	b = dp_qp(&d, IBV_QPT_RC, srq, 4, 0);
-	CHECK_EQ(to_init(a), 0);
-	CHECK_EQ(to_init(b), 0);
-	CHECK_EQ(to_rtr_psn(a, b->qp_num, DP_SQ_PSN), 0);
-	CHECK_EQ(to_rtr_psn(b, a->qp_num, DP_SQ_PSN), 0);
-	CHECK_EQ(to_rts(a), 0);
-	CHECK_EQ(to_rts(b), 0);
+	dp_connect(a, b);
 	/* One WQE of one SGE, posted before the resize. */
 	sge[0] = (struct ibv_sge){ (uintptr_t)buf + 1024, 64, mr->lkey };
 	rwr.wr_id = 1;
