@@ -925,6 +925,26 @@ void *sv_progress_main(void *arg)
 	return NULL;
 }
 
+void sv_engine_take_arrived(struct sv_engine *eng)
+{
+	int contended;
+
+	if (!eng || !eng->attached || pthread_rwlock_tryrdlock(&eng->attach_lock))
+		return;
+	/* Until the rings are empty (a few batches at most: a ring holds
+	 * what the peer sent before it saw our last answers).  A ring
+	 * another thread of ours drains is done when it lets go. */
+	for (int i = 0; i < 16; i++) {
+		contended = 0;
+		if (!eng->attached ||
+		    (sv_eng_drain_all(eng, &contended, NULL) <= 0 && !contended))
+			break;
+		if (contended)
+			sched_yield();
+	}
+	pthread_rwlock_unlock(&eng->attach_lock);
+}
+
 static __thread unsigned contended_polls;
 
 void sv_engine_progress(struct sv_engine *eng)

@@ -960,6 +960,7 @@ void sv_engine_ctx_close(struct ibv_context *ctx)
 
 	if (!eng)
 		return;
+	sv_engine_take_arrived(eng); /* for QPs still open on ctx */
 	pthread_mutex_lock(&eng->lock);
 	pthread_rwlock_wrlock(&eng->qp_lock);
 	for (uint32_t i = 0; i < eng->qcap;) {

@@ -555,8 +555,19 @@ int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 		struct sv_link *l = tr->link;
 
 		if (l && atomic_load(&l->dead)) {
-			/* The peer's process is gone: no retry can help. */
-			sv_comp_fail(qp, IBV_WC_RETRY_EXC_ERR);
+			/* The peer's process is gone: no retry can help --
+			 * unless its last answers wait in our ring (an
+			 * application that exits on its last completion may
+			 * have ACKed our last SEND just before): read them
+			 * first, as a NIC has them on the wire already. */
+			if (!l->w && inbound_pending(qp->eng, l->peer_id)) {
+				uint64_t soon = now + SV_ENG_NAP_NS;
+
+				if (!*next || soon < *next)
+					*next = soon;
+			} else {
+				sv_comp_fail(qp, IBV_WC_RETRY_EXC_ERR);
+			}
 		} else if (tr->timer_at && now >= tr->timer_at) {
 			/* (A wire link has no ring: whatever the peer did
 			 * not answer is lost, or its answer is in our

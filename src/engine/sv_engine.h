@@ -322,7 +322,9 @@ struct sv_engine *sv_engine_get(const struct sv_ctx_ref *cref);
  *    responder moved the QP to ERR since it was checked);
  *    sv_engine_qp_modified, no lock held, does what follows (RESET cleans
  *    the CQs of the QP's completions, ERR flushes, RTS starts sending);
- *  - sv_engine_qp_del before the QP is freed (no packet for it after).
+ *  - sv_engine_qp_del before the QP is freed (no packet for it after);
+ *  - sv_engine_take_arrived before a QP or context goes (ibv_destroy_qp,
+ *    ibv_close_device): what reached us before is taken.
  */
 struct sv_peer;
 int sv_engine_qp_add(struct sv_engine *eng, struct sv_qp *qp);
@@ -334,6 +336,12 @@ int sv_engine_qp_commit(struct sv_qp *qp, enum ibv_qp_state cur,
 void sv_engine_qp_modified(struct sv_qp *qp, enum ibv_qp_state old,
 			   enum ibv_qp_state now);
 void sv_engine_qp_del(struct sv_qp *qp);
+/* Processes what has arrived, as a NIC has taken (and acknowledged) what
+ * reached it before its QP is destroyed: a peer's last SENDs into our
+ * posted receives are ACKed, not lost with the QP, when the application
+ * tears down right after its last completion (ibv_srq_pingpong does:
+ * its peer's last SENDs are extra ones nobody polls for). */
+void sv_engine_take_arrived(struct sv_engine *eng);
 
 /*
  * Work was posted: the requester runs what it can now, in the caller's

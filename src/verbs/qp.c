@@ -638,6 +638,7 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	struct sv_handle_req req = { .handle = ibqp->handle };
 	int err;
 
+	sv_engine_take_arrived(qp->eng);
 	err = sv_ctx_call_simple(ibqp->context, SV_OP_DESTROY_QP, &req,
 				 sizeof(req), NULL, 0);
 	if (err) {

@@ -242,8 +242,12 @@ else
 fi
 left=$(installed_daemons)
 [ -z "$left" ] && ok "no daemon left running" || fail "daemons left: $left"
+# A stopped daemon is reparented to PID 1, which may reap it a while
+# later: until then it is a zombie, which kill -0 still finds.  Dead or
+# a zombie is stopped.
+alive() { [ -e "/proc/$1" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null; }
 for p in "${pids[@]}"; do
-	kill -0 "$p" 2>/dev/null && fail "daemon $p still runs"
+	alive "$p" && fail "daemon $p still runs: $(cat "/proc/$p/stat" 2>/dev/null)"
 done
 # Shared folders (/usr/bin ...) stay; nothing of ours does.
 bad=0

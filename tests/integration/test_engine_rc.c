@@ -7,6 +7,7 @@
 #include "engine_util.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
 
 /* Two connected RC endpoints in this process. */
 static void pair_local(struct ep *a, struct ep *b)
@@ -390,6 +391,111 @@ SV_TEST(rc_two_processes)
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	ep_close(&a);
 	ibv_close_device(a.ctx);
+}
+
+/* ------------------------------------- arrived before the destroy -- */
+
+#define ARRIVE_N 16
+#define ARRIVE_ROUNDS 10
+
+/* The peer: polls (so SENDs to it travel as packets into its ring, which
+ * nobody needs to wake it for) until told to stop, then waits without a
+ * system call -- its ring now read by nobody -- and destroys its QP the
+ * moment the test says the SENDs are in that ring, and exits. */
+static void arrive_peer(int s, uint32_t *flag)
+{
+	struct ep e;
+	struct ibv_wc wc;
+
+	eu_exchange_as_peer(&e, s);
+	for (int i = 0; i <= ARRIVE_N; i++)
+		post_recv(&e, (uint64_t)i, e.buf + i * 64, 64);
+	xsend(s, "r", 1);
+	/* The first SEND: our ring from the test is there. */
+	CHECK(poll1(e.cq, &wc, 10000));
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	xsend(s, "g", 1);
+	while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE))
+		CHECK_EQ(ibv_poll_cq(e.cq, 1, &wc), 0);
+	__atomic_store_n(flag, 2, __ATOMIC_RELEASE);
+	while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != 3)
+		;
+	CHECK_EQ(ibv_destroy_qp(e.qp), 0);
+	_exit(0);
+}
+
+/* SENDs that reached a peer before it destroyed its QP are acknowledged,
+ * as a NIC acknowledges what it took before the QP went away, even when
+ * the peer's application never polled for them and exits at once: the
+ * sender's WQEs complete with success, not RETRY_EXC_ERR.  (The end of
+ * ibv_srq_pingpong: its server's last SENDs are extra ones the client
+ * does not wait for.) */
+SV_TEST(rc_arrived_before_destroy_acked)
+{
+	uint32_t *flag = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+			      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	CHECK(flag != MAP_FAILED);
+	for (int r = 0; r < ARRIVE_ROUNDS; r++) {
+		struct ep a;
+		struct ep_info theirs;
+		struct ibv_wc wc;
+		struct ibv_send_wr ws[ARRIVE_N], *bad;
+		struct ibv_sge sge;
+		int sv[2], status;
+		char c;
+		pid_t pid;
+
+		*flag = 0;
+		CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+		pid = fork();
+		CHECK(pid >= 0);
+		if (pid == 0) {
+			close(sv[0]);
+			arrive_peer(sv[1], flag);
+		}
+		close(sv[1]);
+		theirs = eu_exchange_as_test(&a, sv[0]);
+		sge = (struct ibv_sge){ (uintptr_t)a.buf, 8, a.mr->lkey };
+		ep_connect_ex(&a, theirs.qpn, 12, 7, 7, 12);
+		xrecv(sv[0], &c, 1);
+		post_send_op(&a, 99, IBV_WR_SEND, a.buf, 8, 0, 0);
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+		xrecv(sv[0], &c, 1);
+		__atomic_store_n(flag, 1, __ATOMIC_RELEASE);
+		while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != 2)
+			;
+		/* One post of them all: sent before it returns (a batch
+		 * that big is not held back, and nothing else of ours runs
+		 * the requester now). */
+		for (int i = 0; i < ARRIVE_N; i++) {
+			ws[i] = (struct ibv_send_wr){
+				.wr_id = (uint64_t)i, .sg_list = &sge,
+				.num_sge = 1, .opcode = IBV_WR_SEND,
+				.send_flags = IBV_SEND_SIGNALED,
+				.next = i + 1 < ARRIVE_N ? &ws[i + 1] : NULL
+			};
+		}
+		CHECK_EQ(ibv_post_send(a.qp, ws, &bad), 0);
+		__atomic_store_n(flag, 3, __ATOMIC_RELEASE);
+		/* Round 0 polls while the peer goes, the others after it
+		 * is gone: its last ACKs wait in our ring then. */
+		if (r) {
+			CHECK_EQ(waitpid(pid, &status, 0), pid);
+			usleep(10000);
+		}
+		for (int i = 0; i < ARRIVE_N; i++) {
+			EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+			CHECK_EQ(wc.wr_id, (uint64_t)i);
+		}
+		if (!r)
+			CHECK_EQ(waitpid(pid, &status, 0), pid);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		close(sv[0]);
+		ep_close(&a);
+		ibv_close_device(a.ctx);
+	}
+	munmap(flag, 4096);
 }
 
 SV_TEST_MAIN()
