@@ -286,7 +286,14 @@ static void owner_killed(void)
 	     w.oi.addr, w.oi.rkey, 0);
 	EXPECT_WC(w.a.cq, &wc, IBV_WC_SUCCESS);
 	kill(w.owner, SIGKILL);
-	/* Not reaped yet on purpose: a zombie is gone too. */
+	/* Dead, but not reaped on purpose: a zombie is gone too.  (Until
+	 * its last thread is gone, a copy through a /proc/PID/mem file
+	 * opened before can still land in the dying process's memory.) */
+	{
+		siginfo_t si;
+
+		CHECK_EQ(waitid(P_PID, (id_t)w.owner, &si, WEXITED | WNOWAIT), 0);
+	}
 	post(&w.a, 2, IBV_WR_SEND, w.oi.addr, 64, w.omr->lkey, 0, 0, 0);
 	EXPECT_WC(w.a.cq, &wc, IBV_WC_LOC_PROT_ERR);
 	pair_free(&w);
