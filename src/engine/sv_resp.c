@@ -297,6 +297,37 @@ static void push_read(struct sv_tr *tr, const struct sv_pkt *pkt)
 	respq_push(tr, &q);
 }
 
+/*
+ * A repeated READ request asks again from its PSN on: the requester has
+ * every response before it (it asks from its first missing one), so
+ * what is still queued of the same READ -- the original's stream, or an
+ * earlier repeat's -- is superseded, as a NIC's responder restarts the
+ * READ's resource rather than adding a stream (rxe does so).  Without
+ * this, each lost response of a long READ on a lossy link queued the
+ * rest of the READ once more, and the streams fed each other: tens of
+ * thousands of responses for one 512 KiB READ, the responder sending
+ * them for a second while it read nothing of its port, so the request
+ * after the READ was lost with the datagrams the kernel dropped.
+ * Entries of the same READ: same rkey, same last byte.
+ */
+static void supersede_read(struct sv_tr *tr, const struct sv_pkt *pkt)
+{
+	uint64_t end = pkt->va + pkt->dma_len;
+	uint32_t j = tr->rq_head;
+
+	for (uint32_t i = tr->rq_head; i != tr->rq_tail; i++) {
+		const struct sv_respq_ent *e = &tr->respq[i % SV_ENG_RESPQ];
+
+		if (e->kind == 1 && e->rkey == pkt->rkey &&
+		    e->va + e->total == end)
+			continue;
+		if (i != j)
+			tr->respq[j % SV_ENG_RESPQ] = *e;
+		j++;
+	}
+	tr->rq_tail = j;
+}
+
 /* ------------------------------------------------------ the checks -- */
 
 static enum resp_state check_psn(struct resp *rs)
@@ -742,6 +773,7 @@ static enum resp_state duplicate(struct resp *rs)
 
 	/* 9.7.5.1.2: re-answer, never re-execute a SEND or WRITE. */
 	if (rs->flags & OP_READ) {
+		supersede_read(tr, pkt);
 		push_read(tr, pkt);
 		return RESPST_DONE;
 	}
