@@ -398,6 +398,20 @@ SV_TEST(rc_two_processes)
 #define ARRIVE_N 16
 #define ARRIVE_ROUNDS 10
 
+/* Spins (no system call) until *flag is v; at most 20 s. */
+static void wait_flag(uint32_t *flag, uint32_t v)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (unsigned i = 0; __atomic_load_n(flag, __ATOMIC_ACQUIRE) != v; i++) {
+		if (i % 4096)
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		CHECK(t.tv_sec - t0.tv_sec < 20);
+	}
+}
+
 /* The peer: polls (so SENDs to it travel as packets into its ring, which
  * nobody needs to wake it for) until told to stop, then waits without a
  * system call -- its ring now read by nobody -- and destroys its QP the
@@ -415,11 +429,13 @@ static void arrive_peer(int s, uint32_t *flag)
 	CHECK(poll1(e.cq, &wc, 10000));
 	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
 	xsend(s, "g", 1);
-	while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE))
+	for (unsigned i = 0; !__atomic_load_n(flag, __ATOMIC_ACQUIRE); i++) {
 		CHECK_EQ(ibv_poll_cq(e.cq, 1, &wc), 0);
+		if (i % 4096 == 0)
+			CHECK(getppid() != 1); /* the test is still there */
+	}
 	__atomic_store_n(flag, 2, __ATOMIC_RELEASE);
-	while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != 3)
-		;
+	wait_flag(flag, 3);
 	CHECK_EQ(ibv_destroy_qp(e.qp), 0);
 	_exit(0);
 }
@@ -463,8 +479,7 @@ SV_TEST(rc_arrived_before_destroy_acked)
 		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
 		xrecv(sv[0], &c, 1);
 		__atomic_store_n(flag, 1, __ATOMIC_RELEASE);
-		while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != 2)
-			;
+		wait_flag(flag, 2);
 		/* One post of them all: sent before it returns (a batch
 		 * that big is not held back, and nothing else of ours runs
 		 * the requester now). */
