@@ -241,12 +241,13 @@ SV_TEST(rc_loopback_stream)
 
 /* The peer: an RC endpoint that connects to the test's QP, then serves
  * commands until told to stop. */
-static void peer_main(int s)
+static void peer_main(int s, uint32_t *unused)
 {
 	struct ep e;
 	struct ibv_wc wc;
 	char cmd;
 
+	(void)unused;
 	eu_exchange_as_peer(&e, s);
 	post_recv(&e, 5, e.buf, 4096);
 	xsend(s, "r", 1);
@@ -299,7 +300,9 @@ static void peer_main(int s)
 	_exit(0);
 }
 
-static pid_t start_peer(int *sock)
+/* A peer process running fn on its end of a socketpair (and flag, a
+ * word shared with it), the test's end in *sock. */
+static pid_t start_peer(int *sock, void (*fn)(int, uint32_t *), uint32_t *flag)
 {
 	int sv[2];
 	pid_t pid;
@@ -309,7 +312,7 @@ static pid_t start_peer(int *sock)
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		close(sv[0]);
-		peer_main(sv[1]);
+		fn(sv[1], flag);
 	}
 	close(sv[1]);
 	*sock = sv[0];
@@ -347,7 +350,7 @@ SV_TEST(rc_two_processes)
 	struct ibv_wc wc;
 	int s, status;
 	char c;
-	pid_t pid = start_peer(&s);
+	pid_t pid = start_peer(&s, peer_main, NULL);
 
 	theirs = eu_exchange_as_test(&a, s);
 	ep_connect(&a, theirs.qpn);
@@ -458,26 +461,19 @@ SV_TEST(rc_arrived_before_destroy_acked)
 		struct ibv_wc wc;
 		struct ibv_send_wr ws[ARRIVE_N], *bad;
 		struct ibv_sge sge;
-		int sv[2], status;
+		int s, status;
 		char c;
 		pid_t pid;
 
 		*flag = 0;
-		CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-		pid = fork();
-		CHECK(pid >= 0);
-		if (pid == 0) {
-			close(sv[0]);
-			arrive_peer(sv[1], flag);
-		}
-		close(sv[1]);
-		theirs = eu_exchange_as_test(&a, sv[0]);
+		pid = start_peer(&s, arrive_peer, flag);
+		theirs = eu_exchange_as_test(&a, s);
 		sge = (struct ibv_sge){ (uintptr_t)a.buf, 8, a.mr->lkey };
 		ep_connect_ex(&a, theirs.qpn, 12, 7, 7, 12);
-		xrecv(sv[0], &c, 1);
+		xrecv(s, &c, 1);
 		post_send_op(&a, 99, IBV_WR_SEND, a.buf, 8, 0, 0);
 		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
-		xrecv(sv[0], &c, 1);
+		xrecv(s, &c, 1);
 		__atomic_store_n(flag, 1, __ATOMIC_RELEASE);
 		wait_flag(flag, 2);
 		/* One post of them all: sent before it returns (a batch
@@ -506,7 +502,7 @@ SV_TEST(rc_arrived_before_destroy_acked)
 		if (!r)
 			CHECK_EQ(waitpid(pid, &status, 0), pid);
 		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-		close(sv[0]);
+		close(s);
 		ep_close(&a);
 		ibv_close_device(a.ctx);
 	}
