@@ -67,7 +67,6 @@ static inline void sv_spin_lock(pthread_spinlock_t *l)
 #define SV_ENG_BATCH 64			/* packets per ring per pass */
 #define SV_CONTENDED_POLLS 16		/* polls finding a ring busy before
 					 * the poller yields its CPU */
-#define SV_TIMER_SKIPS 64		/* scans a busy SQ may skip its timers */
 #define SV_ENG_RESPQ 256		/* queued READ/atomic responses per QP */
 /* Replayable atomic results per QP, by PSN (a power of two): a repeated
  * atomic (a lost response) is answered from here, never re-executed. */
@@ -789,7 +788,6 @@ struct sv_tr {
 	int stopped;	   /* a WQE failed: start nothing after it */
 	uint64_t timer_at; /* retransmission deadline (ns), 0 = off */
 	uint64_t rnr_at;   /* RNR wait until (ns), 0 = none */
-	unsigned timer_skips; /* sv_comp_timers found sq_lock busy (no lock) */
 	uint32_t retry_left, rnr_left;
 	uint32_t last_ack_psn;
 	uint32_t since_ackreq; /* packets sent since the last AckReq */

@@ -548,23 +548,7 @@ int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 	enum ibv_qp_state st;
 	int flush = 0;
 
-	/* A thread of ours holds the send queue: it runs the requester (a
-	 * direct copy of megabytes holds it for a millisecond) or the
-	 * completer.  The timers wait for the next scan rather than spin
-	 * -- spinning, the progress thread took the CPU (a hyperthread's
-	 * core) the copy runs on -- but not forever. */
-	if (pthread_spin_trylock(&qp->sq_lock)) {
-		if (__atomic_add_fetch(&tr->timer_skips, 1, __ATOMIC_RELAXED) <
-		    SV_TIMER_SKIPS) {
-			uint64_t soon = now + SV_ENG_NAP_NS;
-
-			if (!*next || soon < *next)
-				*next = soon;
-			return 0;
-		}
-		sv_spin_lock(&qp->sq_lock);
-	}
-	__atomic_store_n(&tr->timer_skips, 0, __ATOMIC_RELAXED);
+	sv_spin_lock(&qp->sq_lock);
 	st = sv_qp_state(qp);
 	if (qp->type == IBV_QPT_RC && outstanding(qp) &&
 	    (st == IBV_QPS_RTS || st == IBV_QPS_SQD)) {
