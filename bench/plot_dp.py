@@ -8,7 +8,9 @@ DP.TSV: what, size ("-" when none), value ("failed" when the run failed,
 "k/n" for the error sweeps), note (unit).  Every target of the data-path
 issue is a ratio of two numbers from the same run: the table shows both
 and the ratio, and whether the target is met.  Writes the plot when
-matplotlib is there (Debian: python3-matplotlib).
+matplotlib is there (Debian: python3-matplotlib); without it, removes a
+DP.PNG left by an earlier run, so no plot of other numbers stays beside
+the report.
 """
 import os
 import platform
@@ -181,6 +183,11 @@ def main():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        # No plot of another run's numbers beside this report.
+        if os.path.exists(png):
+            os.remove(png)
+        sys.stderr.write("plot_dp.py: no matplotlib, so no %s "
+                         "(Debian: apt install python3-matplotlib)\n" % png)
         return 0
     labels, ours, peers = [], [], []
     for name, a, b in (
