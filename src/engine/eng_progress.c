@@ -122,6 +122,11 @@ void sv_eng_deadline(struct sv_engine *eng, uint64_t when)
 {
 	uint64_t one = 1;
 
+	/* The deadline's store (under the QP's sq_lock) before the look
+	 * at sleep_until, against the progress thread's store of
+	 * sleep_until before its lockless look at the timers
+	 * (sv_comp_timers): one of the two sees the other. */
+	atomic_thread_fence(memory_order_seq_cst);
 	if (when < atomic_load(&eng->sleep_until) && eng->doorbell >= 0)
 		if (write(eng->doorbell, &one, sizeof(one)) < 0)
 			sv_dbg("doorbell: %s", strerror(errno));

@@ -548,6 +548,15 @@ int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 	enum ibv_qp_state st;
 	int flush = 0;
 
+	/* Nothing to look at -- no timer, no RNR wait, not in ERR (packets
+	 * in flight always have a timer): leave the lock alone.  The
+	 * application may hold it through a direct copy of megabytes, and
+	 * this scan spun on it for a third of a CPU beside the copy.  A
+	 * timer armed after this look rings us (sv_eng_deadline). */
+	if (!__atomic_load_n(&tr->timer_at, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&tr->rnr_at, __ATOMIC_RELAXED) &&
+	    sv_qp_state(qp) != IBV_QPS_ERR)
+		return 0;
 	sv_spin_lock(&qp->sq_lock);
 	st = sv_qp_state(qp);
 	if (qp->type == IBV_QPT_RC && outstanding(qp) &&
