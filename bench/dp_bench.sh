@@ -17,8 +17,10 @@
 #             here (bench/syscall_bench.c): direct execution pays one
 #   fallback  the same latency and bandwidth with SOFTVERBS_NO_CMA=1
 #
-# Every latency and bandwidth figure, ours and the peers', is the median
-# of three runs of its pair (median3); the tails are one run each.
+# Every figure compared with a peer's is the median of DP_ROUNDS (5)
+# rounds, each round running every peer and, right after it, ours; the
+# fallback's figures are the median of three runs (median3); the tails are
+# one run each.
 #
 #   bench/dp_bench.sh [--quick]     (--quick: DP_RUNS=2)
 #
@@ -102,7 +104,6 @@ if [ -x "$build/bin/syscall_bench" ]; then
 fi
 
 # The peers run as they are (PAIR_DIRECT): no softverbs.
-echo "== peers"
 # fi_pingpong's -p is the provider: its ports are -B (server) and -P.
 fi_lat() {
 	local v=failed
@@ -126,48 +127,81 @@ ucx() {
 		v=$(awk '$1 == "Final:" { print $6 }' "$d/client.out")
 	echo "${v:-failed}"
 }
-record fi_pingpong_shm_lat 8 "$(median3 fi_lat)" usec
-export UCX_TLS=posix,self
-record ucx_tag_bw_posix 8 "$(median3 ucx tag_bw -t tag_bw -s 8 -n 1000000 -w 100000)" MB/s
-unset UCX_TLS
-for s in 65536 1048576; do
-	record uct_put_bw_cma "$s" "$(median3 ucx "put.$s" -t put_bw -d memory -x cma \
-		-D zcopy -s "$s" -n $((4294967296 / s)) -w 100)" MB/s
-	record uct_get_bw_cma "$s" "$(median3 ucx "get.$s" -t get -d memory -x cma \
-		-D zcopy -s "$s" -n $((4294967296 / s)) -w 100)" MB/s
-done
+
+# One round: every peer and, right after it, what is compared with it
+# (a figure of ours beside a figure of the peer's from the same minute:
+# this machine's speed drifts by more than the margins of the targets
+# over the minutes a whole run takes).  Each value goes to $TMP/vals,
+# one line "WHAT SIZE UNIT VALUE"; the report takes the median of the
+# rounds.
+val() {
+	printf '%s %s %s %s\n' "$1" "$2" "$3" "$4" >>"$TMP/vals"
+}
+round() {
+	local s n mode=direct
+	val fi_pingpong_shm_lat 8 usec "$(fi_lat)"
+	for t in write_lat send_lat read_lat; do
+		val "${t}_$mode" 8 usec "$(pt "$t.$mode" 8 20000 5 "ib_$t")"
+	done
+	val ucx_tag_bw_posix 8 MB/s "$(UCX_TLS=posix,self ucx tag_bw -t tag_bw -s 8 -n 1000000 -w 100000)"
+	val "write_bw_$mode" 8 MB/s "$(pt "wbw.$mode" 8 200000 4 ib_write_bw)"
+	val "send_bw_$mode" 8 MB/s "$(pt "sbw.$mode" 8 200000 4 ib_send_bw)"
+	val "read_bw_$mode" 8 MB/s "$(pt "rbw.$mode" 8 200000 4 ib_read_bw)"
+	for s in 65536 1048576; do
+		n=$(( s > 65536 ? 5000 : 20000 ))
+		val uct_put_bw_cma "$s" MB/s "$(ucx "put.$s" -t put_bw -d memory -x cma \
+			-D zcopy -s "$s" -n $((4294967296 / s)) -w 100)"
+		val "write_bw_$mode" "$s" MB/s "$(pt "wbw.$mode" "$s" $n 4 ib_write_bw)"
+		val uct_get_bw_cma "$s" MB/s "$(ucx "get.$s" -t get -d memory -x cma \
+			-D zcopy -s "$s" -n $((4294967296 / s)) -w 100)"
+		val "read_bw_$mode" "$s" MB/s "$(pt "rbw.$mode" "$s" $n 4 ib_read_bw)"
+		val "send_bw_$mode" "$s" MB/s "$(pt "sbw.$mode" "$s" $n 4 ib_send_bw)"
+	done
+}
 
 "$SV" daemon start >/dev/null 2>&1
-for mode in direct nocma; do
-	if [ $mode = nocma ]; then
-		export SOFTVERBS_NO_CMA=1
-	else
-		unset SOFTVERBS_NO_CMA
-	fi
-	echo "== softverbs ($mode)"
-	for t in write_lat send_lat read_lat; do
-		record "${t}_$mode" 8 "$(median3 pt "$t.$mode" 8 20000 5 "ib_$t")" usec
-	done
-	for s in 8 65536 1048576; do
-		n=$(( s > 65536 ? 5000 : s > 8 ? 20000 : 200000 ))
-		record "write_bw_$mode" "$s" "$(median3 pt "wbw.$mode" "$s" $n 4 ib_write_bw)" MB/s
-		record "read_bw_$mode" "$s" "$(median3 pt "rbw.$mode" "$s" $n 4 ib_read_bw)" MB/s
-		record "send_bw_$mode" "$s" "$(median3 pt "sbw.$mode" "$s" $n 4 ib_send_bw)" MB/s
-	done
-	[ $mode = nocma ] && continue
-	for s in 524288 1048576 2097152 4194304; do
-		typ=$(pt "wlat.$mode" "$s" 500 5 ib_write_lat)
-		p99=$(perftest_row "$TMP/wlat.$mode.$s/client.out" "$s" 8)
-		record write_lat_typical "$s" "$typ" usec
-		record write_lat_p99 "$s" "${p99:-failed}" usec
-		# The machine's own tails for the same operation, right after.
-		if [ -x "$build/bin/cma_pingpong" ]; then
-			"$build/bin/cma_pingpong" "$s" 500 |
-				while read -r what sz v; do record "$what" "$sz" "$v" usec; done
-		fi
-	done
+ROUNDS=${DP_ROUNDS:-5}
+echo "== peers and softverbs (direct), side by side, $ROUNDS rounds"
+: >"$TMP/vals"
+for r in $(seq "$ROUNDS"); do
+	echo "  round $r"
+	round
+done
+# The median of each figure's rounds (of those that did not fail).
+cut -d' ' -f1-3 "$TMP/vals" | awk '!seen[$0]++' | while read -r w sz u; do
+	v=$(awk -v w="$w" -v s="$sz" '$1 == w && $2 == s && $4 ~ /^[0-9.]+$/ { print $4 }' \
+		"$TMP/vals" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
+	record "$w" "$sz" "${v:-failed}" "$u"
+done
+
+# The fallback (no targets of its own: its figures are reported).
+export SOFTVERBS_NO_CMA=1
+mode=nocma
+echo "== softverbs ($mode)"
+for t in write_lat send_lat read_lat; do
+	record "${t}_$mode" 8 "$(median3 pt "$t.$mode" 8 20000 5 "ib_$t")" usec
+done
+for s in 8 65536 1048576; do
+	n=$(( s > 65536 ? 5000 : s > 8 ? 20000 : 200000 ))
+	record "write_bw_$mode" "$s" "$(median3 pt "wbw.$mode" "$s" $n 4 ib_write_bw)" MB/s
+	record "read_bw_$mode" "$s" "$(median3 pt "rbw.$mode" "$s" $n 4 ib_read_bw)" MB/s
+	record "send_bw_$mode" "$s" "$(median3 pt "sbw.$mode" "$s" $n 4 ib_send_bw)" MB/s
 done
 unset SOFTVERBS_NO_CMA
+
+echo "== ib_write_lat tails (direct)"
+mode=direct
+for s in 524288 1048576 2097152 4194304; do
+	typ=$(pt "wlat.$mode" "$s" 500 5 ib_write_lat)
+	p99=$(perftest_row "$TMP/wlat.$mode.$s/client.out" "$s" 8)
+	record write_lat_typical "$s" "$typ" usec
+	record write_lat_p99 "$s" "${p99:-failed}" usec
+	# The machine's own tails for the same operation, right after.
+	if [ -x "$build/bin/cma_pingpong" ]; then
+		"$build/bin/cma_pingpong" "$s" 500 |
+			while read -r what sz v; do record "$what" "$sz" "$v" usec; done
+	fi
+done
 
 # sweeps RUNS SUFFIX: every -a sweep RUNS times, recorded as ..._a_qQ SUFFIX
 sweeps() {
@@ -201,6 +235,6 @@ unset SOFTVERBS_NO_CMA
 "$SV" daemon stop >/dev/null 2>&1
 
 cp "$tsv" "$reports/dp.tsv"
-DP_LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg) DP_LOAD_START="$DP_LOAD_START" \
+DP_LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg) DP_LOAD_START="$DP_LOAD_START" DP_ROUNDS="$ROUNDS" \
 	"$PY" "$top/bench/plot_dp.py" "$reports/dp.tsv" "$reports/dp.md" "$reports/dp.png"
 echo "report: $reports/dp.md"

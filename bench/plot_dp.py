@@ -54,11 +54,14 @@ def main():
     out = ["# Data path on one host: softverbs beside its peers", ""]
     out.append("Made by `bench/dp_bench.sh` on %s (%s, %d CPUs), load average "
                "%s at the start, %s at the end.  Every line compares numbers "
-               "from this one run (each latency and bandwidth figure the median of "
-               "three runs of its pair); nothing here is asserted by a test."
+               "from this one run: each figure compared with a peer's is the median "
+               "of %s rounds, every round running each peer and ours right "
+               "after it; the fallback's figures are the median of three runs.  "
+               "Nothing here is asserted by a test."
                % (time.strftime("%Y-%m-%d %H:%M"), platform.machine(),
                   os.cpu_count() or 0, os.environ.get("DP_LOAD_START", "?"),
-                  os.environ.get("DP_LOAD_END", "?")))
+                  os.environ.get("DP_LOAD_END", "?"),
+                  os.environ.get("DP_ROUNDS", "?")))
     out.append("")
     out.append("## Targets")
     out.append("")
