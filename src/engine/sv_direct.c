@@ -20,7 +20,8 @@
  *   LOCAL our own buffer faulted: IBV_WC_LOC_PROT_ERR
  *
  * Returns 0 (dealt with: the caller moves on), 1 (the completer placed
- * sq.next itself), 2 (not now: an earlier message waits for its retry)
+ * sq.next itself), 2 (not now: an earlier message waits for its retry,
+ * or a big one waits for the ACK of our packets still in the ring)
  * or -EAGAIN (the target is not reachable directly: use packets).
  *
  * Order.  One requester runs a QP's WQEs in order, and each is complete
@@ -255,6 +256,15 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 		if (!ring_idle(peer->link)) {
 			if (ud)
 				sv_peer_put(peer);
+			/* Behind packets of ours that wait for their ACK, a big
+			 * RC message waits too (the completer runs us again)
+			 * rather than join them: as packets it would keep the
+			 * ring busy for the next one, and a stream of big
+			 * messages that once went as packets stayed packets
+			 * (two copies each, not one). */
+			if (rc && sv_wqe_bytes(w) > SV_DIRECT_SMALL &&
+			    drop_pending(qp))
+				return 2;
 			return -EAGAIN;
 		}
 		if (ud && small_packet(peer->link, w)) {

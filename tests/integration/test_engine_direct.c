@@ -357,6 +357,54 @@ SV_TEST(send_never_overtakes_write)
 	peer_close(&p, &a);
 }
 
+/* A big WRITE posted behind a SEND that sits in the ring as a packet (its
+ * target polls, then stops before it takes it): the WRITE waits for that
+ * SEND's ACK rather than join it as packets (which path it then takes is
+ * measured by bench/dp_bench.sh, not here), and the SEND after it waits
+ * for it.  All three complete in order once the target runs again, and
+ * the second SEND finds the WRITE's bytes landed. */
+SV_TEST(big_write_behind_a_queued_packet)
+{
+	struct peer p;
+	struct ep a;
+	struct ibv_wc wc;
+	uint32_t r[3], h;
+	char k;
+
+	peer_open(&p, &a);
+	peer_cmd(&p, CMD_RECV, 2);
+	xrecv(p.s, &k, 1);
+	/* It polls its CQ: its ring is unarmed, so a small SEND goes as a
+	 * packet; stopped, it takes none. */
+	peer_cmd(&p, CMD_POLL, 2);
+	sv_test_sleep_ms(50);
+	CHECK_EQ(kill(p.pid, SIGSTOP), 0);
+	eu_pattern((uint8_t *)a.buf, 16384, 5);
+	post_send_op(&a, 1, IBV_WR_SEND, a.buf + 24576, 64, 0, 0);
+	post_send_op(&a, 2, IBV_WR_RDMA_WRITE, a.buf, 16384, p.info.addr,
+		     p.info.rkey);
+	post_send_op(&a, 3, IBV_WR_SEND, a.buf + 24576, 64, 0, 0);
+	if (!direct_off()) {
+		/* The first SEND waits in the ring (else the target's
+		 * stopped CPU would not matter and this tests nothing). */
+		CHECK(!poll1(a.cq, &wc, 100));
+	}
+	CHECK_EQ(kill(p.pid, SIGCONT), 0);
+	for (uint32_t i = 1; i <= 3; i++) {
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, i);
+	}
+	for (int i = 0; i < 2; i++) {
+		xrecv(p.s, r, sizeof(r));
+		CHECK_EQ(r[0], (uint32_t)i);
+		CHECK_EQ(r[1], 64);
+	}
+	peer_cmd(&p, CMD_SUM, 16384);
+	xrecv(p.s, &h, sizeof(h));
+	CHECK_EQ(h, sum32((uint8_t *)a.buf, 16384));
+	peer_close(&p, &a);
+}
+
 SV_TEST_T(big_messages_over_many_sges, 120)
 {
 	struct ep a, b;
