@@ -143,10 +143,13 @@ round() {
 	for t in write_lat send_lat read_lat; do
 		val "${t}_$mode" 8 usec "$(pt "$t.$mode" 8 20000 5 "ib_$t")"
 	done
+	# As many 8-byte messages as UCX measures (1,000,000): 200,000 took
+	# about 30 ms here, and six such ib_send_bw runs gave 41-65 MB/s,
+	# six of 2,000,000 55-64 (none had gone direct instead of packets).
 	val ucx_tag_bw_posix 8 MB/s "$(UCX_TLS=posix,self ucx tag_bw -t tag_bw -s 8 -n 1000000 -w 100000)"
-	val "write_bw_$mode" 8 MB/s "$(pt "wbw.$mode" 8 200000 4 ib_write_bw)"
-	val "send_bw_$mode" 8 MB/s "$(pt "sbw.$mode" 8 200000 4 ib_send_bw)"
-	val "read_bw_$mode" 8 MB/s "$(pt "rbw.$mode" 8 200000 4 ib_read_bw)"
+	val "write_bw_$mode" 8 MB/s "$(pt "wbw.$mode" 8 1000000 4 ib_write_bw)"
+	val "send_bw_$mode" 8 MB/s "$(pt "sbw.$mode" 8 1000000 4 ib_send_bw)"
+	val "read_bw_$mode" 8 MB/s "$(pt "rbw.$mode" 8 1000000 4 ib_read_bw)"
 	for s in 65536 1048576; do
 		n=$(( s > 65536 ? 5000 : 20000 ))
 		val uct_put_bw_cma "$s" MB/s "$(ucx "put.$s" -t put_bw -d memory -x cma \

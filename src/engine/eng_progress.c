@@ -209,6 +209,7 @@ struct touched {
 	int left;      /* a ring still holds packets (the batch limit) */
 	int silent;    /* requests that end in no completion of ours (RDMA
 			* WRITE without immediate, READ, atomic) */
+	struct sv_resp_hold hold; /* the run of requests being taken */
 };
 
 static void touch(struct touched *t, struct sv_qp *qp)
@@ -230,6 +231,7 @@ static void dispatch(struct sv_engine *eng, const uint8_t *buf, uint32_t len,
 	struct sv_qp *qp;
 
 	if ((type & 0xffff) == SV_REC_EVENT) {
+		sv_resp_release(&t->hold);
 		if (len == sizeof(struct sv_ev_rec)) {
 			struct sv_ev_rec r;
 
@@ -255,10 +257,14 @@ static void dispatch(struct sv_engine *eng, const uint8_t *buf, uint32_t len,
 		if (!(pkt.flags & (OP_SEND | OP_IMM)))
 			t->silent++;
 		sv_engine_note_got(eng); /* the peer answers: a ping-pong */
-		sv_resp_packet(qp, &pkt);
+		sv_resp_packet(qp, &pkt, &t->hold);
 		touch(t, qp);
-	} else if (sv_comp_packet(qp, &pkt)) {
-		sv_engine_flush(qp);
+	} else {
+		/* The completer takes sq_lock, which comes before any
+		 * QP's responder lock. */
+		sv_resp_release(&t->hold);
+		if (sv_comp_packet(qp, &pkt))
+			sv_engine_flush(qp);
 	}
 }
 
@@ -298,6 +304,7 @@ static int drain_ring(struct sv_engine *eng, struct sv_inring *in,
 		if (++n % 16 == 0)
 			sv_ring_prefetch(&in->rx);
 	}
+	sv_resp_release(&t->hold);
 	if (n == SV_ENG_BATCH &&
 	    atomic_load_explicit(&in->rx.h->tail, memory_order_relaxed) != in->rx.head)
 		t->left = 1;
@@ -349,6 +356,7 @@ static int wire_read(struct sv_engine *eng, struct touched *t, uint8_t *fwd)
 		if (p.qpn == 1) {
 			/* QP1 is the daemon's (the CM): up the engine
 			 * socket (no lock of ours is waited on there). */
+			sv_resp_release(&t->hold);
 			up_qp1(eng, &p);
 			pkts++;
 			bytes += p.ib_len;
@@ -362,6 +370,7 @@ static int wire_read(struct sv_engine *eng, struct touched *t, uint8_t *fwd)
 		pkts++;
 		bytes += p.ib_len;
 	}
+	sv_resp_release(&t->hold);
 	if (pkts)
 		atomic_fetch_add_explicit(&m->rx_pkts, pkts, memory_order_relaxed);
 	if (bytes)

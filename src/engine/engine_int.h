@@ -911,8 +911,23 @@ uint64_t sv_comp_arm_timer(struct sv_qp *qp, struct sv_tr *tr);
 int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next);
 
 /* sv_resp.c */
-/* A request packet for our QP qp (packet path).  Takes shm->lock. */
-void sv_resp_packet(struct sv_qp *qp, const struct sv_pkt *pkt);
+/* A run of request packets of one QP taken from a ring in one go: the
+ * responder's lock of qp stays held between them (one robust-mutex pair
+ * for the run, not one per packet), and what the owner must hear waits
+ * for the end of the run. */
+struct sv_resp_hold {
+	struct sv_qp *qp; /* whose shm->lock is held; NULL: none */
+	struct sv_rtgt t;
+	unsigned cq_bits;
+	int srq_limit;
+};
+/* A request packet for our QP qp (packet path).  Takes shm->lock, and
+ * keeps it in h (dropping another QP's first); sv_resp_release ends the
+ * run, before anything else that takes a QP's lock. */
+void sv_resp_packet(struct sv_qp *qp, const struct sv_pkt *pkt,
+		    struct sv_resp_hold *h);
+/* Ends h's run: drops the lock, then tells the owner what it must hear. */
+void sv_resp_release(struct sv_resp_hold *h);
 /* Sends queued responses and coalesced ACKs (packet path).  Takes
  * shm->lock. */
 void sv_resp_flush(struct sv_qp *qp);

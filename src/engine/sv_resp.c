@@ -12,7 +12,8 @@
  * It runs on a QP's shared responder block (sv_shm.h) under its lock, so
  * two kinds of caller share it:
  *   - the packet path (sv_resp_packet): the QP's own engine, one packet
- *     at a time; READ and atomic answers are queued (respq) and sent by
+ *     at a time (the lock held across a run of them from one ring,
+ *     struct sv_resp_hold); READ and atomic answers are queued (respq) and sent by
  *     sv_resp_flush after the batch, in PSN order, followed by one
  *     coalesced ACK -- a full ring leaves them queued, so a responder
  *     never blocks on its peer;
@@ -1044,19 +1045,39 @@ static void resp_notify(struct resp *rs)
 		sv_rtgt_notify(rs->eng, rs->t, SV_EVK_QP, 0);
 }
 
-void sv_resp_packet(struct sv_qp *qp, const struct sv_pkt *pkt)
+void sv_resp_packet(struct sv_qp *qp, const struct sv_pkt *pkt,
+		    struct sv_resp_hold *h)
 {
 	struct sv_tr *tr = tr_of(qp);
-	struct sv_rtgt t;
-	struct resp rs = { .eng = qp->eng, .t = &t, .q = qp->shm, .tr = tr,
+	struct resp rs = { .eng = qp->eng, .t = &h->t, .q = qp->shm, .tr = tr,
 			   .pkt = pkt, .flags = pkt->flags };
 
 	if (!tr)
 		return;
-	sv_rtgt_own(&t, qp);
-	resp_lock(qp->shm);
+	if (h->qp != qp) {
+		sv_resp_release(h);
+		sv_rtgt_own(&h->t, qp);
+		resp_lock(qp->shm);
+		h->qp = qp;
+	}
 	run(&rs);
+	h->cq_bits |= rs.cq_bits;
+	h->srq_limit |= rs.srq_limit;
+}
+
+void sv_resp_release(struct sv_resp_hold *h)
+{
+	struct sv_qp *qp = h->qp;
+	struct resp rs;
+
+	if (!qp)
+		return;
 	sv_shlock_unlock(&qp->shm->lock);
+	rs = (struct resp){ .eng = qp->eng, .t = &h->t, .q = qp->shm,
+			    .cq_bits = h->cq_bits, .srq_limit = h->srq_limit };
+	h->qp = NULL;
+	h->cq_bits = 0;
+	h->srq_limit = 0;
 	resp_notify(&rs);
 }
 
