@@ -13,8 +13,8 @@
  * two kinds of caller share it:
  *   - the packet path (sv_resp_packet): the QP's own engine, one packet
  *     at a time (the lock held across a run of them from one ring,
- *     struct sv_resp_hold); READ and atomic answers are queued (respq) and sent by
- *     sv_resp_flush after the batch, in PSN order, followed by one
+ *     struct sv_resp_hold); READ and atomic answers are queued (respq)
+ *     and sent by sv_resp_flush after the batch, in PSN order, then one
  *     coalesced ACK -- a full ring leaves them queued, so a responder
  *     never blocks on its peer;
  *   - direct execution (sv_resp_direct): the initiator's engine, one
