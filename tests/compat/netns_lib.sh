@@ -201,8 +201,25 @@ netns_capture() {
 netns_capture_stop() {
 	[ -n "$NS_CAPTURE_PID" ] || return 0
 	kill -INT "$NS_CAPTURE_PID" 2>/dev/null
-	wait "$NS_CAPTURE_PID" 2>/dev/null
+	netns_wait "$NS_CAPTURE_PID" tcpdump
 	NS_CAPTURE_PID=
+}
+
+# netns_wait PID WHAT: waits for our child PID to end, at most 10 s; then
+# says so and kills it, so that a cleanup never hangs a test (ctest would
+# only report a timeout, with nothing to say where).
+netns_wait() {
+	local i st
+	for i in $(seq 1 200); do
+		st=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) || break
+		[ "$st" = Z ] && break
+		sleep 0.05
+	done
+	if [ "$i" = 200 ]; then
+		echo "netns: $2 (pid $1) still runs 10 s after it was told to stop: killed" >&2
+		kill -9 "$1" 2>/dev/null
+	fi
+	wait "$1" 2>/dev/null
 }
 
 netns_capture_count() {
@@ -216,7 +233,7 @@ netns_cleanup() {
 		kill "$p" 2>/dev/null
 	done
 	for p in "${NS_PIDS[@]}"; do
-		wait "$p" 2>/dev/null
+		netns_wait "$p" "a background command"
 	done
 	NS_PIDS=()
 	for ns in "$NS_A" "$NS_B"; do

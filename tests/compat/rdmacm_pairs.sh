@@ -181,7 +181,7 @@ one() {
 		# round: rping's RDMA READ and WRITE move the data between them
 		# and the client checks it (-V).  The kernel refuses CMA from
 		# inside to outside; the engine goes through the owner's then.
-		local as=() sock=svtest.rdmacm.cma.$$ side
+		local as=() sock=svtest.rdmacm.cma.$$ side bad=0
 		[ "$(id -u)" = 0 ] && as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 		if ! "${as[@]}" test -x "$SV"; then
 			echo "   (skipped: uid 65534 cannot execute $SV)"
@@ -207,12 +207,15 @@ one() {
 			[ "$CLI_RC" = 0 ] || kill_tree "$SRV" TERM
 			wait "$SRV"
 			SRV_RC=$?
+			# (A failure ends the loop, not the function: the
+			# report below shows both sides' output.)
 			{ [ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
 				expect "$D/client.out" '^ping data: rdma-ping-' 50; } ||
-				{ WHY="${WHY:-exit codes $SRV_RC/$CLI_RC} (namespace on the $side side)"; return 1; }
+				{ WHY="${WHY:-exit codes $SRV_RC/$CLI_RC} (namespace on the $side side)"
+				  bad=1; break; }
 		done
 		"${as[@]}" env SOFTVERBS_SOCKET=$sock "$SV" daemon stop >/dev/null 2>&1
-		true ;;
+		[ $bad = 0 ] ;;
 	sysfs)
 		# The namespace's tree agrees with what the device answers, and
 		# the host's /sys is as it was outside.
