@@ -947,15 +947,26 @@ void sv_engine_take_arrived(struct sv_engine *eng)
 		return;
 	/* Until the rings are empty (a few batches at most: a ring holds
 	 * what the peer sent before it saw our last answers).  A ring
-	 * another thread of ours drains is done when it lets go. */
+	 * another thread of ours drains is done when it lets go: wait for
+	 * it (taking qp_lock for writing waits for every drain in progress,
+	 * its ACKs included).  Yielding a few times was not enough on a
+	 * loaded machine: the progress thread, preempted in the middle of
+	 * a batch, took its last packets after the daemon had destroyed the
+	 * QP, and the peer's SENDs ended in RETRY_EXC_ERR. */
 	for (int i = 0; i < 16; i++) {
 		contended = 0;
 		if (!eng->attached ||
 		    (sv_eng_drain_all(eng, &contended, NULL) <= 0 && !contended))
 			break;
-		if (contended)
-			sched_yield();
+		if (contended) {
+			pthread_rwlock_wrlock(&eng->qp_lock);
+			pthread_rwlock_unlock(&eng->qp_lock);
+		}
 	}
+	/* A drain that emptied the rings before ours may still be sending
+	 * its ACKs. */
+	pthread_rwlock_wrlock(&eng->qp_lock);
+	pthread_rwlock_unlock(&eng->qp_lock);
 	pthread_rwlock_unlock(&eng->attach_lock);
 }
 
