@@ -81,21 +81,22 @@ pt() {
 	return 1
 }
 
+# median: the median of the numbers on stdin, one a line (what is not a
+# number is left out); "failed" when there is none.
+median() {
+	grep -E '^[0-9.]+$' | sort -g |
+		awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "failed" }'
+}
+
 # median3 FUNC ARGS...: FUNC ARGS run three times, each printing one
 # value; prints their median (of those that did not fail), or "failed".
 # One run of a pair on this kind of machine lands in a slow mode now and
 # then (the scheduler, the host): the median is what the pair gives.
 median3() {
-	local vals=() v
-	for _ in 1 2 3; do
-		v=$("$@")
-		[[ $v =~ ^[0-9.]+$ ]] && vals+=("$v")
-	done
-	if [ ${#vals[@]} = 0 ]; then
-		echo failed
-		return 1
-	fi
-	printf '%s\n' "${vals[@]}" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+	local v
+	v=$(for _ in 1 2 3; do "$@"; done | median)
+	echo "$v"
+	[ "$v" != failed ]
 }
 
 echo "== floor: system calls on this machine"
@@ -172,9 +173,8 @@ for r in $(seq "$ROUNDS"); do
 done
 # The median of each figure's rounds (of those that did not fail).
 cut -d' ' -f1-3 "$TMP/vals" | awk '!seen[$0]++' | while read -r w sz u; do
-	v=$(awk -v w="$w" -v s="$sz" '$1 == w && $2 == s && $4 ~ /^[0-9.]+$/ { print $4 }' \
-		"$TMP/vals" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
-	record "$w" "$sz" "${v:-failed}" "$u"
+	record "$w" "$sz" "$(awk -v w="$w" -v s="$sz" '$1 == w && $2 == s { print $4 }' \
+		"$TMP/vals" | median)" "$u"
 done
 
 # The fallback (no targets of its own: its figures are reported).
