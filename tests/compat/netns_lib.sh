@@ -209,16 +209,19 @@ netns_capture_stop() {
 # says so and kills it, so that a cleanup never hangs a test (ctest would
 # only report a timeout, with nothing to say where).
 netns_wait() {
-	local i st
+	local i
 	for i in $(seq 1 200); do
-		st=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) || break
-		[ "$st" = Z ] && break
+		# Gone, or a zombie: it has stopped (the same test as
+		# package.sh's alive, which reads a command name with spaces).
+		if [ ! -e "/proc/$1" ] ||
+			grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null; then
+			wait "$1" 2>/dev/null
+			return 0
+		fi
 		sleep 0.05
 	done
-	if [ "$i" = 200 ]; then
-		echo "netns: $2 (pid $1) still runs 10 s after it was told to stop: killed" >&2
-		kill -9 "$1" 2>/dev/null
-	fi
+	echo "netns: $2 (pid $1) still runs 10 s after it was told to stop: killed" >&2
+	kill -9 "$1" 2>/dev/null
 	wait "$1" 2>/dev/null
 }
 
