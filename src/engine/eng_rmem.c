@@ -10,11 +10,9 @@
  * progress.  The owner gone: an error, never a hang.
  */
 #include "engine_int.h"
+#include "sv_proc.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,27 +43,6 @@ static struct sv_link *rlink_get(struct sv_engine *eng, pid_t pid)
 	l->next = eng->rlinks;
 	eng->rlinks = l;
 	return l;
-}
-
-int sv_pid_dead(pid_t pid)
-{
-	char path[64], buf[256], *p;
-	ssize_t n;
-	int fd;
-
-	if (kill(pid, 0) < 0 && errno == ESRCH)
-		return 1;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	p = strrchr(buf, ')');
-	return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
 int sv_rmem_call(struct sv_engine *eng, pid_t pid, uint32_t op, uint32_t key,
@@ -127,7 +104,8 @@ int sv_rmem_call(struct sv_engine *eng, pid_t pid, uint32_t op, uint32_t key,
 		if (now - last_check < 5000000)
 			continue;
 		last_check = now;
-		if (atomic_load(&l->dead) || sv_pid_dead(l->peer_pid) ||
+		if (atomic_load(&l->dead) ||
+		    sv_pid_state(l->peer_pid) != SV_PID_RUNNING ||
 		    now - t0 > SV_RMEM_TIMEOUT_NS) {
 			/* The box may still be claimed: never reuse it. */
 			atomic_store(&l->dead, 1);

@@ -738,9 +738,6 @@ int sv_rmem_call(struct sv_engine *eng, pid_t pid, uint32_t op, uint32_t key,
 /* Serves the remote memory requests waiting in our inbound boxes.  Any
  * thread, no lock needed.  Returns how many it served. */
 int sv_rmem_serve(struct sv_engine *eng);
-/* The process is gone (or a zombie). */
-int sv_pid_dead(pid_t pid);
-
 /* eng_peer.c */
 /* The view of QP qpn of another process, mapped if needed (a reference
  * the caller drops with sv_peer_put).  NULL when it is not there or

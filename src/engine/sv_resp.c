@@ -27,6 +27,7 @@
  */
 #include "engine_int.h"
 #include "sv_client.h"
+#include "sv_proc.h"
 
 #include <errno.h>
 #include <string.h>
@@ -491,7 +492,8 @@ static enum resp_state xerr_state(struct resp *rs, int e, int mine,
 		return RESPST_LOCAL;
 	if (!(e & SV_XERR_GONE))
 		return fault;
-	if (rs->t->peer && sv_pid_dead(rs->t->peer->pid))
+	if (rs->t->peer &&
+	    sv_pid_state(rs->t->peer->pid) != SV_PID_RUNNING)
 		return RESPST_DROP;
 	return RESPST_ERR_OP;
 }

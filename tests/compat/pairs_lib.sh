@@ -13,8 +13,9 @@
 #	bounded by TIMEOUT seconds.  Output in DIR/server.out, DIR/client.out;
 #	exit codes in PAIR_SRV_RC, PAIR_CLI_RC (124 = timed out).
 #	PAIR_STOP_AFTER=N (seconds) sends PAIR_STOP_SIG (default TERM) to both
-#	after N seconds: for programs that run until stopped (a side that
-#	exits 1 because its peer vanished first is the caller's to judge).
+#	after N seconds, the client first: for programs that run until
+#	stopped (a side that exits 1 because its peer vanished first is the
+#	caller's to judge).
 #	PAIR_DIRECT=1 runs the programs as they are, not under softverbs
 #	(UCX's ucx_perftest for comparison).
 #	Returns 0 when both programs exited 0 (or, with PAIR_STOP_AFTER, died
@@ -131,11 +132,17 @@ pair_once() {
 	cli=$!
 	if [ -n "$PAIR_STOP_AFTER" ]; then
 		sleep "$PAIR_STOP_AFTER"
-		# Both at once, as a user's Ctrl-C to both terminals: a side that
-		# outlives its peer by a moment sees the TCP socket close and
-		# exits on its own.
+		# Both, as a user's Ctrl-C to both terminals, the client (the
+		# side that drives the traffic) first: a client that outlived
+		# its server would see its work fail (on one host at once,
+		# RETRY_EXC_ERR as a NIC's after its retries: the peer is gone)
+		# and exit 1 before its own signal lands.  A server that
+		# outlives its client by a moment sees the TCP socket close and
+		# may exit on its own (the caller's to judge).
 		# shellcheck disable=SC2046 # pid lists
-		kill -s "$PAIR_STOP_SIG" $(pgrep -P "$srv") $(pgrep -P "$cli") "$srv" "$cli" 2>/dev/null
+		kill -s "$PAIR_STOP_SIG" $(pgrep -P "$cli") "$cli" 2>/dev/null
+		# shellcheck disable=SC2046
+		kill -s "$PAIR_STOP_SIG" $(pgrep -P "$srv") "$srv" 2>/dev/null
 	fi
 	wait "$cli"
 	PAIR_CLI_RC=$?

@@ -17,3 +17,9 @@ target_include_directories(test_port_tab PRIVATE ${CMAKE_SOURCE_DIR}/src/daemon
   ${CMAKE_SOURCE_DIR}/src/common)
 add_test(NAME test_port_tab COMMAND test_port_tab)
 set_tests_properties(test_port_tab PROPERTIES TIMEOUT 60 LABELS unit)
+
+# Where another process is, from /proc (src/common/sv_proc.c).
+add_executable(test_proc ${U}/test_proc.c)
+target_link_libraries(test_proc PRIVATE sv_common)
+add_test(NAME test_proc COMMAND test_proc)
+set_tests_properties(test_proc PROPERTIES TIMEOUT 60 LABELS unit)
