@@ -182,3 +182,8 @@ if(EXISTS /usr/bin/python3)
   set_tests_properties(pyverbs_wire PROPERTIES SKIP_RETURN_CODE 77
                        TIMEOUT 180 LABELS "compat;netns;wire")
 endif()
+
+# rdma-core's own pyverbs test suite (shipped by python3-pyverbs), in the
+# three ways the data path runs; skips only for documented reasons.
+sv_script_test(rdma_core_tests compat/rdma_core.sh)
+set_tests_properties(rdma_core_tests PROPERTIES SKIP_RETURN_CODE 77)

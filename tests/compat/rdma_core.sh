@@ -1,0 +1,84 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# rdma-core's own test suite on our library: the pyverbs tests Debian's
+# python3-pyverbs ships in /usr/share/doc/rdma-core/tests (some gzipped),
+# copied and run with Debian's python3 under `softverbs run` (our
+# libibverbs.so.1 and librdmacm.so.1, and the /sys/class/infiniband in
+# which the rdma_cm tests look up the device's interface).
+# rdma_core_suite.py judges the result: no failure, no error, no skip for
+# a reason README.md does not document.  Three runs: as it comes (direct
+# execution over CMA), with SOFTVERBS_DIRECT=0 (every message as packets
+# through the rings) and with SOFTVERBS_NO_CMA=1 (the owner's engine
+# copies).  As root, 2 MiB huge pages are reserved for the run (and given
+# back) so the suite's huge-page tests run too.  Exit 77 (skipped) when
+# the suite or pyverbs is not installed.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+SV_BUILD_DIR=$(cd "${SV_BUILD_DIR:-$here/../../build}" && pwd) || exit 1
+export SV_BUILD_DIR
+case ":${LD_LIBRARY_PATH:-}:" in
+*":$SV_BUILD_DIR/lib:"*) ;;
+*) export LD_LIBRARY_PATH=$SV_BUILD_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ;;
+esac
+PY=/usr/bin/python3
+SV=${SOFTVERBS:-$SV_BUILD_DIR/bin/softverbs}
+SRC=${RDMA_CORE_TESTS:-/usr/share/doc/rdma-core/tests}
+if [ ! -e "$SRC/run_tests.py" ] || ! "$PY" -c 'import pyverbs' 2>/dev/null; then
+	echo "rdma-core's tests not installed ($SRC, package python3-pyverbs): skipped"
+	exit 77
+fi
+
+TMP=$(mktemp -d)
+huge_was=
+cleanup() {
+	if [ -n "$huge_was" ]; then
+		echo "$huge_was" >/proc/sys/vm/nr_hugepages 2>/dev/null
+	fi
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+cp -r "$SRC" "$TMP/tests"
+find "$TMP/tests" -name '*.gz' -exec gunzip -f {} +
+
+# Which library the suite's process maps: ours, or the run proves nothing.
+lib=$("$SV" run "$PY" -c '
+import pyverbs.device
+for l in open("/proc/self/maps"):
+    if "libibverbs.so" in l:
+        print(l.split()[-1]); break')
+case "$lib" in
+"$SV_BUILD_DIR"/*) ;;
+*) echo "FAIL: pyverbs maps $lib, not $SV_BUILD_DIR/lib's libibverbs.so.1"; exit 1 ;;
+esac
+
+# The suite's huge-page tests want 2 MiB pages; reserve a few when none
+# are (root only, and only if the memory is there).
+if [ "$(id -u)" = 0 ] && [ -w /proc/sys/vm/nr_hugepages ] &&
+	[ "$(cat /proc/sys/vm/nr_hugepages)" = 0 ]; then
+	huge_was=0
+	echo 32 >/proc/sys/vm/nr_hugepages 2>/dev/null
+fi
+
+dev=$("$SV" devices --json 2>/dev/null |
+	sed -n 's/.*"name": *"\([^"]*\)".*/\1/p' | head -1)
+[ -n "$dev" ] || dev=sv0
+
+fails=0
+for mode in "" SOFTVERBS_DIRECT=0 SOFTVERBS_NO_CMA=1; do
+	echo "== rdma-core's tests on $dev${mode:+ with $mode}"
+	# shellcheck disable=SC2086 # mode is one word or none
+	if ! env $mode timeout 600 "$SV" run "$PY" "$here/rdma_core_suite.py" \
+		"$TMP/tests" "$dev" >"$TMP/out" 2>&1; then
+		grep -E "^(FAIL|ERROR|UNEXPECTED SKIP)|^rdma-core suite" "$TMP/out"
+		echo "--- the run's output:"
+		sed -n '/^=\{20,\}$/,$p' "$TMP/out" | head -200
+		fails=$((fails + 1))
+	else
+		grep "^rdma-core suite" "$TMP/out"
+	fi
+done
+if [ $fails != 0 ]; then
+	echo "rdma-core's tests: $fails of 3 runs failed"
+	exit 1
+fi
+echo "rdma-core's tests: ok"
