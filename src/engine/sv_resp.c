@@ -482,8 +482,9 @@ static enum resp_state check_rkey(struct resp *rs)
  * (direct execution only: its fault is the initiator's local error); the
  * other side is the target's memory: a fault there is `fault` (a remote
  * access error, or the receive buffer's protection error), its owner gone
- * is a remote operational error -- unless the owner is the target QP's own
- * process, which is then simply not there to answer (as a lost packet).
+ * is a remote operational error -- unless the target QP's own process is
+ * gone or in its exit (its memory goes before it is a zombie): then nobody
+ * is there to answer (as a lost packet).
  */
 static enum resp_state xerr_state(struct resp *rs, int e, int mine,
 				  enum resp_state fault)
@@ -492,8 +493,7 @@ static enum resp_state xerr_state(struct resp *rs, int e, int mine,
 		return RESPST_LOCAL;
 	if (!(e & SV_XERR_GONE))
 		return fault;
-	if (rs->t->peer &&
-	    sv_pid_state(rs->t->peer->pid) != SV_PID_RUNNING)
+	if (rs->t->peer && sv_pid_state(rs->t->peer->pid) != SV_PID_RUNNING)
 		return RESPST_DROP;
 	return RESPST_ERR_OP;
 }
