@@ -187,3 +187,16 @@ endif()
 # three ways the data path runs; skips only for documented reasons.
 sv_script_test(rdma_core_tests compat/rdma_core.sh)
 set_tests_properties(rdma_core_tests PROPERTIES SKIP_RETURN_CODE 77)
+# The same on the sanitizer build (its pass runs no compat test): Debian's
+# python3 is not instrumented, so the script preloads the ASan and UBSan
+# runtimes into it.
+if(SV_SANITIZE)
+  foreach(rt asan ubsan)
+    execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=lib${rt}.so
+                    OUTPUT_VARIABLE SV_LIB${rt} OUTPUT_STRIP_TRAILING_WHITESPACE)
+  endforeach()
+  sv_script_test(rdma_core_tests_sanitized compat/rdma_core.sh)
+  set_tests_properties(rdma_core_tests_sanitized PROPERTIES
+                       SKIP_RETURN_CODE 77 LABELS sanitize ENVIRONMENT
+                       "${SV_TEST_ENV};SV_PRELOAD=${SV_LIBasan} ${SV_LIBubsan}")
+endif()
