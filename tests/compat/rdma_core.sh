@@ -39,9 +39,13 @@ if [ -n "${SV_PRELOAD:-}" ]; then
 	export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 fi
 
+# A daemon of its own (stopped at the end), whatever this run's sanitizer
+# options make of it.
+export SOFTVERBS_SOCKET=svtest.rdmacore.$$
 TMP=$(mktemp -d)
 huge_was=
 cleanup() {
+	"$SV" daemon stop >/dev/null 2>&1
 	if [ -n "$huge_was" ]; then
 		echo "$huge_was" >/proc/sys/vm/nr_hugepages 2>/dev/null
 	fi
