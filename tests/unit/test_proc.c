@@ -56,10 +56,10 @@ static void running_zombie_reaped(void)
  * (0 = all held). */
 static int exiting_init(void)
 {
-	pid_t init, other;
+	pid_t init, other = -1;
 	char byte = 0;
 	struct iovec l = { &byte, 1 }, r = { &byte, 1 };
-	int i, cma;
+	int i, cma, err = 0;
 
 	init = fork();
 	if (init < 0)
@@ -69,14 +69,18 @@ static int exiting_init(void)
 		_exit(0);
 	}
 	other = fork(); /* in init's namespace (ours for children) */
-	if (other < 0)
-		return 11;
+	if (other < 0) {
+		err = 11;
+		goto out;
+	}
 	if (other == 0) {
 		pause();
 		_exit(0);
 	}
-	if (sv_pid_state(init) != SV_PID_RUNNING)
-		return 12;
+	if (sv_pid_state(init) != SV_PID_RUNNING) {
+		err = 12;
+		goto out;
+	}
 	/* (Yama's ptrace_scope 2 or 3 refuses CMA even to a child: then
 	 * only the state is checked.) */
 	cma = process_vm_readv(init, &l, 1, &r, 1, 0) == 1;
@@ -89,23 +93,39 @@ static int exiting_init(void)
 			break;
 		sleep_ms(10);
 	}
-	if (i == 1000)
-		return 13; /* never seen exiting with its memory gone */
-	if (!sv_pid_alive(init))
-		return 14;
+	if (i == 1000) {
+		err = 13; /* never seen exiting with its memory gone */
+		goto out;
+	}
+	if (!sv_pid_alive(init)) {
+		err = 14;
+		goto out;
+	}
 	/* Held there as long as `other` is not reaped. */
 	sleep_ms(50);
-	if (sv_pid_state(init) != SV_PID_EXITING)
-		return 15;
-	if (waitpid(other, NULL, 0) != other)
-		return 16;
+	if (sv_pid_state(init) != SV_PID_EXITING) {
+		err = 15;
+		goto out;
+	}
+	if (waitpid(other, NULL, 0) != other) {
+		err = 16;
+		goto out;
+	}
+	other = -1;
 	for (i = 0; i < 1000 && sv_pid_state(init) != SV_PID_GONE; i++)
 		sleep_ms(10);
 	if (sv_pid_state(init) != SV_PID_GONE)
-		return 17;
-	if (waitpid(init, NULL, 0) != init)
-		return 18;
-	return 0;
+		err = 17;
+out:
+	/* Nothing left behind, whatever failed. */
+	kill(init, SIGKILL);
+	if (other > 0) {
+		kill(other, SIGKILL);
+		waitpid(other, NULL, 0);
+	}
+	if (waitpid(init, NULL, 0) != init && !err)
+		err = 18;
+	return err;
 }
 
 static void exiting(void)
