@@ -7,10 +7,10 @@ a result that is judged here.
     rdma_core_suite.py TESTS-DIR DEVICE [unittest -k patterns...]
 
 Passes when no test fails or errs and every skipped test is skipped for a
-reason this device documents (README.md, "What works"): another vendor's
-device (mlx5, EFA, VFIO), hardware this machine lacks (a GPU's dma-buf,
-CUDA, huge pages), or a feature softverbs leaves out (XRC, raw packet QPs
-and flow steering, multicast, tag matching, ATOMIC WRITE).  A test that a
+reason README.md ("Verbs and their status") gives: another vendor's device
+(mlx5, EFA, VFIO), hardware this machine lacks (a GPU's dma-buf, CUDA,
+huge pages), or a feature softverbs leaves out (XRC, raw packet QPs and
+flow steering, multicast, tag matching, ATOMIC WRITE).  A test that a
 regression turns into a skip ("... is not supported") fails the run.
 """
 import importlib.util
