@@ -1036,15 +1036,17 @@ static void resp_lock(struct sv_qp_shm *q)
 		q->rflags &= ~(uint32_t)(SV_RF_IN_SEND | SV_RF_IN_WRITE);
 }
 
-/* After the lock is dropped: the owner hears what it must. */
-static void resp_notify(struct resp *rs)
+/* After target t's lock is dropped: its owner hears what it must (the
+ * receive CQ's bits, the SRQ's limit crossed, the QP's events). */
+static void resp_notify(struct sv_engine *eng, struct sv_rtgt *t,
+			unsigned cq_bits, int srq_limit)
 {
-	if (rs->cq_bits)
-		sv_rtgt_notify(rs->eng, rs->t, SV_EVK_CQ, rs->cq_bits);
-	if (rs->srq_limit)
-		sv_rtgt_notify(rs->eng, rs->t, SV_EVK_SRQ, 1);
-	if (atomic_load_explicit(&rs->q->events, memory_order_relaxed))
-		sv_rtgt_notify(rs->eng, rs->t, SV_EVK_QP, 0);
+	if (cq_bits)
+		sv_rtgt_notify(eng, t, SV_EVK_CQ, cq_bits);
+	if (srq_limit)
+		sv_rtgt_notify(eng, t, SV_EVK_SRQ, 1);
+	if (atomic_load_explicit(&t->q->events, memory_order_relaxed))
+		sv_rtgt_notify(eng, t, SV_EVK_QP, 0);
 }
 
 void sv_resp_packet(struct sv_qp *qp, const struct sv_pkt *pkt,
@@ -1070,17 +1072,16 @@ void sv_resp_packet(struct sv_qp *qp, const struct sv_pkt *pkt,
 void sv_resp_release(struct sv_resp_hold *h)
 {
 	struct sv_qp *qp = h->qp;
-	struct resp rs;
+	unsigned cq_bits = h->cq_bits;
+	int srq_limit = h->srq_limit;
 
 	if (!qp)
 		return;
 	sv_shlock_unlock(&qp->shm->lock);
-	rs = (struct resp){ .eng = qp->eng, .t = &h->t, .q = qp->shm,
-			    .cq_bits = h->cq_bits, .srq_limit = h->srq_limit };
 	h->qp = NULL;
 	h->cq_bits = 0;
 	h->srq_limit = 0;
-	resp_notify(&rs);
+	resp_notify(qp->eng, &h->t, cq_bits, srq_limit);
 }
 
 void sv_resp_direct(struct sv_engine *eng, struct sv_rtgt *t,
@@ -1100,7 +1101,7 @@ void sv_resp_direct(struct sv_engine *eng, struct sv_rtgt *t,
 	p.paylen = (uint32_t)(data->len > UINT32_MAX ? UINT32_MAX : data->len);
 	run(&rs);
 	sv_shlock_unlock(&t->q->lock);
-	resp_notify(&rs);
+	resp_notify(eng, t, rs.cq_bits, rs.srq_limit);
 }
 
 /*
