@@ -285,9 +285,10 @@ struct svd_cm_msg {
 	};
 };
 
-/* Reject reasons (IBTA Table 112) and SIDR statuses used here. */
+/* Reject reasons (IBTA 12.6.7 Table 108, the kernel's enum
+ * ib_cm_rej_reason) and SIDR statuses used here. */
 enum {
-	CM_REJ_TIMEOUT = 1,
+	CM_REJ_TIMEOUT = 4,
 	CM_REJ_INVALID_COMM_ID = 6,
 	CM_REJ_INVALID_SERVICE_ID = 8,
 	CM_REJ_CONSUMER_DEFINED = 28,

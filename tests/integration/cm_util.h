@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define IB_REJ_TIMEOUT 1
+#define IB_REJ_TIMEOUT 4
 #define IB_REJ_INVALID_SERVICE_ID 8
 #define IB_REJ_CONSUMER_DEFINED 28
 #define IB_SIDR_UNSUPPORTED 1

@@ -541,7 +541,7 @@ static void requesting_kid(int sock, uint16_t port)
 }
 
 /* The requester dies before the answer: the responder's new id is
- * rejected with "timeout" (1), as the kernel's dying REQ_SENT cm_id says. */
+ * rejected with "timeout" (4), as the kernel's dying REQ_SENT cm_id says. */
 SV_TEST(requester_killed)
 {
 	struct rdma_event_channel *ch = chan();
