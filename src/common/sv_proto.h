@@ -227,6 +227,10 @@ struct sv_status_rep {
 	uint64_t wire_rx_ring_full; /* (of those) the engine's ring was full */
 	uint64_t wire_tx_pkts, wire_tx_bytes;
 	uint64_t wire_tx_errors; /* packets the kernel refused */
+	/* Of wire_rx_dropped (docs/wire.md "Hostile packets"): */
+	uint64_t wire_rx_no_qp;	   /* no such QP (or its process is gone) */
+	uint64_t wire_rx_not_peer; /* RC/UC: not from the QP's peer address */
+	uint64_t wire_rx_too_big;  /* payload above the port's active MTU */
 	/* The CM between hosts: CM MADs on QP1 (docs/wire.md). */
 	uint64_t cm_mads_tx, cm_mads_rx;
 	uint64_t cm_mads_tx_errors; /* MADs the port refused */

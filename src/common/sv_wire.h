@@ -28,7 +28,7 @@
 #include <sys/socket.h>
 
 #define SV_WIRE_MAGIC 0x31525753u /* "SWR1" */
-#define SV_WIRE_VERSION 2
+#define SV_WIRE_VERSION 3
 /* An engine read the port this recently: the daemon's thread leaves it. */
 #define SV_WIRE_HANDOFF_NS 1000000ull
 /* Room in front of a received datagram for the GRH a ring record needs. */
@@ -56,6 +56,9 @@
  * | rx_malformed | dropped: not a RoCE v2 packet we take             |
  * | rx_no_qp     | dropped: no such QP (or its process is gone)      |
  * | rx_ring_full | dropped: the serving engine's ring was full       |
+ * | rx_not_peer  | dropped: RC/UC packet whose addresses are not the |
+ * |              | QP's path (rxe's check_addr)                      |
+ * | rx_too_big   | dropped: payload above the port's active MTU      |
  * | tx_pkts      | packets engines sent                              |
  * | tx_bytes     | their bytes (BTH .. ICRC)                         |
  * | tx_errors    | packets the kernel refused (no route, too big)    |
@@ -69,7 +72,8 @@ struct sv_wire_shm {
 		rx_ring_full;
 	_Atomic uint64_t tx_pkts, tx_bytes, tx_errors;
 	_Atomic uint64_t owner_ns;
-	uint8_t reserved[4096 - 104];
+	_Atomic uint64_t rx_not_peer, rx_too_big;
+	uint8_t reserved[4096 - 120];
 };
 static_assert(sizeof(struct sv_wire_shm) == 4096, "wire page layout");
 

@@ -307,7 +307,11 @@ static int op_status(struct svd_req *r)
 		rep->wire_rx_bytes = st.rx_bytes;
 		rep->wire_rx_bad_icrc = st.rx_bad_icrc;
 		rep->wire_rx_dropped = st.rx_malformed + st.rx_no_qp +
-				       st.rx_ring_full;
+				       st.rx_ring_full + st.rx_not_peer +
+				       st.rx_too_big;
+		rep->wire_rx_no_qp = st.rx_no_qp;
+		rep->wire_rx_not_peer = st.rx_not_peer;
+		rep->wire_rx_too_big = st.rx_too_big;
 		rep->wire_rx_ring_full = st.rx_ring_full;
 		rep->wire_tx_pkts = st.tx_pkts;
 		rep->wire_tx_bytes = st.tx_bytes;

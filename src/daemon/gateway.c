@@ -722,6 +722,8 @@ void svd_gw_status(struct svd_gw_stats *out, int32_t *err, uint16_t *port)
 		out->rx_malformed = atomic_load(&m->rx_malformed);
 		out->rx_no_qp = atomic_load(&m->rx_no_qp);
 		out->rx_ring_full = atomic_load(&m->rx_ring_full);
+		out->rx_not_peer = atomic_load(&m->rx_not_peer);
+		out->rx_too_big = atomic_load(&m->rx_too_big);
 		out->tx_pkts = atomic_load(&m->tx_pkts);
 		out->tx_bytes = atomic_load(&m->tx_bytes);
 		out->tx_errors = atomic_load(&m->tx_errors);

@@ -22,6 +22,8 @@ struct svd_gw_stats {
 	uint64_t rx_bad_icrc;  /* dropped: ICRC wrong */
 	uint64_t rx_malformed; /* dropped: not a RoCE v2 packet we take */
 	uint64_t rx_no_qp;     /* dropped: no QP, or its process has no ring */
+	uint64_t rx_not_peer;  /* dropped: RC/UC, not from the QP's peer */
+	uint64_t rx_too_big;   /* dropped: payload above the active MTU */
 	uint64_t rx_ring_full; /* dropped: the engine's ring was full */
 	uint64_t tx_pkts, tx_bytes, tx_errors;
 };

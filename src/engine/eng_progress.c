@@ -244,7 +244,7 @@ static void dispatch(struct sv_engine *eng, const uint8_t *buf, uint32_t len,
 	    sv_pkt_parse(&pkt, buf, len, !!(type & SV_REC_F_GRH)))
 		return; /* not a packet: dropped (C9-xx: silently) */
 	qp = sv_eng_qp(eng, pkt.qpn);
-	if (!qp)
+	if (!qp || ((type & SV_REC_F_WIRE) && !sv_wire_admit(eng, qp, &pkt)))
 		return;
 	if ((type & SV_REC_F_WIRE) && sv_cap_on(eng) && pkt.grh) {
 		/* Arrived from the wire: the capture sees it come in. */

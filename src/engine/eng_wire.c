@@ -483,6 +483,42 @@ const struct sv_roce_flow *sv_wire_link_flow(const struct sv_link *l)
 	return &l->w->flow;
 }
 
+void sv_tr_set_wlink(struct sv_tr *tr, struct sv_link *l)
+{
+	if (tr->wlink != l)
+		sv_wire_link_free(tr->wlink);
+	tr->wlink = l;
+	if (l) {
+		memcpy(tr->peer_src, l->w->flow.dgid, 16);
+		memcpy(tr->peer_dst, l->w->flow.sgid, 16);
+	}
+}
+
+int sv_wire_admit(struct sv_engine *eng, struct sv_qp *qp,
+		  const struct sv_pkt *pkt)
+{
+	struct sv_tr *tr = tr_of(qp);
+	struct sv_wire_shm *m = eng->wshm;
+	uint32_t mtu = tr && tr->mtu ? tr->mtu : sv_eng_port_mtu(eng);
+	_Atomic uint64_t *why = NULL;
+
+	/* No QP takes more than its MTU in one packet (a UD datagram above
+	 * the port's MTU came IP-fragmented, as no RoCE sender sends it):
+	 * dropped, so it cannot end the QP with a length error. */
+	if (pkt->paylen > mtu)
+		why = m ? &m->rx_too_big : NULL;
+	else if ((qp->type == IBV_QPT_RC || qp->type == IBV_QPT_UC) &&
+		 (!tr || !tr->wlink || qp->link != tr->wlink || !pkt->grh ||
+		  memcmp(pkt->grh + 8, tr->peer_src, 16) ||
+		  memcmp(pkt->grh + 24, tr->peer_dst, 16)))
+		why = m ? &m->rx_not_peer : NULL;
+	else
+		return 1;
+	if (why)
+		atomic_fetch_add_explicit(why, 1, memory_order_relaxed);
+	return 0;
+}
+
 int sv_wire_cur(struct sv_link *l, uint8_t **p, uint32_t *len, uint32_t *type)
 {
 	struct sv_wire *w = l->eng->wire;

@@ -858,11 +858,8 @@ int sv_engine_qp_commit(struct sv_qp *qp, enum ibv_qp_state cur,
 		if (mask & IBV_QP_RNR_RETRY)
 			tr->rnr_left = na->rnr_retry;
 		if (link) {
-			if (link->w) {
-				/* The wire: the QP's own link from now on. */
-				sv_wire_link_free(tr->wlink);
-				tr->wlink = link;
-			}
+			if (link->w) /* the wire: the QP's own link now */
+				sv_tr_set_wlink(tr, link);
 			qp->link = link;
 			tr->link = link;
 		}

@@ -536,6 +536,18 @@ int sv_wire_pending(struct sv_engine *eng);
 void sv_wire_free(struct sv_engine *eng);
 /* The flow of a wire link's packets (UD: its source port only). */
 const struct sv_roce_flow *sv_wire_link_flow(const struct sv_link *l);
+/* Makes wire link l the QP's (the old one freed) and records the peer's
+ * addresses for sv_wire_admit.  Must hold sq_lock or the responder's
+ * lock with the QP not yet on the wire. */
+struct sv_tr;
+void sv_tr_set_wlink(struct sv_tr *tr, struct sv_link *l);
+/* Whether a packet that came from the wire may reach qp (docs/wire.md
+ * "Hostile packets"): its payload fits the QP's MTU, and an RC/UC packet
+ * comes from the QP's peer to the QP's address, as rxe's check_addr
+ * wants.  Counts what it refuses in the namespace's wire page.  Must hold
+ * qp_lock (read). */
+int sv_wire_admit(struct sv_engine *eng, struct sv_qp *qp,
+		  const struct sv_pkt *pkt);
 
 /* eng_capture.c: `softverbs capture`. */
 static inline int sv_cap_on(const struct sv_engine *eng)
@@ -814,6 +826,11 @@ struct sv_tr {
 	struct sv_link *link; /* == qp->link */
 	struct sv_link *wlink; /* RC/UC on the wire: == link; UD: for AHs
 				  to other hosts (eng_wire.c) */
+	/* RC/UC on the wire: the addresses the peer's packets carry (source
+	 * = the flow's dgid, destination = its sgid), copied from wlink when
+	 * it is set (sv_tr_set_wlink) so that the receive path compares
+	 * bytes and never follows a link a modify may free. */
+	uint8_t peer_src[16], peer_dst[16];
 };
 
 static inline struct sv_tr *tr_of(struct sv_qp *qp)

@@ -270,9 +270,24 @@ void sv_comp_fail(struct sv_qp *qp, enum ibv_wc_status status)
 	sv_comp_retire(qp);
 }
 
+/*
+ * A response names a PSN we sent: one before tr->psn, the next PSN to
+ * send.  Anything else (a forged ACK a few million PSNs ahead, a stale one
+ * from before a rewind) acknowledges nothing outstanding and is dropped
+ * silently, as rxe's completer drops it, so an off-path sender cannot
+ * complete work the responder never got.
+ */
+static int psn_sent(const struct sv_tr *tr, uint32_t psn)
+{
+	return psn_diff(psn, tr->psn) < 0;
+}
+
 static void ack_upto(struct sv_qp *qp, struct sv_tr *tr, uint32_t psn)
 {
 	int progressed = 0;
+
+	if (!psn_sent(tr, psn))
+		return;
 
 	for (uint32_t i = qp->sq.head; i != qp->sq.next; i++) {
 		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, i);
@@ -459,17 +474,15 @@ static void nak(struct sv_qp *qp, struct sv_tr *tr, const struct sv_pkt *pkt)
 		struct sv_send_wqe *cur = sv_wq_slot(&qp->sq, qp->sq.next);
 
 		/* The WQE being sent (blocked on a full ring: at sq.next,
-		 * its last PSN not known yet), or a NAK for the PSN right
-		 * after everything we sent: the oldest open WQE. */
-		if (qp->sq.next != qp->sq.tail && WQE_STATE(cur) == WQE_SENDING &&
-		    psn_diff(pkt->psn, cur->first_psn) >= 0 &&
-		    psn_diff(pkt->psn, tr->psn) < 0) {
-			idx = qp->sq.next;
-		} else {
-			idx = oldest_open(qp);
-			if (idx == qp->sq.next)
-				return;
-		}
+		 * its last PSN not known yet).  A NAK of any other PSN names
+		 * no request outstanding: ignored, as rxe's completer does,
+		 * or one packet that knows only the QPN could fail a live
+		 * connection (a NAK) or stall it (RNR NAKs). */
+		if (qp->sq.next == qp->sq.tail || WQE_STATE(cur) != WQE_SENDING ||
+		    psn_diff(pkt->psn, cur->first_psn) < 0 ||
+		    !psn_sent(tr, pkt->psn))
+			return;
+		idx = qp->sq.next;
 	}
 	sv_comp_nak(qp, tr, idx, pkt->syn, pkt->psn);
 }

@@ -504,10 +504,8 @@ static void route_late(struct sv_qp *qp, struct sv_tr *tr)
 			sv_wire_link_free(link);
 		return;
 	}
-	if (link->w) {
-		sv_wire_link_free(tr->wlink);
-		tr->wlink = link;
-	}
+	if (link->w)
+		sv_tr_set_wlink(tr, link);
 	qp->link = link;
 	tr->link = link;
 	tr->peer = peer;

@@ -207,7 +207,9 @@ static int cmd_status(int json)
 			printf("null");
 		printf(", \"rx_packets\": %llu, \"rx_bytes\": %llu, "
 		       "\"rx_bad_icrc\": %llu, \"rx_dropped\": %llu, "
-		       "\"rx_ring_full\": %llu, \"tx_packets\": %llu, "
+		       "\"rx_ring_full\": %llu, \"rx_no_qp\": %llu, "
+		       "\"rx_not_peer\": %llu, \"rx_too_big\": %llu, "
+		       "\"tx_packets\": %llu, "
 		       "\"tx_bytes\": %llu, \"tx_errors\": %llu}, "
 		       "\"cm\": {\"mads_sent\": %llu, \"mads_received\": %llu, "
 		       "\"send_errors\": %llu, \"dropped\": %llu}}\n",
@@ -216,6 +218,9 @@ static int cmd_status(int json)
 		       (unsigned long long)st.wire_rx_bad_icrc,
 		       (unsigned long long)st.wire_rx_dropped,
 		       (unsigned long long)st.wire_rx_ring_full,
+		       (unsigned long long)st.wire_rx_no_qp,
+		       (unsigned long long)st.wire_rx_not_peer,
+		       (unsigned long long)st.wire_rx_too_big,
 		       (unsigned long long)st.wire_tx_pkts,
 		       (unsigned long long)st.wire_tx_bytes,
 		       (unsigned long long)st.wire_tx_errors,
@@ -256,12 +261,16 @@ static int cmd_status(int json)
 	       (unsigned long long)st.wire_tx_bytes,
 	       (unsigned long long)st.wire_tx_errors);
 	printf("  wire rx:      %llu packets, %llu bytes; dropped: %llu bad "
-	       "ICRC, %llu other (%llu ring full)\n",
+	       "ICRC, %llu other (%llu ring full, %llu no such QP, %llu not "
+	       "from the QP's peer, %llu above the MTU)\n",
 	       (unsigned long long)st.wire_rx_pkts,
 	       (unsigned long long)st.wire_rx_bytes,
 	       (unsigned long long)st.wire_rx_bad_icrc,
 	       (unsigned long long)st.wire_rx_dropped,
-	       (unsigned long long)st.wire_rx_ring_full);
+	       (unsigned long long)st.wire_rx_ring_full,
+	       (unsigned long long)st.wire_rx_no_qp,
+	       (unsigned long long)st.wire_rx_not_peer,
+	       (unsigned long long)st.wire_rx_too_big);
 	printf("  cm mads:      %llu sent, %llu received; %llu send errors, "
 	       "%llu dropped\n",
 	       (unsigned long long)st.cm_mads_tx,

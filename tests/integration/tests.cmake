@@ -51,3 +51,6 @@ target_link_libraries(test_rdmacm PRIVATE rdmacm)
 # and daemon (the sanitizer build runs the wire too).  Root only.
 sv_c_test(test_wire ${D}/test_wire.c TIMEOUT 300 LABELS wire)
 set_tests_properties(test_wire PROPERTIES SKIP_RETURN_CODE 77)
+# Hostile packets on the wire (docs/wire.md "Hostile packets"): forged
+# ACKs and NAKs, packets not from the QP's peer, UD above the MTU.  Root.
+sv_c_test(test_wire_trust ${D}/test_wire_trust.c TIMEOUT 300 LABELS wire)

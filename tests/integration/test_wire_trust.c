@@ -1,0 +1,388 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Hostile packets on the wire (docs/wire.md "Hostile packets"): what an
+ * off-path sender can do with well-formed RoCE v2 datagrams whose ICRC is
+ * right.  Host A runs our library and daemon; host B is not softverbs at
+ * all but this test's own UDP sockets in B's namespace: one on B's
+ * address and port 4791, playing A's peer (it sees A's requests and
+ * answers them by hand), and one on a third address, 198.51.100.3, the
+ * stranger.
+ *
+ *  - an ACK whose PSN is past everything A sent completes nothing, and a
+ *    NAK for a PSN no request of A's has is ignored: a later, true ACK
+ *    completes the work with success (rxe's completer does the same);
+ *  - an RDMA WRITE with the right QPN, PSN and rkey from the stranger's
+ *    address is dropped and counted, the same WRITE from the peer lands
+ *    (rxe's check_addr);
+ *  - a UD datagram above the port's active MTU (it came IP-fragmented) is
+ *    dropped and counted, never ends the QP; one of exactly the MTU is
+ *    received.
+ */
+#include "wire_util.h"
+#include "sv_roce.h"
+
+#include <poll.h>
+#include <sys/uio.h>
+
+#define IP4_C "198.51.100.3"
+#define FAKE_QPN 0x123456u
+#define QKEY 0x11111111u
+
+/* B's two sockets, made in B's namespace and handed to us. */
+static int sock_b = -1, sock_c = -1;
+
+static void send_fds(int s, const int *fds, int n)
+{
+	char c = 'f';
+	struct iovec iov = { &c, 1 };
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = CMSG_SPACE(n * sizeof(int)) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
+	CHECK_EQ(sendmsg(s, &mh, 0), 1);
+}
+
+static void recv_fds(int s, int *fds, int n)
+{
+	char c;
+	struct iovec iov = { &c, 1 };
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *cm;
+
+	CHECK_EQ(recvmsg(s, &mh, 0), 1);
+	cm = CMSG_FIRSTHDR(&mh);
+	CHECK(cm && cm->cmsg_type == SCM_RIGHTS &&
+	      cm->cmsg_len == CMSG_LEN(n * sizeof(int)));
+	memcpy(fds, CMSG_DATA(cm), n * sizeof(int));
+}
+
+static int fd_pair[2]; /* a Unix socket pair for the descriptors */
+
+static int udp_on(const char *ip)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(4791) };
+	int fd = socket(AF_INET, SOCK_DGRAM, 0), off = IP_PMTUDISC_DONT;
+
+	CHECK(fd >= 0);
+	CHECK_EQ(inet_pton(AF_INET, ip, &a.sin_addr), 1);
+	CHECK_EQ(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	/* DF off: a datagram above the link's MTU leaves in fragments,
+	 * as a hostile sender would send it. */
+	CHECK_EQ(setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &off, sizeof(off)), 0);
+	return fd;
+}
+
+/* B: a second address for the stranger, both sockets to A, then waits
+ * for A to finish (EOF).  No softverbs here: nothing else holds 4791. */
+static void fake_b(int in, int out)
+{
+	int fds[2];
+	char c;
+
+	(void)out;
+	sv_test_sh("ip addr add " IP4_C "/24 dev svw1");
+	fds[0] = udp_on(IP4_B);
+	fds[1] = udp_on(IP4_C);
+	send_fds(fd_pair[1], fds, 2);
+	while (read(in, &c, 1) > 0)
+		;
+	_exit(0);
+}
+
+static void hosts(struct host *h)
+{
+	int fds[2];
+
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_DGRAM, 0, fd_pair), 0);
+	two_hosts(h, fake_b);
+	recv_fds(fd_pair[0], fds, 2);
+	sock_b = fds[0];
+	sock_c = fds[1];
+}
+
+static void hosts_done(struct host *h)
+{
+	close(sock_b);
+	close(sock_c);
+	close(fd_pair[0]);
+	close(fd_pair[1]);
+	CHECK_EQ(host_done(h), 0);
+	a_done();
+}
+
+/* ---------------------------------------------------------- packets -- */
+
+static void v4map(uint8_t g[16], const char *ip)
+{
+	memset(g, 0, 16);
+	g[10] = g[11] = 0xff;
+	CHECK_EQ(inet_pton(AF_INET, ip, g + 12), 1);
+}
+
+static void be24(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 16);
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)v;
+}
+
+static void be32(uint8_t *p, uint32_t v)
+{
+	be24(p + 1, v);
+	p[0] = (uint8_t)(v >> 24);
+}
+
+/* A BTH at p (IBTA 9.2): opcode, pad count, P_Key 0xffff, QPN, PSN. */
+static void bth(uint8_t *p, uint8_t opcode, unsigned pad, uint32_t qpn,
+		int ackreq, uint32_t psn)
+{
+	memset(p, 0, 12);
+	p[0] = opcode;
+	p[1] = (uint8_t)(pad << 4);
+	p[2] = p[3] = 0xff;
+	be24(p + 5, qpn);
+	p[8] = ackreq ? 0x80 : 0;
+	be24(p + 9, psn);
+}
+
+/* Sends ib (len bytes, pad included) from socket fd (address from_ip)
+ * to A's port, with the ICRC a RoCE v2 sender computes. */
+static void send_ib(int fd, const char *from_ip, uint8_t *ib, size_t len)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(4791) };
+	struct sockaddr_in me;
+	socklen_t ml = sizeof(me);
+	struct sv_roce_flow f;
+	uint32_t icrc;
+
+	CHECK_EQ(getsockname(fd, (struct sockaddr *)&me, &ml), 0);
+	memset(&f, 0, sizeof(f));
+	v4map(f.sgid, from_ip);
+	v4map(f.dgid, IP4_A);
+	f.sport = ntohs(me.sin_port);
+	f.dport = 4791;
+	f.hop_limit = 64;
+	icrc = sv_icrc(&f, ib, len);
+	memcpy(ib + len, &icrc, 4);
+	CHECK_EQ(inet_pton(AF_INET, IP4_A, &a.sin_addr), 1);
+	CHECK_EQ(sendto(fd, ib, len + 4, 0, (struct sockaddr *)&a, sizeof(a)),
+		 (ssize_t)(len + 4));
+}
+
+/* An ACK or NAK (AETH syndrome syn) for PSN psn to A's QP qpn. */
+static void send_aeth(int fd, const char *from_ip, uint32_t qpn, uint32_t psn,
+		      uint8_t syn)
+{
+	uint8_t p[12 + 4 + 4];
+
+	bth(p, 0x11, 0, qpn, 0, psn); /* RC ACKNOWLEDGE */
+	p[12] = syn;
+	be24(p + 13, 1);
+	send_ib(fd, from_ip, p, 16);
+}
+
+/* The next datagram A sends to B's port (20 s at most); returns its
+ * length, the BTH opcode and PSN in *op and *psn. */
+static size_t b_recv(uint8_t *buf, size_t cap, uint8_t *op, uint32_t *psn)
+{
+	struct pollfd pfd = { sock_b, POLLIN, 0 };
+	ssize_t n;
+
+	CHECK_EQ(poll(&pfd, 1, 20000), 1);
+	n = recv(sock_b, buf, cap, 0);
+	CHECK(n >= 12 + 4);
+	*op = buf[0];
+	*psn = (uint32_t)buf[9] << 16 | (uint32_t)buf[10] << 8 | buf[11];
+	return (size_t)n;
+}
+
+/* ------------------------------------------------------------ cases -- */
+
+/* A RC QP on A towards the fake peer (B's address, FAKE_QPN); requests
+ * are retransmitted only after ~17 s (timeout 22), so whatever A
+ * completes in a case was completed by the packets the case sent. */
+static void rc_to_fake(struct side *s)
+{
+	struct card c;
+
+	side_open(s, IBV_QPT_RC, IP4_A);
+	memset(&c, 0, sizeof(c));
+	c.qpn = FAKE_QPN;
+	v4map(c.gid.raw, IP4_B);
+	side_connect(s, &c, 22, 7);
+}
+
+SV_TEST_T(forged_ack_beyond_sent_completes_nothing, 120)
+{
+	struct host h;
+	struct side s;
+	struct ibv_wc wc;
+	uint8_t buf[4200], op;
+	uint32_t psn1, psn2;
+
+	hosts(&h);
+	rc_to_fake(&s);
+	post(&s, 1, IBV_WR_SEND, 0, 8, NULL, 0, 0);
+	post(&s, 2, IBV_WR_SEND, 0, 8, NULL, 0, 0);
+	b_recv(buf, sizeof(buf), &op, &psn1);
+	CHECK_EQ(op, 0x04); /* RC SEND only */
+	b_recv(buf, sizeof(buf), &op, &psn2);
+	CHECK_EQ(psn2, (psn1 + 1) & 0xffffff);
+	/* 2^22 past the last PSN sent: it would retire both SENDs. */
+	send_aeth(sock_b, IP4_B, s.qp->qp_num, (psn2 + (1u << 22)) & 0xffffff,
+		  0x1f);
+	/* A true ACK of the first only, after it on the same flow. */
+	send_aeth(sock_b, IP4_B, s.qp->qp_num, psn1, 0x1f);
+	wc1(&s, &wc);
+	CHECK_EQ(wc.wr_id, 1);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	/* Had the forged ACK counted, the second's completion would have
+	 * been pushed with the first's, before the true ACK was read. */
+	CHECK_EQ(ibv_poll_cq(s.cq, 1, &wc), 0);
+	send_aeth(sock_b, IP4_B, s.qp->qp_num, psn2, 0x1f);
+	wc1(&s, &wc);
+	CHECK_EQ(wc.wr_id, 2);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	side_close(&s);
+	hosts_done(&h);
+}
+
+SV_TEST_T(nak_for_no_outstanding_psn_is_ignored, 120)
+{
+	struct host h;
+	struct side s;
+	struct ibv_wc wc;
+	uint8_t buf[4200], op;
+	uint32_t psn;
+
+	hosts(&h);
+	rc_to_fake(&s);
+	post(&s, 1, IBV_WR_SEND, 0, 8, NULL, 0, 0);
+	b_recv(buf, sizeof(buf), &op, &psn);
+	/* NAKs (remote access error, then RNR) from the peer's address for
+	 * PSNs that name no request of A's, then the true ACK. */
+	send_aeth(sock_b, IP4_B, s.qp->qp_num, (psn + 1000) & 0xffffff, 0x62);
+	send_aeth(sock_b, IP4_B, s.qp->qp_num, (psn - 1000) & 0xffffff, 0x62);
+	send_aeth(sock_b, IP4_B, s.qp->qp_num, (psn + 5) & 0xffffff, 0x20);
+	send_aeth(sock_b, IP4_B, s.qp->qp_num, psn, 0x1f);
+	wc1(&s, &wc);
+	CHECK_EQ(wc.wr_id, 1);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	side_close(&s);
+	hosts_done(&h);
+}
+
+/* A RDMA WRITE only of 4 bytes at A's buffer + off, PSN psn. */
+static void send_write(int fd, const char *from_ip, const struct side *s,
+		       uint32_t psn, uint32_t off, const char *what)
+{
+	uint8_t p[12 + 16 + 4 + 4];
+
+	bth(p, 0x0a, 0, s->qp->qp_num, 1, psn); /* RC RDMA WRITE only */
+	be32(p + 12, (uint32_t)(((uintptr_t)s->buf + off) >> 32));
+	be32(p + 16, (uint32_t)((uintptr_t)s->buf + off));
+	be32(p + 20, s->mr->rkey);
+	be32(p + 24, 4);
+	memcpy(p + 28, what, 4);
+	send_ib(fd, from_ip, p, 32);
+}
+
+SV_TEST_T(rc_packet_not_from_the_peer_is_dropped, 120)
+{
+	struct host h;
+	struct side s;
+	uint8_t buf[4200], op;
+	uint32_t psn;
+	uint64_t before;
+	int i;
+
+	hosts(&h);
+	rc_to_fake(&s);
+	before = status_u64(offsetof(struct sv_status_rep, wire_rx_not_peer));
+	/* rq_psn is 7 (side_connect): the PSN A expects next. */
+	send_write(sock_c, IP4_C, &s, 7, 0, "EVIL");
+	for (i = 0; i < 2000; i++) {
+		if (status_u64(offsetof(struct sv_status_rep, wire_rx_not_peer)) >
+		    before)
+			break;
+		usleep(10000);
+	}
+	CHECK(i < 2000); /* dropped and counted */
+	/* The same from the peer: it lands and A acknowledges it. */
+	send_write(sock_b, IP4_B, &s, 7, 64, "GOOD");
+	b_recv(buf, sizeof(buf), &op, &psn);
+	CHECK_EQ(op, 0x11);
+	CHECK_EQ(psn, 7);
+	CHECK_EQ(buf[12] & 0xe0, 0); /* an ACK */
+	CHECK(!memcmp(s.buf + 64, "GOOD", 4));
+	CHECK(!memcmp(s.buf, "\0\0\0\0", 4));
+	side_close(&s);
+	hosts_done(&h);
+}
+
+/* A UD SEND only with len payload bytes to A's QP. */
+static void send_ud(const struct side *s, uint32_t len, uint8_t fill)
+{
+	static uint8_t p[12 + 8 + 8192 + 4];
+	unsigned pad = (4 - len % 4) % 4;
+
+	bth(p, 0x64, pad, s->qp->qp_num, 0, 1);
+	be32(p + 12, QKEY);
+	be24(p + 17, FAKE_QPN);
+	p[16] = 0;
+	memset(p + 20, fill, len + pad);
+	send_ib(sock_b, IP4_B, p, 20 + len + pad);
+}
+
+SV_TEST_T(ud_datagram_above_mtu_is_dropped, 120)
+{
+	struct host h;
+	struct side s;
+	struct ibv_wc wc;
+	struct ibv_port_attr pa;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qia;
+	uint32_t mtu;
+	uint64_t before;
+
+	hosts(&h);
+	side_open(&s, IBV_QPT_UD, IP4_A);
+	CHECK_EQ(ibv_query_port(s.ctx, 1, &pa), 0);
+	mtu = 128u << pa.active_mtu;
+	CHECK_EQ(mtu, 1024); /* the veth's 1500 bytes */
+	for (uint64_t k = 0; k < 4; k++)
+		post_recv(&s, k, (uint32_t)k * 16384, 16384);
+	before = status_u64(offsetof(struct sv_status_rep, wire_rx_too_big));
+	send_ud(&s, 4056, 0xee);    /* fits a receive, not the MTU */
+	send_ud(&s, mtu + 1, 0xdd); /* one byte too many */
+	send_ud(&s, mtu, 0x5a);     /* exactly the MTU: taken */
+	wc1(&s, &wc);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, 0);
+	CHECK_EQ(wc.byte_len, 40 + mtu);
+	CHECK_EQ(s.buf[40], 0x5a);
+	CHECK_EQ(ibv_poll_cq(s.cq, 1, &wc), 0);
+	CHECK_EQ(status_u64(offsetof(struct sv_status_rep, wire_rx_too_big)) -
+			 before,
+		 2);
+	CHECK_EQ(ibv_query_qp(s.qp, &qa, IBV_QP_STATE, &qia), 0);
+	CHECK_EQ(qa.qp_state, IBV_QPS_RTS);
+	side_close(&s);
+	hosts_done(&h);
+}
+
+SV_TEST_MAIN()
