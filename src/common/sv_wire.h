@@ -28,7 +28,7 @@
 #include <sys/socket.h>
 
 #define SV_WIRE_MAGIC 0x31525753u /* "SWR1" */
-#define SV_WIRE_VERSION 3
+#define SV_WIRE_VERSION 4
 /* An engine read the port this recently: the daemon's thread leaves it. */
 #define SV_WIRE_HANDOFF_NS 1000000ull
 /* Room in front of a received datagram for the GRH a ring record needs. */
@@ -76,6 +76,32 @@ struct sv_wire_shm {
 	uint8_t reserved[4096 - 120];
 };
 static_assert(sizeof(struct sv_wire_shm) == 4096, "wire page layout");
+
+/*
+ * After the page, the daemon's map of live QPNs: bit n of byte n / 8 is
+ * set while QP n exists in this namespace (set before the QP can be
+ * reached, cleared when it is destroyed).  Whoever reads the port drops a
+ * packet whose bit is clear without asking the daemon, so a flood to
+ * QPNs that do not exist costs a load each, not a round trip
+ * (docs/wire.md "Hostile packets").  2 MiB of a sparse memfd: only the
+ * pages of QPNs in use are ever touched.
+ */
+#define SV_WIRE_QPN_MAP_OFF sizeof(struct sv_wire_shm)
+#define SV_WIRE_SHM_BYTES (SV_WIRE_QPN_MAP_OFF + (1u << 24) / 8)
+
+static inline _Atomic uint8_t *sv_wire_qpn_byte(struct sv_wire_shm *m,
+					       uint32_t qpn)
+{
+	return (_Atomic uint8_t *)((char *)m + SV_WIRE_QPN_MAP_OFF) +
+	       ((qpn & 0xffffff) >> 3);
+}
+
+static inline int sv_wire_qpn_live(struct sv_wire_shm *m, uint32_t qpn)
+{
+	return (atomic_load_explicit(sv_wire_qpn_byte(m, qpn),
+				     memory_order_acquire) >>
+		(qpn & 7)) & 1;
+}
 
 /* Takes the port for reading if nobody has it, or its holder died or
  * kept it SV_WIRE_STEAL_NS (a stopped process must not stop the

@@ -189,6 +189,10 @@ void svd_gw_qp_add(uint32_t qpn, pid_t pid)
 	if (qput(qpn, pid))
 		sv_warn("wire: no memory for QP %#x: its packets are dropped",
 			qpn);
+	else if (gw.shm) /* made at start (svd_gw_init) */
+		atomic_fetch_or_explicit(sv_wire_qpn_byte(gw.shm, qpn),
+					 (uint8_t)(1u << (qpn & 7)),
+					 memory_order_release);
 	pthread_mutex_unlock(&gw.lock);
 }
 
@@ -196,6 +200,10 @@ void svd_gw_qp_del(uint32_t qpn)
 {
 	pthread_mutex_lock(&gw.lock);
 	qdel(qpn);
+	if (gw.shm)
+		atomic_fetch_and_explicit(sv_wire_qpn_byte(gw.shm, qpn),
+					  (uint8_t)~(1u << (qpn & 7)),
+					  memory_order_release);
 	pthread_mutex_unlock(&gw.lock);
 }
 
@@ -601,12 +609,12 @@ static int shm_make(void)
 
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, sizeof(struct sv_wire_shm)) < 0 ||
+	if (ftruncate(fd, SV_WIRE_SHM_BYTES) < 0 ||
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0) {
 		close(fd);
 		return -errno;
 	}
-	p = mmap(NULL, sizeof(struct sv_wire_shm), PROT_READ | PROT_WRITE,
+	p = mmap(NULL, SV_WIRE_SHM_BYTES, PROT_READ | PROT_WRITE,
 		 MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		close(fd);
@@ -688,7 +696,7 @@ void svd_gw_close(void)
 	if (gw.shm_fd >= 0)
 		close(gw.shm_fd);
 	if (gw.shm)
-		munmap(gw.shm, sizeof(*gw.shm));
+		munmap(gw.shm, SV_WIRE_SHM_BYTES);
 	gw.shm = NULL;
 	gw.fd = gw.wake = gw.shm_fd = -1;
 	while (gw.engs) {

@@ -337,7 +337,7 @@ static int wire_read(struct sv_engine *eng, struct touched *t, uint8_t *fwd)
 {
 	struct sv_wire_rxb *b = eng->rxb;
 	struct sv_wire_shm *m = eng->wshm;
-	uint64_t pkts = 0, bytes = 0, bad = 0, junk = 0;
+	uint64_t pkts = 0, bytes = 0, bad = 0, junk = 0, noqp = 0;
 	int n = sv_wire_recv(eng->wire_sock, b, SV_WIRE_BATCH);
 
 	for (int i = 0; i < n; i++) {
@@ -363,7 +363,12 @@ static int wire_read(struct sv_engine *eng, struct touched *t, uint8_t *fwd)
 			continue;
 		}
 		if (!sv_eng_qp(eng, p.qpn)) {
-			fwd[i] = 1;
+			/* Another process's QP, or none: only a live one is
+			 * worth finding its engine (a daemon call on a miss). */
+			if (sv_wire_qpn_live(m, p.qpn))
+				fwd[i] = 1;
+			else
+				noqp++;
 			continue;
 		}
 		dispatch(eng, p.rec, p.rec_len, SV_WIRE_REC, t);
@@ -379,6 +384,9 @@ static int wire_read(struct sv_engine *eng, struct touched *t, uint8_t *fwd)
 		atomic_fetch_add_explicit(&m->rx_bad_icrc, bad, memory_order_relaxed);
 	if (junk)
 		atomic_fetch_add_explicit(&m->rx_malformed, junk,
+					  memory_order_relaxed);
+	if (noqp)
+		atomic_fetch_add_explicit(&m->rx_no_qp, noqp,
 					  memory_order_relaxed);
 	return n < 0 ? 0 : n;
 }

@@ -203,13 +203,14 @@ int sv_wire_attach(struct sv_engine *eng)
 		goto out;
 	if (!sealed_size(fds[0], rep.ring_size) ||
 	    rep.ring_size < SV_RING_DATA_OFF + 4096 ||
-	    !sealed_size(fds[1], sizeof(struct sv_wire_shm))) {
+	    !sealed_size(fds[1], SV_WIRE_SHM_BYTES)) {
 		err = -EPROTO;
 		goto out;
 	}
 	map = mmap(NULL, rep.ring_size, PROT_READ | PROT_WRITE, MAP_SHARED,
 		   fds[0], 0);
-	m = mmap(NULL, sizeof(*m), PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
+	m = mmap(NULL, SV_WIRE_SHM_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 fds[1], 0);
 	rxb = c.nrfds == 3 ? malloc(sizeof(*rxb)) : NULL;
 	if (map == MAP_FAILED || m == MAP_FAILED || (c.nrfds == 3 && !rxb)) {
 		err = -ENOMEM;
@@ -246,7 +247,7 @@ out:
 	if (map != MAP_FAILED)
 		munmap(map, rep.ring_size);
 	if (m != MAP_FAILED)
-		munmap(m, sizeof(*m));
+		munmap(m, SV_WIRE_SHM_BYTES);
 	free(rxb);
 	for (int i = 0; i < 3; i++)
 		if (fds[i] >= 0)
@@ -393,7 +394,7 @@ void sv_wire_free(struct sv_engine *eng)
 		close(eng->wire_sock);
 	eng->wire_sock = -1;
 	if (eng->wshm)
-		munmap(eng->wshm, sizeof(*eng->wshm));
+		munmap(eng->wshm, SV_WIRE_SHM_BYTES);
 	eng->wshm = NULL;
 	free(eng->rxb);
 	eng->rxb = NULL;

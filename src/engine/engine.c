@@ -850,7 +850,7 @@ int sv_engine_qp_commit(struct sv_qp *qp, enum ibv_qp_state cur,
 		if ((mask & IBV_QP_PATH_MTU) || qp->type == IBV_QPT_UD)
 			tr->mtu = q->mtu;
 		if (mask & IBV_QP_SQ_PSN) {
-			tr->psn = na->sq_psn & PSN_MASK;
+			tr->psn = tr->psn_hi = na->sq_psn & PSN_MASK;
 			tr->last_ack_psn = (tr->psn - 1) & PSN_MASK;
 		}
 		if (mask & IBV_QP_RETRY_CNT)

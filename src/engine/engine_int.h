@@ -790,6 +790,8 @@ struct sv_respq_ent {
 struct sv_tr {
 	/* requester + completer: under sq_lock */
 	uint32_t psn;	   /* next PSN to send */
+	uint32_t psn_hi;   /* the highest next-PSN since sq_psn: a rewind
+			      lowers psn, not what the peer may ACK */
 	uint32_t mtu;	   /* bytes */
 	int req_busy;	   /* a thread runs the requester (ordering) */
 	int req_again;

@@ -188,6 +188,14 @@ uint64_t sv_comp_arm_timer(struct sv_qp *qp, struct sv_tr *tr)
 	return tr->timer_at;
 }
 
+static void note_psn_hi(struct sv_tr *tr)
+{
+	/* Called on every completion and rewind, so psn_hi never falls half
+	 * the PSN space behind psn, where the comparison would turn. */
+	if (psn_diff(tr->psn, tr->psn_hi) > 0)
+		tr->psn_hi = tr->psn;
+}
+
 /*
  * Resends from WQE idx (done local operations stay done), from PSN psn
  * when it falls inside a SEND/WRITE the responder partly has (its NAK's
@@ -201,6 +209,7 @@ static void rewind_to(struct sv_qp *qp, struct sv_tr *tr, uint32_t idx,
 	struct sv_send_wqe *w = sv_wq_slot(&qp->sq, idx);
 	uint32_t mtu = tr->mtu ? tr->mtu : 4096;
 
+	note_psn_hi(tr);
 	tr->psn = w->first_psn;
 	if (w->opcode == IBV_WR_RDMA_READ && WQE_STATE(w) != WQE_NEW &&
 	    w->bytes_sent) {
@@ -271,15 +280,17 @@ void sv_comp_fail(struct sv_qp *qp, enum ibv_wc_status status)
 }
 
 /*
- * A response names a PSN we sent: one before tr->psn, the next PSN to
- * send.  Anything else (a forged ACK a few million PSNs ahead, a stale one
- * from before a rewind) acknowledges nothing outstanding and is dropped
- * silently, as rxe's completer drops it, so an off-path sender cannot
- * complete work the responder never got.
+ * A response names a PSN we sent: one before the highest next PSN the
+ * requester has reached (tr->psn, or more before a rewind lowered it: the
+ * responder may still ACK what it got of the first transmission).
+ * Anything else (a forged ACK a few million PSNs ahead) acknowledges
+ * nothing outstanding and is dropped silently, as rxe's completer drops
+ * it, so an off-path sender cannot complete work the peer never got.
  */
-static int psn_sent(const struct sv_tr *tr, uint32_t psn)
+static int psn_sent(struct sv_tr *tr, uint32_t psn)
 {
-	return psn_diff(psn, tr->psn) < 0;
+	note_psn_hi(tr);
+	return psn_diff(psn, tr->psn_hi) < 0;
 }
 
 static void ack_upto(struct sv_qp *qp, struct sv_tr *tr, uint32_t psn)
@@ -314,6 +325,7 @@ void sv_comp_acked(struct sv_qp *qp, struct sv_tr *tr, uint32_t idx)
 
 	implicit_ack(qp, idx);
 	sv_wqe_done(w, IBV_WC_SUCCESS);
+	note_psn_hi(tr);
 	if (psn_diff(w->last_psn, tr->last_ack_psn) > 0)
 		tr->last_ack_psn = w->last_psn;
 	progress_made(qp, tr);
@@ -704,6 +716,6 @@ void sv_tr_reset(struct sv_qp *qp)
 					  sv_mtu_bytes(qp->attr.path_mtu);
 	tr->retry_left = qp->attr.retry_cnt;
 	tr->rnr_left = qp->attr.rnr_retry;
-	tr->psn = qp->attr.sq_psn & PSN_MASK;
+	tr->psn = tr->psn_hi = qp->attr.sq_psn & PSN_MASK;
 	tr->last_ack_psn = (tr->psn - 1) & PSN_MASK;
 }

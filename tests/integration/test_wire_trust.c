@@ -16,7 +16,9 @@
  *    (rxe's check_addr);
  *  - a UD datagram above the port's active MTU (it came IP-fragmented) is
  *    dropped and counted, never ends the QP; one of exactly the MTU is
- *    received.
+ *    received;
+ *  - datagrams to QPNs that do not exist are dropped by whoever reads the
+ *    port without asking the daemon (the daemon's map of live QPNs).
  */
 #include "wire_util.h"
 #include "sv_roce.h"
@@ -381,6 +383,52 @@ SV_TEST_T(ud_datagram_above_mtu_is_dropped, 120)
 		 2);
 	CHECK_EQ(ibv_query_qp(s.qp, &qa, IBV_QP_STATE, &qia), 0);
 	CHECK_EQ(qa.qp_state, IBV_QPS_RTS);
+	side_close(&s);
+	hosts_done(&h);
+}
+
+/* What A's daemon has served so far (SV_OP_* requests). */
+static uint64_t daemon_requests(void)
+{
+	return status_u64(offsetof(struct sv_status_rep, requests));
+}
+
+SV_TEST_T(junk_to_unknown_qpns_costs_no_daemon_call, 120)
+{
+	struct host h;
+	struct side s;
+	struct ibv_wc wc;
+	uint64_t noqp, req;
+	uint8_t p[12 + 8 + 4 + 4];
+	int i;
+
+	hosts(&h);
+	/* A polls (its engine reads the port) with a QP on the wire. */
+	side_open(&s, IBV_QPT_UD, IP4_A);
+	noqp = status_u64(offsetof(struct sv_status_rep, wire_rx_no_qp));
+	req = daemon_requests();
+	for (uint32_t k = 0; k < 2000; k++) {
+		/* UD SENDs to QPNs no QP has, each another one. */
+		bth(p, 0x64, 0, 0x800000 + k * 7919 % 0x7fffff, 0, k);
+		be32(p + 12, QKEY);
+		be24(p + 17, FAKE_QPN);
+		p[16] = 0;
+		memset(p + 20, 0, 4);
+		send_ib(sock_b, IP4_B, p, 24);
+		if (k % 64 == 0)
+			CHECK_EQ(ibv_poll_cq(s.cq, 1, &wc), 0);
+	}
+	for (i = 0; i < 2000; i++) {
+		CHECK_EQ(ibv_poll_cq(s.cq, 1, &wc), 0);
+		if (status_u64(offsetof(struct sv_status_rep, wire_rx_no_qp)) >=
+		    noqp + 2000)
+			break;
+		usleep(10000);
+	}
+	CHECK(i < 2000); /* all dropped as for no QP */
+	/* Each of them used to cost the reader a QPN lookup in the daemon;
+	 * the status calls of this loop are the requests left. */
+	CHECK(daemon_requests() - req < (uint64_t)i + 100);
 	side_close(&s);
 	hosts_done(&h);
 }
