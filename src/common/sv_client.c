@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "sv_client.h"
+#include "sv_addr.h"
 #include "sv_log.h"
 #include "sv_sock.h"
 
@@ -124,39 +125,109 @@ const char *sv_daemon_path(void)
 	return daemon_path_buf;
 }
 
+/*
+ * A holder of another uid on our abstract name (sv_addr.h), met by this
+ * process: said once as a warning when our daemon is found elsewhere, and
+ * in the error when it cannot be had at all.
+ */
+static struct {
+	int met, warned;
+	unsigned uid;
+	int pid;
+} squat;
+
+/* Where chan.fd is connected: "@NAME" or the fallback socket's path. */
+static char chan_where[sizeof(((struct sv_fallback *)0)->path) + 1];
+
+/* A daemon of ours on the fallback socket of one of the private
+ * directories: 0 (connected, *out set), -EACCES when only one of another
+ * uid answers there, or another negative errno. */
+static int connect_fallback(int *out, char *where, size_t cap)
+{
+	struct sv_fallback fb;
+	struct ucred cred;
+	int err = -ENOENT, fd;
+
+	for (int i = 0; i < SV_FALLBACK_DIRS; i++) {
+		if (sv_fallback_open(&fb, i, 0, NULL, 0))
+			continue;
+		fd = sv_connect_addr(&fb.addr, fb.len, 0, &cred);
+		if (fd >= 0 && cred.uid == getuid()) {
+			snprintf(where, cap, "%s", fb.path);
+			sv_fallback_close(&fb);
+			*out = fd;
+			return 0;
+		}
+		/* Only root can bind in our directory; still not ours. */
+		if (fd >= 0) {
+			sv_err("the daemon on %s runs as uid %u, not %u: refusing it",
+			       fb.path, (unsigned)cred.uid, (unsigned)getuid());
+			close(fd);
+			err = -EACCES;
+		} else if (err != -EACCES) {
+			err = fd;
+		}
+		sv_fallback_close(&fb);
+	}
+	return err;
+}
+
+/* The longest we wait for room in the backlog of a listener on our
+ * abstract name before we look no further: a daemon of ours accepts in
+ * microseconds; a holder of another uid may never accept. */
+#define SV_CONNECT_WAIT_MS 2000
+
+/*
+ * Connects to a daemon of ours: on the abstract name, else on the fallback
+ * socket (sv_addr.h).  Nothing is ever sent before SO_PEERCRED says the
+ * listener is of our uid.  Returns 0, -EACCES when only a listener of
+ * another uid answers, or another negative errno (no daemon of ours).
+ */
 static int connect_once(int *out)
 {
 	struct sockaddr_un addr;
 	socklen_t len = sv_socket_addr(&addr);
 	struct ucred cred;
-	socklen_t clen = sizeof(cred);
-	int fd;
+	int fd, err;
 
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&addr, len) < 0) {
-		int err = -errno;
+	fd = sv_connect_addr(&addr, len, 0, &cred);
+	/* A full backlog: a busy daemon of ours, or a holder that never
+	 * accepts while ours listens elsewhere.  Look there first. */
+	if (fd == -EAGAIN) {
+		if (connect_fallback(out, chan_where, sizeof(chan_where)) == 0)
+			goto found_fallback;
+		fd = sv_connect_addr(&addr, len, SV_CONNECT_WAIT_MS, &cred);
+	}
+	if (fd >= 0 && cred.uid == getuid()) {
+		snprintf(chan_where, sizeof(chan_where), "@%s", addr.sun_path + 1);
+		*out = fd;
+		return 0;
+	}
+	if (fd >= 0) {
+		/* Abstract names can be squatted: talk only to our own uid. */
+		close(fd);
+		squat.met = 1;
+		squat.uid = cred.uid;
+		squat.pid = cred.pid;
+	}
+	err = connect_fallback(out, chan_where, sizeof(chan_where));
+	if (!err)
+		goto found_fallback;
+	return squat.met && fd >= 0 ? -EACCES : err;
 
-		close(fd);
-		return err;
+found_fallback:
+	if (squat.met && !squat.warned) {
+		squat.warned = 1;
+		sv_warn("the socket @%s is held by uid %u (pid %d), not by us: refusing it; our daemon listens on %s",
+			addr.sun_path + 1, squat.uid, squat.pid, chan_where);
 	}
-	/* Abstract names can be squatted: talk only to our own uid. */
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
-	    cred.uid != getuid()) {
-		sv_err("the daemon on socket @%s runs as uid %u, not %u: refusing it",
-		       addr.sun_path + 1, (unsigned)cred.uid, (unsigned)getuid());
-		close(fd);
-		return -EACCES;
-	}
-	*out = fd;
 	return 0;
 }
 
 static int spawn_daemon(void)
 {
 	const char *path = sv_daemon_path();
-	char logpath[PATH_MAX];
+	char logpath[PATH_MAX], name[108];
 	const char *tmp = getenv("TMPDIR");
 	char *const argv[] = { "softverbsd", "--detach", NULL };
 	posix_spawn_file_actions_t fa;
@@ -201,36 +272,73 @@ static int spawn_daemon(void)
 	}
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
+	/* It exits 0 once it listens or when a daemon of ours does already;
+	 * anything else is a daemon that could not start (its log says why,
+	 * e.g. our name held by another uid and no private directory). */
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		if (squat.met)
+			sv_err("the socket @%s is held by uid %u (pid %d) and the daemon %s could not listen elsewhere (see %s)",
+			       sv_socket_name(name, sizeof(name)), squat.uid,
+			       squat.pid, path, logpath);
+		else
+			sv_err("the daemon %s could not start (see %s)", path,
+			       logpath);
+		return -ENODEV;
+	}
 	return 0;
 }
 
 static int hello(int fd, uint64_t *instance);
 
+/* Nanoseconds of CLOCK_MONOTONIC. */
+static int64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
 /* Must hold chan.lock. */
 static int chan_connect(int spawn)
 {
 	struct timespec ts = { 0, 5 * 1000 * 1000 };
-	int fd = -1, err, i;
+	char name[108];
+	int fd = -1, err;
 
 	pthread_once(&atfork_once, register_atfork);
 	err = connect_once(&fd);
-	if (err && err != -EACCES && spawn) {
+	/* -EACCES too: a holder of another uid on our name makes our
+	 * daemon listen on a socket of our own (sv_addr.h). */
+	if (err && spawn) {
+		int64_t deadline;
+
 		err = spawn_daemon();
 		if (err)
 			return err;
-		/* Up to ~10 s: a loaded CI machine may be slow to exec. */
-		for (i = 0; i < 2000; i++) {
+		/* Up to ~10 s: a loaded CI machine may be slow to exec.  By
+		 * the clock, as one look may wait SV_CONNECT_WAIT_MS. */
+		deadline = now_ns() + 10 * 1000000000LL;
+		for (;;) {
 			err = connect_once(&fd);
-			if (!err || err == -EACCES)
+			if (!err || now_ns() >= deadline)
 				break;
 			nanosleep(&ts, NULL);
 		}
-		if (err && err != -EACCES)
+		if (err == -EACCES)
+			sv_err("the socket @%s is held by uid %u (pid %d), and no daemon of ours came up elsewhere (see %s/softverbsd-%u.log)",
+			       sv_socket_name(name, sizeof(name)), squat.uid,
+			       squat.pid,
+			       getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+			       (unsigned)getuid());
+		else if (err)
 			sv_err("the daemon %s did not come up (see %s/softverbsd-%u.log)",
 			       sv_daemon_path(),
 			       getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
 			       (unsigned)getuid());
 	}
+	/* Without spawn (probes, calls of a context): -EACCES says that only
+	 * a listener of another uid answered; the caller tells the user. */
 	if (err)
 		return err == -EACCES ? err : -ENODEV;
 	err = hello(fd, &chan.instance);
@@ -446,6 +554,16 @@ int sv_chan_probe(void)
 		err = chan_connect(0);
 	pthread_mutex_unlock(&chan.lock);
 	return err;
+}
+
+const char *sv_chan_where(void)
+{
+	static char copy[sizeof(chan_where)];
+
+	pthread_mutex_lock(&chan.lock);
+	snprintf(copy, sizeof(copy), "%s", chan.fd >= 0 ? chan_where : "");
+	pthread_mutex_unlock(&chan.lock);
+	return copy;
 }
 
 void sv_chan_reset(void)

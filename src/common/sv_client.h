@@ -53,8 +53,15 @@ int sv_call_simple(uint16_t op, uint32_t ufile, uint64_t instance,
  * it if needed); 0 with *err set when unreachable. */
 uint64_t sv_chan_instance(int *err);
 
-/* Connects if the daemon runs, never starting it: 0, -ENODEV or -EACCES. */
+/* Connects if the daemon runs, never starting it: 0, -ENODEV, or -EACCES
+ * when only a listener of another uid answers on our abstract name and no
+ * daemon of ours listens on the fallback socket (sv_addr.h). */
 int sv_chan_probe(void);
+
+/* Where the channel is connected: "@NAME" (the abstract socket) or the
+ * path of the fallback socket (sv_addr.h); "" when not connected.  A
+ * static buffer, overwritten by the next call. */
+const char *sv_chan_where(void);
 
 /* Drops the channel (the next call reconnects). */
 void sv_chan_reset(void);

@@ -115,18 +115,27 @@ ssize_t sv_recv_msg(int sock, void *buf, size_t cap, int *fds, int maxfds,
 	return n;
 }
 
-socklen_t sv_socket_addr(struct sockaddr_un *addr)
+const char *sv_socket_name(char *buf, size_t cap)
 {
 	const char *name = getenv("SOFTVERBS_SOCKET");
+	char own[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+	if (name && *name)
+		snprintf(own, sizeof(own), "%s", name);
+	else
+		snprintf(own, sizeof(own), "softverbs.%u", (unsigned)getuid());
+	snprintf(buf, cap, "%s", own);
+	return buf;
+}
+
+socklen_t sv_socket_addr(struct sockaddr_un *addr)
+{
 	char buf[sizeof(addr->sun_path)];
 	size_t n;
 
 	memset(addr, 0, sizeof(*addr));
 	addr->sun_family = AF_UNIX;
-	if (name && *name)
-		snprintf(buf, sizeof(buf), "%s", name);
-	else
-		snprintf(buf, sizeof(buf), "softverbs.%u", (unsigned)getuid());
+	sv_socket_name(buf, sizeof(buf));
 	/* Abstract namespace: leading NUL, no file, one per network namespace. */
 	n = strlen(buf);
 	if (n > sizeof(addr->sun_path) - 1)

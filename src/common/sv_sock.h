@@ -45,8 +45,12 @@ enum sv_sock_state sv_sock_hup(int sock);
 void sv_close_fds(int *fds, int n);
 
 /* Fills addr with the abstract socket name for this user (or
- * $SOFTVERBS_SOCKET) and returns the address length. */
+ * $SOFTVERBS_SOCKET) and returns the address length.  Where the daemon
+ * listens when another uid holds that name: sv_addr.h. */
 struct sockaddr_un;
 socklen_t sv_socket_addr(struct sockaddr_un *addr);
+
+/* The abstract name itself (no leading NUL, at most 107 bytes), in buf. */
+const char *sv_socket_name(char *buf, size_t cap);
 
 #endif

@@ -10,15 +10,18 @@
 #include "svd_gw.h"
 #include "svd_port.h"
 #include "svd_capture.h"
+#include "sv_addr.h"
 #include "sv_log.h"
 #include "sv_sock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -99,7 +102,8 @@ static void usage(FILE *f)
 		"  --idle SECONDS   exit after this long with no open device (default\n"
 		"                   $SOFTVERBS_IDLE_TIMEOUT or %d; 0 = never)\n"
 		"  --socket NAME    abstract socket name (default $SOFTVERBS_SOCKET or\n"
-		"                   softverbs.UID)\n"
+		"                   softverbs.UID); when a process of another uid holds\n"
+		"                   it, a socket in the user's private directory instead\n"
 		"  --detach         go to the background once the socket listens\n",
 		SV_DEFAULT_DEVICE_NAME, SV_DEFAULT_IDLE_MS / 1000);
 }
@@ -116,27 +120,168 @@ static int parse_idle(const char *s)
 	return (int)(v * 1000);
 }
 
-static int listen_socket(void)
+static int bind_listen(const struct sockaddr_un *addr, socklen_t len)
 {
-	struct sockaddr_un addr;
-	socklen_t len = sv_socket_addr(&addr);
-	int fd;
+	int fd, err;
 
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	if (bind(fd, (struct sockaddr *)&addr, len) < 0) {
-		int err = -errno;
-
+	if (bind(fd, (const struct sockaddr *)addr, len) < 0 ||
+	    listen(fd, 128) < 0) {
+		err = -errno;
 		close(fd);
 		return err;
 	}
-	if (listen(fd, 128) < 0) {
-		int err = -errno;
+	return fd;
+}
 
-		close(fd);
+/*
+ * Where we listen (sv_addr.h): the abstract name, or, when a socket of
+ * another uid holds it, a socket file in the user's private directory,
+ * whose descriptor and lock we keep until we exit.
+ */
+static struct {
+	struct sv_fallback fb; /* fb.dirfd >= 0: listening there */
+	int lockfd;
+} where = { .fb = { .dirfd = -1 }, .lockfd = -1 };
+
+/* How long a socket of ours may hold the name without listening before we
+ * take it for something else than a daemon of ours between its bind() and
+ * its listen(), which takes microseconds (more on a loaded machine). */
+#define SVD_HOLDER_WAIT_MS 2000
+
+/*
+ * The abstract name is taken.  1: by a daemon of ours, which won the race
+ * for it (we exit quietly); 0: by something else, described in *h; -EAGAIN:
+ * the name is free again.  Sends nothing to the holder.
+ */
+static int name_holder(struct sv_holder *h)
+{
+	struct timespec ts = { 0, 10 * 1000 * 1000 };
+
+	for (int waited = 0;; waited += 10) {
+		sv_abstract_holder(h);
+		if (h->state == SV_HOLDER_FREE)
+			return -EAGAIN;
+		if (h->uid >= 0 && h->uid != (long)getuid())
+			return 0;
+		if (h->uid == (long)getuid() &&
+		    (h->state == SV_HOLDER_LISTENING || h->state == SV_HOLDER_FULL))
+			return 1;
+		/* Ours and not listening yet, or nobody can say whose. */
+		if (waited >= SVD_HOLDER_WAIT_MS)
+			return 0;
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* Listens in the first private directory that will do.  *lost set: a
+ * daemon of ours listens there already (or on the abstract name, free
+ * again). */
+static int listen_fallback(const struct sockaddr_un *abs, socklen_t alen,
+			   const struct sv_holder *h, int *lost)
+{
+	char why[SV_FALLBACK_DIRS][PATH_MAX + 128], holder[96], name[108];
+	struct sv_fallback *fb = &where.fb;
+	struct sv_holder again;
+	int fd, i, err = -ENOENT;
+
+	sv_holder_str(h, holder, sizeof(holder));
+	sv_socket_name(name, sizeof(name));
+	for (i = 0; i < SV_FALLBACK_DIRS; i++) {
+		err = sv_fallback_open(fb, i, 1, why[i], sizeof(why[i]));
+		if (!err)
+			break;
+	}
+	if (err) {
+		fprintf(stderr,
+			"softverbsd: the socket @%s is held by %s, and there is no private directory for a socket of our own: %s; %s; %s\n",
+			name, holder, why[0], why[1], why[2]);
 		return err;
 	}
+	where.lockfd = openat(fb->dirfd, fb->lock,
+			      O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (where.lockfd < 0) {
+		err = -errno;
+		fprintf(stderr, "softverbsd: %s/%s: %s\n", fb->dir, fb->lock,
+			strerror(errno));
+		goto err_close;
+	}
+	if (flock(where.lockfd, LOCK_EX | LOCK_NB) < 0) {
+		err = -errno;
+		if (errno == EWOULDBLOCK) {
+			*lost = 1;
+			goto err_close;
+		}
+		fprintf(stderr, "softverbsd: flock %s/%s: %s\n", fb->dir,
+			fb->lock, strerror(errno));
+		goto err_close;
+	}
+	/* With the lock, look once more: the holder may have gone, and a
+	 * daemon of ours that took the name since would not look here. */
+	fd = bind_listen(abs, alen);
+	if (fd >= 0) {
+		close(where.lockfd);
+		where.lockfd = -1;
+		sv_fallback_close(fb);
+		return fd;
+	}
+	sv_abstract_holder(&again);
+	if (again.uid == (long)getuid() && (again.state == SV_HOLDER_LISTENING ||
+					    again.state == SV_HOLDER_FULL)) {
+		*lost = 1;
+		err = -EADDRINUSE;
+		goto err_close;
+	}
+	/* Under the lock no daemon of ours listens on this file: whatever is
+	 * there was left by one that was killed. */
+	unlinkat(fb->dirfd, fb->file, 0);
+	fd = bind_listen(&fb->addr, fb->len);
+	if (fd < 0) {
+		err = fd;
+		fprintf(stderr, "softverbsd: cannot listen on %s: %s\n",
+			fb->path, strerror(-err));
+		goto err_close;
+	}
+	sv_warn("the socket @%s is held by %s: listening on %s instead", name,
+		holder, fb->path);
+	return fd;
+
+err_close:
+	if (where.lockfd >= 0)
+		close(where.lockfd);
+	where.lockfd = -1;
+	sv_fallback_close(fb);
+	return err;
+}
+
+/* The listening socket, or a negative errno (said on stderr); *lost set
+ * when a daemon of ours already listens: then we are not needed. */
+static int listen_socket(int *lost)
+{
+	struct sockaddr_un addr;
+	socklen_t len = sv_socket_addr(&addr);
+	struct sv_holder h;
+	int fd, r;
+
+	*lost = 0;
+	/* Bounded: a name taken and freed again and again. */
+	for (int tries = 0; tries < 100; tries++) {
+		fd = bind_listen(&addr, len);
+		if (fd != -EADDRINUSE)
+			break;
+		r = name_holder(&h);
+		if (r == 1) {
+			*lost = 1;
+			return fd;
+		}
+		if (r == 0)
+			return listen_fallback(&addr, len, &h, lost);
+	}
+	if (fd < 0)
+		fprintf(stderr, "softverbsd: cannot listen on @%s: %s\n",
+			addr.sun_path + 1, strerror(-fd));
 	return fd;
 }
 
@@ -192,7 +337,7 @@ int main(int argc, char **argv)
 	static struct svd_watch sw = { .kind = SVD_W_SIGNAL };
 	const char *env;
 	sigset_t mask;
-	int i, detach = 0;
+	int i, detach = 0, lost;
 
 	sv_log_init("softverbsd");
 	snprintf(svd.name, sizeof(svd.name), "%s", SV_DEFAULT_DEVICE_NAME);
@@ -256,13 +401,10 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 
-	lw.fd = listen_socket();
+	lw.fd = listen_socket(&lost);
 	if (lw.fd < 0) {
 		/* Another daemon won the race for the name: that is success. */
-		if (lw.fd == -EADDRINUSE)
-			return 0;
-		fprintf(stderr, "softverbsd: cannot listen: %s\n", strerror(-lw.fd));
-		return 1;
+		return lost ? 0 : 1;
 	}
 	if (detach) {
 		/* The socket listens: the starter may connect as soon as we
@@ -356,6 +498,12 @@ int main(int argc, char **argv)
 
 	/* Orderly teardown: clients see EOF on their channels and async fds. */
 	close(lw.fd);
+	if (where.fb.dirfd >= 0) {
+		/* Still under our lock: nobody else's file. */
+		unlinkat(where.fb.dirfd, where.fb.file, 0);
+		sv_fallback_close(&where.fb);
+		close(where.lockfd);
+	}
 	svd_cm_close_all();
 	svd_capture_close_all();
 	svd_engines_close();

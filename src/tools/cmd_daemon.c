@@ -5,8 +5,10 @@
  * people who want it up before a benchmark, or gone.
  */
 #include "tool_int.h"
+#include "sv_addr.h"
 #include "sv_client.h"
 #include "sv_proc.h"
+#include "sv_sock.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -32,7 +34,10 @@ static void usage(FILE *f)
 		"          'clients' does not count this command's own connection.\n"
 		"\n"
 		"The daemon is the one on socket @$SOFTVERBS_SOCKET (default\n"
-		"softverbs.UID); SOFTVERBSD names the binary that start runs.\n");
+		"softverbs.UID), or, when a process of another uid holds that name, on a\n"
+		"socket in the user's private directory ($XDG_RUNTIME_DIR/softverbs,\n"
+		"/run/user/UID/softverbs or ~/.softverbs/BOOT_ID); status says which,\n"
+		"and who holds the name.  SOFTVERBSD names the binary that start runs.\n");
 }
 
 static int get_status(struct sv_status_rep *st)
@@ -63,9 +68,9 @@ static int cmd_start(void)
 	}
 	if (get_status(&st))
 		return 1;
-	printf("softverbsd %s, pid %u, socket @%s\n",
+	printf("softverbsd %s, pid %u, socket %s\n",
 	       was_running ? "already running" : "started", st.pid,
-	       sv_tool_socket_name());
+	       sv_tool_socket_where());
 	return 0;
 }
 
@@ -77,8 +82,8 @@ static int cmd_stop(void)
 
 	err = sv_tool_probe();
 	if (err == -ENODEV) {
-		printf("softverbsd not running (socket @%s)\n",
-		       sv_tool_socket_name());
+		printf("softverbsd not running (socket %s)\n",
+		       sv_tool_socket_where());
 		return 0;
 	}
 	if (err || get_status(&st))
@@ -89,12 +94,13 @@ static int cmd_stop(void)
 		sv_tool_err("shutdown refused: %s", strerror(-err));
 		return 1;
 	}
-	/* Gone = the name no longer answers and the process has exited
-	 * (up to ~10 s on a loaded machine). */
+	/* Gone = no daemon of ours answers (a socket of another uid on the
+	 * name is none of ours) and the process has exited (up to ~10 s on
+	 * a loaded machine). */
 	for (i = 0; i < 1000; i++) {
 		sv_chan_reset();
 		err = sv_chan_probe();
-		if (err == -ENODEV && !sv_pid_alive(st.pid)) {
+		if ((err == -ENODEV || err == -EACCES) && !sv_pid_alive(st.pid)) {
 			printf("softverbsd stopped (pid %u)\n", st.pid);
 			return 0;
 		}
@@ -142,25 +148,65 @@ static void get_files(uint32_t pid, struct files_in_use *f)
 		snprintf(f->lib, sizeof(f->lib), "not found");
 }
 
+/* The abstract name's holder when it is not us, as JSON (null if none). */
+static void json_holder(const struct sv_holder *h, int foreign)
+{
+	static const char *const state[] = {
+		[SV_HOLDER_FREE] = "free",
+		[SV_HOLDER_BOUND] = "bound",
+		[SV_HOLDER_LISTENING] = "listening",
+		[SV_HOLDER_FULL] = "not_accepting",
+		[SV_HOLDER_UNKNOWN] = "unknown",
+	};
+
+	if (!foreign) {
+		printf("null");
+		return;
+	}
+	printf("{\"state\": \"%s\", \"uid\": ", state[h->state]);
+	if (h->uid >= 0)
+		printf("%ld", h->uid);
+	else
+		printf("null");
+	printf(", \"pid\": ");
+	if (h->pid > 0)
+		printf("%ld", h->pid);
+	else
+		printf("null");
+	printf("}");
+}
+
 static int cmd_status(int json)
 {
 	struct files_in_use *f;
 	struct sv_hello_rep h;
 	struct sv_status_rep st;
-	int err;
+	struct sv_holder holder;
+	char name[108], desc[128];
+	int err, foreign = 0, fallback;
 
+	sv_socket_name(name, sizeof(name));
 	err = sv_tool_probe();
 	if (err == -ENODEV) {
-		if (json)
-			printf("{\"running\": false, \"socket\": ");
+		foreign = sv_tool_foreign_holder(&holder);
 		if (json) {
-			sv_tool_json_str(stdout, sv_tool_socket_name());
+			printf("{\"running\": false, \"socket\": ");
+			sv_tool_json_str(stdout, sv_tool_socket_where());
+			printf(", \"abstract_holder\": ");
+			json_holder(&holder, foreign);
 			printf("}\n");
 		}
-		sv_tool_err("daemon not running (socket @%s)",
-			    sv_tool_socket_name());
+		sv_tool_err("daemon not running (socket %s)",
+			    sv_tool_socket_where());
+		if (foreign)
+			sv_tool_err("the socket @%s is held by %s: the daemon will listen in the user's private directory instead",
+				    name, sv_holder_str(&holder, desc, sizeof(desc)));
 		return 1;
 	}
+	/* On the fallback socket: say who holds the name now. */
+	fallback = !err && sv_tool_socket_where()[0] != '@';
+	if (fallback)
+		foreign = sv_tool_foreign_holder(&holder);
 	if (err || get_status(&st))
 		return 1;
 	if (sv_call_simple(SV_OP_HELLO, 0, 0, -1, NULL, 0, &h, sizeof(h)))
@@ -177,7 +223,9 @@ static int cmd_status(int json)
 	get_files(st.pid, f);
 	if (json) {
 		printf("{\"running\": true, \"socket\": ");
-		sv_tool_json_str(stdout, sv_tool_socket_name());
+		sv_tool_json_str(stdout, sv_tool_socket_where());
+		printf(", \"abstract_holder\": ");
+		json_holder(&holder, foreign);
 		printf(", \"device\": ");
 		sv_tool_json_str(stdout, st.name);
 		printf(", \"version\": ");
@@ -205,6 +253,8 @@ static int cmd_status(int json)
 			sv_tool_json_str(stdout, strerror(-st.wire_err));
 		else
 			printf("null");
+		printf(", \"port_service\": %s, \"qpn_block\": %u",
+		       st.wire_block ? "true" : "false", st.wire_block);
 		printf(", \"rx_packets\": %llu, \"rx_bytes\": %llu, "
 		       "\"rx_bad_icrc\": %llu, \"rx_dropped\": %llu, "
 		       "\"rx_ring_full\": %llu, \"rx_no_qp\": %llu, "
@@ -212,7 +262,10 @@ static int cmd_status(int json)
 		       "\"tx_packets\": %llu, "
 		       "\"tx_bytes\": %llu, \"tx_errors\": %llu}, "
 		       "\"cm\": {\"mads_sent\": %llu, \"mads_received\": %llu, "
-		       "\"send_errors\": %llu, \"dropped\": %llu}}\n",
+		       "\"send_errors\": %llu, \"dropped\": %llu, "
+		       "\"connections\": %u, \"half_open\": %u, "
+		       "\"refused_listener_bound\": %llu, "
+		       "\"refused_source_bound\": %llu, \"expired\": %llu}}\n",
 		       (unsigned long long)st.wire_rx_pkts,
 		       (unsigned long long)st.wire_rx_bytes,
 		       (unsigned long long)st.wire_rx_bad_icrc,
@@ -227,7 +280,10 @@ static int cmd_status(int json)
 		       (unsigned long long)st.cm_mads_tx,
 		       (unsigned long long)st.cm_mads_rx,
 		       (unsigned long long)st.cm_mads_tx_errors,
-		       (unsigned long long)st.cm_mads_dropped);
+		       (unsigned long long)st.cm_mads_dropped, st.cm_conns,
+		       st.cm_half_open, (unsigned long long)st.cm_rej_listener,
+		       (unsigned long long)st.cm_rej_source,
+		       (unsigned long long)st.cm_expired);
 		free(f);
 		return 0;
 	}
@@ -237,7 +293,13 @@ static int cmd_status(int json)
 	printf("  build:        %s\n", f->build);
 	printf("  binary:       %s\n", f->binary);
 	printf("  library:      %s, build %s\n", f->lib, f->lib_build);
-	printf("  socket:       @%s\n", sv_tool_socket_name());
+	printf("  socket:       %s\n", sv_tool_socket_where());
+	if (fallback && foreign)
+		printf("  abstract:     @%s is held by %s: not ours\n", name,
+		       sv_holder_str(&holder, desc, sizeof(desc)));
+	else if (fallback)
+		printf("  abstract:     @%s is free now (it was held by another when "
+		       "the daemon started)\n", name);
 	printf("  device:       %s\n", st.name);
 	printf("  uptime:       ");
 	print_uptime(st.uptime_ms);
@@ -252,10 +314,17 @@ static int cmd_status(int json)
 	       (unsigned long long)st.bad_requests);
 	if (st.wire_err)
 		printf("  wire:         UDP port %u NOT bound: %s -- other hosts "
-		       "cannot reach this device (docs/wire.md)\n",
+		       "cannot reach this device until it is free (tried every "
+		       "second; docs/wire.md)\n",
 		       st.wire_port, strerror(-st.wire_err));
+	else if (st.wire_block)
+		printf("  wire:         RoCE v2 on UDP port %u through the port "
+		       "service (QPN block %#x)\n", st.wire_port, st.wire_block);
 	else
-		printf("  wire:         RoCE v2 on UDP port %u\n", st.wire_port);
+		printf("  wire:         RoCE v2 on UDP port %u, bound by this "
+		       "daemon: no port service here, so another user's "
+		       "process could have taken the port first "
+		       "(docs/wire.md)\n", st.wire_port);
 	printf("  wire tx:      %llu packets, %llu bytes; %llu tx errors\n",
 	       (unsigned long long)st.wire_tx_pkts,
 	       (unsigned long long)st.wire_tx_bytes,
@@ -277,6 +346,12 @@ static int cmd_status(int json)
 	       (unsigned long long)st.cm_mads_rx,
 	       (unsigned long long)st.cm_mads_tx_errors,
 	       (unsigned long long)st.cm_mads_dropped);
+	printf("  cm conns:     %u (%u half-open); REQs refused: %llu at a "
+	       "listener's bound, %llu at a source's; %llu requests expired\n",
+	       st.cm_conns, st.cm_half_open,
+	       (unsigned long long)st.cm_rej_listener,
+	       (unsigned long long)st.cm_rej_source,
+	       (unsigned long long)st.cm_expired);
 	free(f);
 	return 0;
 }

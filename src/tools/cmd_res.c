@@ -177,8 +177,8 @@ static int show(uint32_t type, int json)
 	if (err == -ENODEV) {
 		if (json)
 			printf("[]\n");
-		sv_tool_err("daemon not running (socket @%s): no resources",
-			    sv_tool_socket_name());
+		sv_tool_err("daemon not running (socket %s): no resources",
+			    sv_tool_socket_where());
 		return 0;
 	}
 	if (err)

@@ -158,9 +158,9 @@ int sv_cmd_version(int argc, char **argv)
 	if (sv_tool_probe() == 0 &&
 	    sv_call_simple(SV_OP_HELLO, 0, 0, -1, NULL, 0, &h, sizeof(h)) == 0) {
 		h.version[sizeof(h.version) - 1] = 0;
-		printf("softverbsd %s running (protocol %u, pid %u, socket @%s)\n",
+		printf("softverbsd %s running (protocol %u, pid %u, socket %s)\n",
 		       h.version, h.proto_version, h.daemon_pid,
-		       sv_tool_socket_name());
+		       sv_tool_socket_where());
 		snprintf(path, sizeof(path), "/proc/%u/exe", h.daemon_pid);
 		n = readlink(path, dpath, sizeof(dpath) - 1);
 		if (n > 0) {

@@ -5,16 +5,19 @@
  * they share.
  */
 #include "tool_int.h"
+#include "sv_addr.h"
 #include "sv_client.h"
 #include "sv_log.h"
 #include "sv_sock.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 void sv_tool_err(const char *fmt, ...)
 {
@@ -61,25 +64,37 @@ void sv_tool_json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-const char *sv_tool_socket_name(void)
+const char *sv_tool_socket_where(void)
 {
-	static struct sockaddr_un addr;
-	socklen_t len = sv_socket_addr(&addr);
+	static char buf[PATH_MAX + 128];
+	const char *w = sv_chan_where();
+	char name[108];
 
-	/* Abstract names are not NUL-terminated; the struct was zeroed and
-	 * the name is shorter than sun_path. */
-	(void)len;
-	return addr.sun_path + 1;
+	if (*w)
+		snprintf(buf, sizeof(buf), "%s", w);
+	else
+		snprintf(buf, sizeof(buf), "@%s",
+			 sv_socket_name(name, sizeof(name)));
+	return buf;
+}
+
+int sv_tool_foreign_holder(struct sv_holder *h)
+{
+	sv_abstract_holder(h);
+	return h->state != SV_HOLDER_FREE && h->uid != (long)getuid();
 }
 
 int sv_tool_probe(void)
 {
 	int err = sv_chan_probe();
 
-	/* -EACCES was explained by the client (daemon of another uid). */
-	if (err && err != -ENODEV && err != -EACCES)
-		sv_tool_err("cannot talk to the daemon on @%s: %s",
-			    sv_tool_socket_name(), strerror(-err));
+	/* -EACCES: only a socket of another uid answers on our name, so no
+	 * daemon of ours runs (ours would listen elsewhere, sv_addr.h). */
+	if (err == -EACCES)
+		return -ENODEV;
+	if (err && err != -ENODEV)
+		sv_tool_err("cannot talk to the daemon on %s: %s",
+			    sv_tool_socket_where(), strerror(-err));
 	return err;
 }
 

@@ -26,13 +26,20 @@ int sv_tool_is_help(const char *arg);
 /* Writes s as a JSON string literal (quotes included). */
 void sv_tool_json_str(FILE *f, const char *s);
 
-/* The abstract socket name the daemon listens on, without the leading '@'. */
-const char *sv_tool_socket_name(void);
+/* Where the daemon listens: where the channel is connected ("@NAME", or
+ * the path of its socket in the user's private directory when another uid
+ * holds the abstract name, src/common/sv_addr.h), else "@NAME". */
+const char *sv_tool_socket_where(void);
+
+/* Who holds the abstract name, in *h; nonzero when that is not us. */
+struct sv_holder;
+int sv_tool_foreign_holder(struct sv_holder *h);
 
 /*
- * Connects to a running daemon without starting one.  Returns 0, or -ENODEV
- * when none runs; any other failure (e.g. a daemon of another uid) has been
- * reported on stderr and returns its negative errno.
+ * Connects to a running daemon of ours without starting one.  Returns 0,
+ * or -ENODEV when none runs (a socket of another uid on our name counts as
+ * none); any other failure has been reported on stderr and returns its
+ * negative errno.
  */
 int sv_tool_probe(void);
 
