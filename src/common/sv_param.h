@@ -67,4 +67,38 @@
 
 #define SV_DEFAULT_IDLE_MS 30000 /* daemon exit after this long with no ufile */
 
+/*
+ * The connection manager against the wire (daemon/cm_ib.c, docs/wire.md
+ * "The connection manager").  What a REQ, REP or MRA asks for is served
+ * up to these bounds, never beyond: times are IBTA's exponents (4.096 us
+ * x 2^t, IBTA 12.6.5), so one step is a factor of two.
+ *
+ * SV_CM_MAX_RESPONSE_TIMEOUT  a CM response timeout (REQ's local and
+ *     remote): 20, ~4.3 s, what the kernel's rdma_cm asks of every peer
+ *     (cma.c CMA_CM_RESPONSE_TIMEOUT).  31 would be 2.3 hours a try.
+ * SV_CM_MAX_CM_RETRIES  Max CM Retries: 15, the field's 4 bits and the
+ *     kernel rdma_cm's CMA_MAX_CM_RETRIES.
+ * SV_CM_MAX_ACK_TIMEOUT  a Local ACK Timeout (REQ) or target ACK delay
+ *     (REP): 20, ~4.3 s.  The kernel's rdma_cm on RoCE derives it from
+ *     CMA_IBOE_PACKET_LIFETIME (18) and the CA's ACK delay (cm.c
+ *     cm_ack_timeout): 19 or 20 for any ACK delay up to 19.  It is the
+ *     QP's ACK timeout and the length of timewait.
+ * SV_CM_MAX_MRA_TIMEOUT  an MRA's service timeout: 24, ~69 s, the
+ *     kernel rdma_cm's own (CMA_CM_MRA_SETTING).
+ * SV_CM_MAX_HALF_OPEN_LISTENER / _SOURCE  connections between a REQ (or
+ *     SIDR_REQ) and its RTU (or answer) that one listener, and one
+ *     source GID over all listeners, may hold; the next REQ is rejected
+ *     with No Resources (IBTA 12.6.7 Table 108, reason 3).  The listener's
+ *     is the kernel rdma_ucm's largest backlog (max_backlog, 1024); one
+ *     source may take a quarter of it.  A half-open connection without a
+ *     word from its peer is gone within (15 + 1) x (4.3 s + 2 x 2.1 s),
+ *     about 2 minutes.
+ */
+#define SV_CM_MAX_RESPONSE_TIMEOUT 20
+#define SV_CM_MAX_CM_RETRIES 15
+#define SV_CM_MAX_ACK_TIMEOUT 20
+#define SV_CM_MAX_MRA_TIMEOUT 24
+#define SV_CM_MAX_HALF_OPEN_LISTENER 1024
+#define SV_CM_MAX_HALF_OPEN_SOURCE 256
+
 #endif

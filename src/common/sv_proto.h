@@ -235,6 +235,13 @@ struct sv_status_rep {
 	uint64_t cm_mads_tx, cm_mads_rx;
 	uint64_t cm_mads_tx_errors; /* MADs the port refused */
 	uint64_t cm_mads_dropped;   /* datagrams for QP1 dropped as bad */
+	/* The IB CM's connections (docs/wire.md "The connection manager"). */
+	uint32_t cm_conns;	    /* connections the CM holds */
+	uint32_t cm_half_open;	    /* of those: a request received, not yet
+				       established or answered */
+	uint64_t cm_rej_listener;   /* REQs refused: a listener's half-open bound */
+	uint64_t cm_rej_source;	    /* REQs refused: a source's half-open bound */
+	uint64_t cm_expired;	    /* requests ended: their requester went silent */
 };
 
 /* RES_LIST: the live objects, for `softverbs res show`.  Paged: the reply

@@ -47,6 +47,30 @@
  * side picks the PSN it receives from (the rdma_cm id's seq_num) and
  * sends it as the Starting PSN of its REQ or REP; each side's send queue
  * starts at the PSN the other side sent.
+ *
+ * Against hostile MADs from the wire (docs/wire.md "The connection
+ * manager"):
+ *  - Answers go to whoever sent: a REQ's connection talks to the source
+ *    GID of the datagram that brought it (the GRH, i.e. the IP source),
+ *    as the kernel's ib_cm builds its answers from the received work
+ *    completion (cm_init_av_for_response), never to the GIDs the REQ's
+ *    primary path names, so a REQ cannot aim the REPs, MRAs, REJs and
+ *    their retries at a third host.  The rdma_cm header's source address
+ *    must be that GID's (it becomes the peer's address the application
+ *    is told); a REQ that names another is refused.  A MAD about a known
+ *    connection counts only from that connection's peer (from_peer):
+ *    from anyone else it is a MAD about an unknown connection, answered
+ *    (if at all) to its sender.
+ *  - What a REQ, REP or MRA asks for is clamped (sv_param.h SV_CM_MAX_*,
+ *    each bound the kernel's rdma_cm uses for itself): CM response
+ *    timeouts, Max CM Retries, the ACK timeout that makes timewait, an
+ *    MRA's service timeout.
+ *  - Half-open connections (a request received, no RTU yet) are bounded
+ *    per listener and per source GID (SV_CM_MAX_HALF_OPEN_*): the next
+ *    REQ gets a REJ "no resources" (SIDR_REQ: SIDR_REP "rejected"), and
+ *    is counted.  One whose requester goes silent ends when the
+ *    requester's own timers would have given up (req_wait_ms), as if its
+ *    REJ "timeout" had come: resources come back in bounded time.
  */
 #include "svd_cm.h"
 #include "svd_ops.h"
@@ -104,6 +128,10 @@ struct svd_ibcm {
 	uint8_t flow_control;
 	uint8_t av_timeout;	/* local ACK timeout of the QP */
 	uint8_t max_cm_retries;
+	uint32_t listener;	/* handle of the listener a request came to
+				 * (0: we are the active side) */
+	uint64_t req_wait_ms;	/* passive: what the requester waits for our
+				 * answer, one try (its REQ's timeouts) */
 	uint64_t timeout_ms;	/* response timeout of this side's messages */
 	uint64_t wait_ms;	/* the message in flight's: timeout_ms, or an
 				 * MRA's service timeout once MRAed */
@@ -115,6 +143,7 @@ struct svd_ibcm {
 
 static struct svd_ibcm *cms;
 static uint32_t ncms;
+static struct svd_ibcm_stats stats;
 
 struct inbox_msg {
 	struct inbox_msg *next;
@@ -224,21 +253,57 @@ uint32_t svd_ibcm_count(void)
 	return ncms;
 }
 
-static struct svd_ibcm *cm_by_local(uint32_t local_id)
+/* A request received and not yet established or answered: what the
+ * half-open bounds count (SV_CM_MAX_HALF_OPEN_*). */
+static int half_open(const struct svd_ibcm *c)
+{
+	switch (c->state) {
+	case IBCM_REQ_RCVD:
+	case IBCM_MRA_REQ_SENT:
+	case IBCM_REP_SENT:
+	case IBCM_MRA_REP_RCVD:
+	case IBCM_SIDR_REQ_RCVD:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+void svd_ibcm_stats(struct svd_ibcm_stats *out)
+{
+	*out = stats;
+	out->conns = ncms;
+	out->half_open = 0;
+	for (struct svd_ibcm *c = cms; c; c = c->next)
+		out->half_open += (uint32_t)half_open(c);
+}
+
+/* Whether m may speak for c: from another host, only the GID c talks to
+ * may (the comm IDs are all a stranger would have to guess). */
+static int from_peer(const struct svd_ibcm *c, const struct svd_cm_msg *m)
+{
+	return !m->wire || !memcmp(c->remote_gid, m->sgid, 16);
+}
+
+/* The connection m is about by our comm ID; NULL for none, or for one
+ * whose peer did not send m. */
+static struct svd_ibcm *cm_by_local(const struct svd_cm_msg *m,
+				    uint32_t local_id)
 {
 	if (!local_id)
 		return NULL;
 	for (struct svd_ibcm *c = cms; c; c = c->next)
 		if (c->local_id == local_id)
-			return c;
+			return from_peer(c, m) ? c : NULL;
 	return NULL;
 }
 
-static struct svd_ibcm *cm_by_remote(uint32_t remote_id, uint64_t guid)
+static struct svd_ibcm *cm_by_remote(const struct svd_cm_msg *m,
+				     uint32_t remote_id, uint64_t guid)
 {
 	for (struct svd_ibcm *c = cms; c; c = c->next)
 		if (c->remote_id == remote_id && c->remote_guid == guid &&
-		    c->state != IBCM_IDLE)
+		    c->state != IBCM_IDLE && from_peer(c, m))
 			return c;
 	return NULL;
 }
@@ -464,16 +529,51 @@ static void sidr_rep(struct svd_ibcm *c, uint8_t status, uint32_t qpn,
 	if (pdata && len)
 		memcpy(m.sidr_rep.private_data, pdata, len);
 	svd_cm_send(&m);
+	svd_timer_cancel(&c->timer); /* request_expired's */
 	c->state = IBCM_IDLE;
 }
 
 /* ---- timers ------------------------------------------------------------ */
+
+/*
+ * A request received and never answered, its requester silent since: by
+ * its own timers (req_wait_ms) the requester has given up, and would have
+ * said so with a REJ "timeout" (the kernel's cm_destroy_id in REQ_SENT),
+ * which was lost or never comes (nobody at the source).  As if it had
+ * come: an application that has the request learns (REJECTED, timeout; a
+ * UD request: UNREACHABLE), one that never fetched it never will (the id
+ * goes with its CONNECT_REQUEST, the backlog slot comes back).  Nothing
+ * is sent: the requester is gone.
+ */
+static void request_expired(struct svd_ibcm *c)
+{
+	struct svd_cm_id *id = c->id;
+	int ud = c->state == IBCM_SIDR_REQ_RCVD;
+
+	stats.expired++;
+	c->state = IBCM_IDLE;
+	if (id && id->listener) {
+		svd_cm_id_destroy(id); /* frees c (svd_ibcm_id_gone) */
+		return;
+	}
+	if (id_wants(c, 0))
+		id_event(c, ud ? RDMA_CM_EVENT_UNREACHABLE :
+				 RDMA_CM_EVENT_REJECTED,
+			 ud ? -ETIMEDOUT : CM_REJ_TIMEOUT);
+	if (!c->id)
+		ibcm_free(c);
+}
 
 static void cm_timeout(struct svd_timer *t)
 {
 	struct svd_ibcm *c = (struct svd_ibcm *)((char *)t -
 					       offsetof(struct svd_ibcm, timer));
 
+	if (c->state == IBCM_REQ_RCVD || c->state == IBCM_MRA_REQ_SENT ||
+	    c->state == IBCM_SIDR_REQ_RCVD) {
+		request_expired(c);
+		return;
+	}
 	if (c->state == IBCM_TIMEWAIT) {
 		c->state = IBCM_IDLE;
 		if (id_wants(c, 1))
@@ -639,7 +739,9 @@ static struct svd_cm_bind *service_bind(uint64_t sid)
  * request's addresses in *src and *dst; NULL when the rdma_cm refuses it
  * (cma_ib_req_handler, cma_match_private_data).  From another host, the
  * address asked for must be the one whose GID the request came to
- * (cma_get_net_dev: the netdev of the GID must own the address). */
+ * (cma_get_net_dev: the netdev of the GID must own the address), and the
+ * address it comes from the one whose GID sent it: the application is
+ * told that address as its peer's, and our answers go to the sender. */
 static struct svd_cm_id *req_listener(const struct svd_cm_msg *m,
 				      struct svd_cm_bind *b, const uint8_t *pdata,
 				      uint64_t sid, uint32_t qp_type,
@@ -653,6 +755,9 @@ static struct svd_cm_id *req_listener(const struct svd_cm_msg *m,
 	svd_cm_ip2gid(dst, gid);
 	if (m->wire && memcmp(gid, m->dgid, 16))
 		return NULL;
+	svd_cm_ip2gid(src, gid);
+	if (m->wire && memcmp(gid, m->sgid, 16))
+		return NULL;
 	for (struct svd_cm_id *o = b->owners; o; o = o->bind_next) {
 		if (o->state != CMS_LISTEN || !listener_matches(o, dst))
 			continue;
@@ -661,6 +766,49 @@ static struct svd_cm_id *req_listener(const struct svd_cm_msg *m,
 			return o;
 	}
 	return NULL;
+}
+
+/*
+ * Room for one more half-open connection on listener l from the sender of
+ * m: 0, or the counter of the bound that refuses it (SV_CM_MAX_HALF_OPEN_*,
+ * sv_param.h).  The source's bound counts only requests from other hosts:
+ * this host's own are the listener's business alone.
+ */
+static uint64_t *half_open_full(const struct svd_cm_id *l,
+				const struct svd_cm_msg *m)
+{
+	uint32_t on_l = 0, from_src = 0;
+
+	for (struct svd_ibcm *c = cms; c; c = c->next) {
+		if (!c->listener || !half_open(c))
+			continue;
+		on_l += c->listener == l->handle;
+		from_src += m->wire && !memcmp(c->remote_gid, m->sgid, 16);
+	}
+	if (on_l >= SV_CM_MAX_HALF_OPEN_LISTENER)
+		return &stats.rej_listener;
+	if (from_src >= SV_CM_MAX_HALF_OPEN_SOURCE)
+		return &stats.rej_source;
+	return NULL;
+}
+
+static uint8_t clamp(uint8_t v, uint8_t max)
+{
+	return v > max ? max : v;
+}
+
+/* How long the requester of a REQ waits for our answer, all its tries:
+ * (Max CM Retries + 1) x (remote CM response timeout + twice the packet
+ * life time), as our connect_rc and the kernel's ib_send_cm_req time
+ * their REQ; once we have sent an MRA, each try may also wait its
+ * service timeout (recv_mra). */
+static uint64_t req_budget(const struct svd_ibcm *c, int mraed)
+{
+	uint64_t one = c->req_wait_ms;
+
+	if (mraed)
+		one += svd_cm_ms(CMA_MRA_SERVICE_TIMEOUT);
+	return ((uint64_t)c->max_cm_retries + 1) * one;
 }
 
 static void recv_req(const struct svd_cm_msg *m)
@@ -672,15 +820,26 @@ static void recv_req(const struct svd_cm_msg *m)
 	struct sv_cm_event ev;
 	uint32_t qp_type = m->req.transport_service_type == 1 ? IBV_QPT_UC :
 								 IBV_QPT_RC;
-	/* From another host our GID is the one the REQ came to. */
+	/* From another host our GID is the one the REQ came to, and the
+	 * peer's the one it came from (the GRH): never the GIDs its primary
+	 * path names (cm_init_av_for_response). */
 	const uint8_t *local_gid = m->wire ? m->dgid : m->req.primary_remote_gid;
+	const uint8_t *remote_gid = m->wire ? m->sgid : m->req.primary_local_gid;
+	/* What the REQ asks for, within bounds (sv_param.h SV_CM_MAX_*). */
+	uint8_t ack = clamp(m->req.primary_local_ack_timeout,
+			    SV_CM_MAX_ACK_TIMEOUT);
+	uint8_t plt = (uint8_t)(ack - (ack > 0));
+	uint64_t *full;
 
 	/* A REQ we have: answer it again (cm_dup_req_handler); in
-	 * MRA_REQ_SENT that is the delayed MRA's moment. */
-	c = cm_by_remote(m->req.local_comm_id, m->req.local_ca_guid);
+	 * MRA_REQ_SENT that is the delayed MRA's moment, and the requester,
+	 * alive, may now wait each try an MRA's time. */
+	c = cm_by_remote(m, m->req.local_comm_id, m->req.local_ca_guid);
 	if (c) {
-		if (c->state == IBCM_MRA_REQ_SENT)
+		if (c->state == IBCM_MRA_REQ_SENT) {
 			send_mra(c, 0);
+			svd_timer_arm(&c->timer, req_budget(c, 1));
+		}
 		return;
 	}
 	b = service_bind(m->req.service_id);
@@ -696,8 +855,13 @@ static void recv_req(const struct svd_cm_msg *m)
 		issue_rej(m, CM_REJ_CONSUMER_DEFINED);
 		return;
 	}
-	id = conn_id_new(l, qp_type, &src, &dst, local_gid,
-			 m->req.primary_local_gid);
+	full = half_open_full(l, m);
+	if (full) {
+		(*full)++;
+		issue_rej(m, CM_REJ_NO_RESOURCES);
+		return;
+	}
+	id = conn_id_new(l, qp_type, &src, &dst, local_gid, remote_gid);
 	c = id ? ibcm_new(id) : NULL;
 	if (!c) {
 		if (id)
@@ -712,8 +876,7 @@ static void recv_req(const struct svd_cm_msg *m)
 	id->path.traffic_class = m->req.primary_traffic_class;
 	id->path.flow_label = htobe32(m->req.primary_flow_label);
 	id->path.sl = m->req.primary_sl;
-	id->path.packet_life_time = m->req.primary_local_ack_timeout -
-				    (m->req.primary_local_ack_timeout > 0);
+	id->path.packet_life_time = plt;
 	id->have_route = 1;
 	id->ece_vendor_id = m->req.ece_vendor_id;
 	id->ece_attr_mod = m->req.ece_attr_mod;
@@ -726,8 +889,9 @@ static void recv_req(const struct svd_cm_msg *m)
 	c->remote_id = m->req.local_comm_id;
 	c->remote_guid = m->req.local_ca_guid;
 	c->service_id = m->req.service_id;
+	c->listener = l->handle;
 	memcpy(c->local_gid, local_gid, 16);
-	memcpy(c->remote_gid, m->req.primary_local_gid, 16);
+	memcpy(c->remote_gid, remote_gid, 16);
 	c->remote_qpn = m->req.local_qpn;
 	c->sq_psn = m->req.starting_psn;
 	c->rq_psn = id->seq_num;
@@ -739,9 +903,13 @@ static void recv_req(const struct svd_cm_msg *m)
 	c->retry_count = m->req.retry_count;
 	c->rnr_retry_count = m->req.rnr_retry_count;
 	c->flow_control = m->req.flow_control;
-	c->av_timeout = (uint8_t)(id->path.packet_life_time + 1);
-	c->max_cm_retries = m->req.max_cm_retries;
-	c->timeout_ms = svd_cm_ms(m->req.local_cm_response_timeout);
+	c->av_timeout = (uint8_t)(plt + 1);
+	c->max_cm_retries = clamp(m->req.max_cm_retries, SV_CM_MAX_CM_RETRIES);
+	c->timeout_ms = svd_cm_ms(clamp(m->req.local_cm_response_timeout,
+					SV_CM_MAX_RESPONSE_TIMEOUT));
+	c->req_wait_ms = svd_cm_ms(clamp(m->req.remote_cm_response_timeout,
+					 SV_CM_MAX_RESPONSE_TIMEOUT)) +
+			 2 * svd_cm_ms(plt);
 
 	ev_init(&ev, l, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
 	ev.id = id->handle;
@@ -766,18 +934,21 @@ static void recv_req(const struct svd_cm_msg *m)
 		return;
 	}
 	/* The rdma_cm asks for time to answer (CMA_CM_MRA_SETTING), with
-	 * the delay flag: the MRA goes only for a duplicate REQ. */
+	 * the delay flag: the MRA goes only for a duplicate REQ.  Until the
+	 * requester gives up, and no longer (request_expired). */
 	c->state = IBCM_MRA_REQ_SENT;
+	svd_timer_arm(&c->timer, req_budget(c, 0));
 }
 
 static void recv_mra(const struct svd_cm_msg *m)
 {
-	struct svd_ibcm *c = cm_by_local(m->mra.remote_comm_id);
+	struct svd_ibcm *c = cm_by_local(m, m->mra.remote_comm_id);
 	uint64_t t;
 
 	if (!c)
 		return;
-	t = svd_cm_ms(m->mra.service_timeout) +
+	/* The peer's time, within the kernel rdma_cm's own (sv_param.h). */
+	t = svd_cm_ms(clamp(m->mra.service_timeout, SV_CM_MAX_MRA_TIMEOUT)) +
 	    2 * svd_cm_ms(CMA_IBOE_PACKET_LIFETIME);
 	if (m->mra.message_mraed == 0 && c->state == IBCM_REQ_SENT) {
 		c->state = IBCM_MRA_REQ_RCVD;
@@ -795,7 +966,7 @@ static void recv_mra(const struct svd_cm_msg *m)
 
 static void recv_rej(const struct svd_cm_msg *m)
 {
-	struct svd_ibcm *c = cm_by_local(m->rej.remote_comm_id);
+	struct svd_ibcm *c = cm_by_local(m, m->rej.remote_comm_id);
 	struct sv_cm_event ev;
 
 	if (!c && m->rej.reason == CM_REJ_TIMEOUT &&
@@ -803,7 +974,7 @@ static void recv_rej(const struct svd_cm_msg *m)
 		uint64_t guid;
 
 		memcpy(&guid, m->rej.ari, 8);
-		c = cm_by_remote(m->rej.local_comm_id, guid);
+		c = cm_by_remote(m, m->rej.local_comm_id, guid);
 	}
 	if (!c)
 		return;
@@ -853,7 +1024,7 @@ static uint8_t ack_timeout(uint8_t ca_ack_delay, uint8_t plt)
 
 static void recv_rep(const struct svd_cm_msg *m)
 {
-	struct svd_ibcm *c = cm_by_local(m->rep.remote_comm_id);
+	struct svd_ibcm *c = cm_by_local(m, m->rep.remote_comm_id);
 	struct sv_cm_event ev;
 
 	if (!c) {
@@ -888,7 +1059,8 @@ static void recv_rep(const struct svd_cm_msg *m)
 	c->initiator_depth = m->rep.responder_resources;
 	c->responder_resources = m->rep.initiator_depth;
 	c->rnr_retry_count = m->rep.rnr_retry_count;
-	c->av_timeout = ack_timeout(m->rep.target_ack_delay,
+	c->av_timeout = ack_timeout(clamp(m->rep.target_ack_delay,
+					  SV_CM_MAX_ACK_TIMEOUT),
 				    (uint8_t)(c->av_timeout - 1));
 	c->state = IBCM_REP_RCVD;
 	if (!id_wants(c, 0))
@@ -915,7 +1087,7 @@ static void recv_rep(const struct svd_cm_msg *m)
 
 static void recv_rtu(const struct svd_cm_msg *m)
 {
-	struct svd_ibcm *c = cm_by_local(m->rtu.remote_comm_id);
+	struct svd_ibcm *c = cm_by_local(m, m->rtu.remote_comm_id);
 
 	if (!c || c->remote_id != m->rtu.local_comm_id)
 		return;
@@ -929,7 +1101,7 @@ static void recv_rtu(const struct svd_cm_msg *m)
 
 static void recv_dreq(const struct svd_cm_msg *m)
 {
-	struct svd_ibcm *c = cm_by_local(m->dreq.remote_comm_id);
+	struct svd_ibcm *c = cm_by_local(m, m->dreq.remote_comm_id);
 
 	if (!c || c->remote_id != m->dreq.local_comm_id) {
 		/* Unknown: answer anyway so the sender stops (cm_issue_drep). */
@@ -968,7 +1140,7 @@ static void recv_dreq(const struct svd_cm_msg *m)
 
 static void recv_drep(const struct svd_cm_msg *m)
 {
-	struct svd_ibcm *c = cm_by_local(m->drep.remote_comm_id);
+	struct svd_ibcm *c = cm_by_local(m, m->drep.remote_comm_id);
 
 	if (!c || c->remote_id != m->drep.local_comm_id)
 		return;
@@ -985,6 +1157,7 @@ static void recv_sidr_req(const struct svd_cm_msg *m)
 	struct svd_cm_id *l, *id;
 	struct svd_ibcm *c, tmp;
 	struct sv_cm_event ev;
+	uint64_t *full;
 
 	memset(&tmp, 0, sizeof(tmp));
 	tmp.remote_id = m->sidr_req.request_id;
@@ -997,8 +1170,12 @@ static void recv_sidr_req(const struct svd_cm_msg *m)
 	for (c = cms; c; c = c->next)
 		if (c->state == IBCM_SIDR_REQ_RCVD &&
 		    c->remote_id == m->sidr_req.request_id &&
-		    !memcmp(c->remote_gid, m->sgid, 16))
-			return; /* a duplicate: it is being answered */
+		    !memcmp(c->remote_gid, m->sgid, 16)) {
+			/* A duplicate: it is being answered, and its
+			 * requester is still there. */
+			svd_timer_arm(&c->timer, req_budget(c, 0));
+			return;
+		}
 	b = service_bind(m->sidr_req.service_id);
 	if (!b) {
 		sidr_rep(&tmp, SIDR_UNSUPPORTED, 0, 0, NULL, 0);
@@ -1006,6 +1183,12 @@ static void recv_sidr_req(const struct svd_cm_msg *m)
 	}
 	l = req_listener(m, b, m->sidr_req.private_data,
 			 m->sidr_req.service_id, IBV_QPT_UD, &src, &dst);
+	full = l ? half_open_full(l, m) : NULL;
+	if (full) {
+		(*full)++;
+		sidr_rep(&tmp, SIDR_REJECT, 0, 0, NULL, 0);
+		return;
+	}
 	id = l ? conn_id_new(l, IBV_QPT_UD, &src, &dst, m->dgid, m->sgid) :
 		 NULL;
 	c = id ? ibcm_new(id) : NULL;
@@ -1023,6 +1206,11 @@ static void recv_sidr_req(const struct svd_cm_msg *m)
 	c->flow_label = m->flow_label;
 	c->remote_id = m->sidr_req.request_id;
 	c->service_id = m->sidr_req.service_id;
+	c->listener = l->handle;
+	/* A SIDR_REQ names no timeouts: its requester waits as the rdma_cm's
+	 * does (connect_ud, the kernel's cma_resolve_ib_udp). */
+	c->max_cm_retries = CMA_MAX_CM_RETRIES;
+	c->req_wait_ms = svd_cm_ms(CMA_CM_RESPONSE_TIMEOUT);
 	memcpy(c->local_gid, m->dgid, 16);
 	memcpy(c->remote_gid, m->sgid, 16);
 	c->qp_type = IBV_QPT_UD;
@@ -1036,12 +1224,14 @@ static void recv_sidr_req(const struct svd_cm_msg *m)
 	if (svd_cm_post_request(l, id, &ev)) {
 		/* Destroying a cm_id in SIDR_REQ_RCVD rejects. */
 		svd_cm_id_destroy(id);
+		return;
 	}
+	svd_timer_arm(&c->timer, req_budget(c, 0));
 }
 
 static void recv_sidr_rep(const struct svd_cm_msg *m)
 {
-	struct svd_ibcm *c = cm_by_local(m->sidr_rep.request_id);
+	struct svd_ibcm *c = cm_by_local(m, m->sidr_rep.request_id);
 	struct sv_cm_event ev;
 	struct svd_cm_id *id;
 

@@ -326,6 +326,16 @@ static int op_status(struct svd_req *r)
 		rep->cm_mads_tx_errors = cs.tx_errors;
 		rep->cm_mads_dropped = cs.rx_dropped;
 	}
+	{
+		struct svd_ibcm_stats is;
+
+		svd_ibcm_stats(&is);
+		rep->cm_conns = is.conns;
+		rep->cm_half_open = is.half_open;
+		rep->cm_rej_listener = is.rej_listener;
+		rep->cm_rej_source = is.rej_source;
+		rep->cm_expired = is.expired;
+	}
 	r->rep_len = sizeof(*rep);
 	return 0;
 }

@@ -288,6 +288,7 @@ struct svd_cm_msg {
 /* Reject reasons (IBTA 12.6.7 Table 108, the kernel's enum
  * ib_cm_rej_reason) and SIDR statuses used here. */
 enum {
+	CM_REJ_NO_RESOURCES = 3,
 	CM_REJ_TIMEOUT = 4,
 	CM_REJ_INVALID_COMM_ID = 6,
 	CM_REJ_INVALID_SERVICE_ID = 8,
@@ -418,6 +419,16 @@ void svd_cm_send(const struct svd_cm_msg *msg);
 void svd_cm_recv(const struct svd_cm_msg *msg);
 void svd_ibcm_close_all(void);
 uint32_t svd_ibcm_count(void);
+/* What the IB CM holds and refused (`softverbs daemon status`). */
+struct svd_ibcm_stats {
+	uint32_t conns;		/* connections (struct svd_ibcm) alive */
+	uint32_t half_open;	/* of those: a request received, not yet
+				 * established or answered */
+	uint64_t rej_listener;	/* REQs refused: the listener's bound */
+	uint64_t rej_source;	/* REQs refused: the source's bound */
+	uint64_t expired;	/* requests whose requester gave up unheard */
+};
+void svd_ibcm_stats(struct svd_ibcm_stats *out);
 
 /* The cm id behind an op's sv_cm_hdr (cm.c): 0 and *out; -EINVAL for a
  * channel/token that does not match or an id of another channel, -ENOENT

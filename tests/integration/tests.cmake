@@ -54,3 +54,13 @@ set_tests_properties(test_wire PROPERTIES SKIP_RETURN_CODE 77)
 # Hostile packets on the wire (docs/wire.md "Hostile packets"): forged
 # ACKs and NAKs, packets not from the QP's peer, UD above the MTU.  Root.
 sv_c_test(test_wire_trust ${D}/test_wire_trust.c TIMEOUT 300 LABELS wire)
+# The connection manager against hostile CM MADs from other hosts
+# (docs/wire.md "The connection manager"): answers to the sender, clamped
+# timeouts, bounded half-open connections.  Three network namespaces; the
+# MADs are written by the daemon's own cm_mad.c.  Root only.
+foreach(t test_cm_hostile)
+  sv_c_test(${t} ${D}/${t}.c ${CMAKE_SOURCE_DIR}/src/daemon/cm_mad.c
+            TIMEOUT 300 LABELS rdmacm wire)
+  target_link_libraries(${t} PRIVATE rdmacm sv_common)
+  target_include_directories(${t} PRIVATE ${CMAKE_SOURCE_DIR}/src/daemon)
+endforeach()
