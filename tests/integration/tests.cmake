@@ -11,6 +11,10 @@ sv_c_test(test_qp ${D}/test_qp.c)
 sv_c_test(test_srq ${D}/test_srq.c)
 sv_c_test(test_ah ${D}/test_ah.c)
 sv_c_test(test_daemon ${D}/test_daemon.c TIMEOUT 300)
+# Our abstract socket name held first by another uid (bound, listening,
+# never accepting, answering): the owner's device on a socket in its
+# private directory (src/common/sv_addr.h), the squatter sent nothing.  Root.
+sv_c_test(test_daemon_squat ${D}/test_daemon_squat.c TIMEOUT 180)
 sv_c_test(test_robust ${D}/test_robust.c TIMEOUT 600)
 sv_script_test(cli compat/cli.sh)
 sv_c_test(test_engine_rc ${D}/test_engine_rc.c TIMEOUT 120)
