@@ -23,3 +23,10 @@ add_executable(test_proc ${U}/test_proc.c)
 target_link_libraries(test_proc PRIVATE sv_common)
 add_test(NAME test_proc COMMAND test_proc)
 set_tests_properties(test_proc PROPERTIES TIMEOUT 60 LABELS unit)
+
+# Where the daemon listens when another uid holds its abstract name
+# (src/common/sv_addr.c): file names, directory checks, long paths, holders.
+add_executable(test_addr ${U}/test_addr.c)
+target_link_libraries(test_addr PRIVATE sv_common)
+add_test(NAME test_addr COMMAND test_addr)
+set_tests_properties(test_addr PROPERTIES TIMEOUT 60 LABELS unit)
