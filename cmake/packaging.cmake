@@ -3,7 +3,8 @@
 # package (CPack DEB: `./scripts/package.sh`, or `cpack` in a build tree).
 #
 # Installed layout (PREFIX = /usr in the package):
-#   PREFIX/bin/softverbs, softverbsd
+#   PREFIX/bin/softverbs, softverbsd, softverbs-portd
+#   PREFIX/lib/systemd/system/softverbs-portd.service
 #   PREFIX/LIBDIR/softverbs/   every library the build installs there
 #                              (libibverbs.so.1; librdmacm.so.1 once built)
 #   PREFIX/LIBDIR/pkgconfig/softverbs.pc
@@ -49,6 +50,18 @@ install(FILES ${SV_MAN_DIR}/softverbs.1.gz
 install(FILES ${SV_MAN_DIR}/softverbsd.8.gz
         DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
 
+# --- the port service's systemd unit (docs/wire.md "Who owns port 4791"),
+# naming the binary under the prefix of this install (the package's /usr,
+# or `cmake --install --prefix`), written at install time like the .pc.
+install(CODE "
+  set(SV_PORTD \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/softverbs-portd\")
+  set(unit \"\${CMAKE_INSTALL_PREFIX}/lib/systemd/system/softverbs-portd.service\")
+  message(STATUS \"Installing: \$ENV{DESTDIR}\${unit}\")
+  configure_file(\"${CMAKE_SOURCE_DIR}/packaging/systemd/softverbs-portd.service.in\"
+                 \"\$ENV{DESTDIR}\${unit}\" @ONLY)
+  list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${unit}\")
+")
+
 # --- bash completion (found by bash-completion's loader under
 # PREFIX/share when PREFIX/share is in XDG_DATA_DIRS: /usr, /usr/local).
 install(FILES ${CMAKE_SOURCE_DIR}/packaging/bash-completion/softverbs
@@ -93,10 +106,16 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "ibverbs-utils")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libibverbs-dev, pkg-config, perftest, bash-completion")
-# prerm: stop every running daemon of the package (packaging/deb/prerm.in).
+# postinst: the port service starts at boot where systemd runs
+# (packaging/deb/postinst.in); prerm: stop every running daemon of the
+# package and the service (packaging/deb/prerm.in).
 set(SV_DAEMON ${CPACK_PACKAGING_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/softverbsd)
+set(SV_PORTD ${CPACK_PACKAGING_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/softverbs-portd)
 configure_file(${CMAKE_SOURCE_DIR}/packaging/deb/prerm.in
                ${CMAKE_BINARY_DIR}/gen/deb/prerm @ONLY)
-set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${CMAKE_BINARY_DIR}/gen/deb/prerm)
+configure_file(${CMAKE_SOURCE_DIR}/packaging/deb/postinst.in
+               ${CMAKE_BINARY_DIR}/gen/deb/postinst @ONLY)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${CMAKE_BINARY_DIR}/gen/deb/prerm
+    ${CMAKE_BINARY_DIR}/gen/deb/postinst)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 include(CPack)

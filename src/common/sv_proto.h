@@ -231,6 +231,9 @@ struct sv_status_rep {
 	uint64_t wire_rx_no_qp;	   /* no such QP (or its process is gone) */
 	uint64_t wire_rx_not_peer; /* RC/UC: not from the QP's peer address */
 	uint64_t wire_rx_too_big;  /* payload above the port's active MTU */
+	uint32_t wire_block; /* QPN block the port service gave us (QPN >> 16);
+				0: no service, the daemon bound the port */
+	uint32_t wire_pad;
 	/* The CM between hosts: CM MADs on QP1 (docs/wire.md). */
 	uint64_t cm_mads_tx, cm_mads_rx;
 	uint64_t cm_mads_tx_errors; /* MADs the port refused */

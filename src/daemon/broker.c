@@ -383,7 +383,7 @@ int svd_op_wire_attach(struct svd_req *r)
 	r->n_out_fds = n;
 	if (fds[1] < 0)
 		return -ENOMEM; /* the reply path closes what it holds */
-	svd_gw_status(&st, &rep->wire_err, &port);
+	svd_gw_status(&st, &rep->wire_err, &port, NULL);
 	rep->port = port;
 	r->rep_len = sizeof(*rep);
 	return 0;

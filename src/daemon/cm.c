@@ -372,6 +372,8 @@ void svd_cm_id_destroy(struct svd_cm_id *id)
 
 	if (id->state == CMS_DESTROYING)
 		return;
+	if (id->state == CMS_LISTEN)
+		svd_cm_unlisten(id);
 	id->state = CMS_DESTROYING;
 	svd_timer_cancel(&id->addr_timer);
 	/* Unfetched requests to this listener take their ids with them. */

@@ -14,6 +14,7 @@
  * answer waited for as the kernel's addr.c does (cm_route.c).
  */
 #include "svd_cm.h"
+#include "svd_gw.h"
 #include "svd_ops.h"
 #include "svd_port.h"
 #include "sv_log.h"
@@ -759,6 +760,22 @@ int svd_cm_set_ib_path(struct svd_cm_id *id, const void *optval,
 
 /* ---- listen ------------------------------------------------------------ */
 
+/* The CM service ID of the port a listener is bound to (the kernel's
+ * rdma_get_service_id: port space << 16 | port). */
+static uint64_t listen_sid(const struct svd_cm_id *id)
+{
+	return (uint64_t)id->ps << 16 | svd_cm_port(&id->src);
+}
+
+void svd_cm_unlisten(struct svd_cm_id *id)
+{
+	for (struct svd_cm_id *o = id->bind ? id->bind->owners : NULL; o;
+	     o = o->bind_next)
+		if (o != id && o->state == CMS_LISTEN)
+			return; /* the port still listens */
+	svd_gw_listen(listen_sid(id), 0);
+}
+
 int svd_op_cm_listen(struct svd_req *r)
 {
 	const struct sv_cm_int_req *req = r->body;
@@ -785,6 +802,13 @@ int svd_op_cm_listen(struct svd_req *r)
 			id->state = CMS_ADDR_BOUND;
 			return err;
 		}
+	}
+	/* Other users' daemons share the namespace's port service: the
+	 * port's REQs must come to us, as a TCP port is one process's. */
+	err = svd_gw_listen(listen_sid(id), 1);
+	if (err) {
+		id->state = CMS_ADDR_BOUND;
+		return err;
 	}
 	id->backlog = req->val > 0 && req->val < MAX_BACKLOG ? req->val :
 							       MAX_BACKLOG;

@@ -73,6 +73,7 @@
  *    REJ "timeout" had come: resources come back in bounded time.
  */
 #include "svd_cm.h"
+#include "svd_gw.h"
 #include "svd_ops.h"
 #include "sv_log.h"
 
@@ -108,6 +109,7 @@ struct svd_ibcm {
 	struct svd_cm_id *id; /* NULL once the id is gone (timewait) */
 	enum svd_ibcm_state state;
 	uint32_t local_id, remote_id;
+	int32_t give_up; /* the status of UNREACHABLE when retries end */
 	uint64_t tid;		/* of the exchange under way */
 	/* The GRH of our MADs: the path's (IBTA 13.5.4: a reply goes the
 	 * way the request came). */
@@ -155,24 +157,23 @@ static uint32_t tid_hi; /* the high half of our transaction IDs */
 
 /* ---- transport --------------------------------------------------------- */
 
-void svd_cm_send(const struct svd_cm_msg *m)
+int svd_cm_send(const struct svd_cm_msg *m)
 {
 	struct inbox_msg *i;
 
-	if (svd_cm_gid_index(m->dgid) < 0) {
-		svd_cm_wire_send(m);
-		return;
-	}
+	if (svd_cm_gid_index(m->dgid) < 0)
+		return svd_cm_wire_send(m);
 	i = malloc(sizeof(*i));
 	if (!i) {
 		sv_err("cm: out of memory: message %#x lost", m->attr_id);
-		return;
+		return -ENOMEM;
 	}
 	i->next = NULL;
 	i->m = *m;
 	*inbox_tail = i;
 	inbox_tail = &i->next;
 	svd_cm_kick();
+	return 0;
 }
 
 void svd_cm_inbox_run(void)
@@ -204,6 +205,10 @@ static uint32_t new_local_id(void)
 
 		if (getrandom(&v, sizeof(v), 0) != sizeof(v))
 			v = (uint32_t)svd_now_ms() * 2654435761u;
+		/* With a port service its top byte is our QPN block: the
+		 * service steers every answer to us by it (sv_portd.h). */
+		if (svd_gw_block())
+			v = svd_gw_block() << 24 | (v & 0xffffff);
 		if (!v)
 			continue;
 		for (struct svd_ibcm *c = cms; c && !dup; c = c->next)
@@ -349,7 +354,18 @@ static void send_expecting(struct svd_ibcm *c, uint64_t timeout_ms)
 	c->timeout_ms = timeout_ms;
 	c->wait_ms = timeout_ms;
 	c->retries = 0;
-	svd_cm_send(&c->out);
+	c->give_up = -ETIMEDOUT;
+	if (svd_cm_send(&c->out) == -ENETDOWN) {
+		/* Our RoCE port is another process's (svd_gw.h): no answer
+		 * can reach us, so the connect fails now, not after every
+		 * retry (a minute or more). */
+		sv_warn("cm: %s not sent: this device is off the wire "
+			"(softverbs daemon status)",
+			svd_cm_attr_name(c->out.attr_id));
+		c->retries = c->max_cm_retries;
+		c->give_up = -ENETDOWN;
+		timeout_ms = 0;
+	}
 	svd_timer_arm(&c->timer, timeout_ms);
 }
 
@@ -600,7 +616,7 @@ static void cm_timeout(struct svd_timer *t)
 		send_rej(c, CM_REJ_TIMEOUT, NULL, 0, 1);
 		c->state = IBCM_IDLE;
 		if (id_wants(c, 0))
-			id_event(c, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+			id_event(c, RDMA_CM_EVENT_UNREACHABLE, c->give_up);
 		break;
 	case IBCM_DREQ_SENT:
 		enter_timewait(c);
@@ -609,7 +625,7 @@ static void cm_timeout(struct svd_timer *t)
 	case IBCM_SIDR_REQ_SENT:
 		c->state = IBCM_IDLE;
 		if (id_wants(c, 0))
-			id_event(c, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+			id_event(c, RDMA_CM_EVENT_UNREACHABLE, c->give_up);
 		break;
 	default:
 		break;

@@ -40,7 +40,7 @@ static const char *gid_str(const uint8_t *gid, char *buf, size_t len)
 	return buf;
 }
 
-void svd_cm_wire_send(const struct svd_cm_msg *m)
+int svd_cm_wire_send(const struct svd_cm_msg *m)
 {
 	struct svd_gw_ud u;
 	char g[INET6_ADDRSTRLEN];
@@ -58,17 +58,18 @@ void svd_cm_wire_send(const struct svd_cm_msg *m)
 	u.flow_label = m->flow_label & 0xfffff;
 	u.len = CM_MAD_LEN;
 	if (svd_cm_mad_encode(m, u.data))
-		return;
+		return -EINVAL;
 	err = svd_gw_ud_send(&u);
 	if (err) {
 		stats.tx_errors++;
 		sv_dbg("cm: %s to %s not sent: %s", svd_cm_attr_name(m->attr_id),
 		       gid_str(m->dgid, g, sizeof(g)), strerror(-err));
-		return;
+		return err;
 	}
 	stats.tx++;
 	sv_dbg("cm: %s sent to %s, tid %#llx", svd_cm_attr_name(m->attr_id),
 	       gid_str(m->dgid, g, sizeof(g)), (unsigned long long)m->tid);
+	return 0;
 }
 
 /* 0 when the datagram is a CM MAD for us (then *m holds it). */

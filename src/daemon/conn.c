@@ -301,7 +301,7 @@ static int op_status(struct svd_req *r)
 		struct svd_gw_stats st;
 		uint16_t port;
 
-		svd_gw_status(&st, &rep->wire_err, &port);
+		svd_gw_status(&st, &rep->wire_err, &port, &rep->wire_block);
 		rep->wire_port = port;
 		rep->wire_rx_pkts = st.rx_pkts;
 		rep->wire_rx_bytes = st.rx_bytes;

@@ -30,6 +30,7 @@
 #include "svd_capture.h"
 #include "svd_cm.h"
 #include "sv_log.h"
+#include "sv_portd.h"
 #include "sv_ring.h"
 #include "sv_roce.h"
 #include "sv_wire.h"
@@ -40,14 +41,18 @@
 #include <netinet/udp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define GW_RING_DATA (4u << 20)
+/* While the port is not ours, how often the thread tries it again. */
+#define SV_WIRE_RETRY_MS 1000
 #define GW_RCVBUF (32 << 20)
 
 /* An engine's ring from the gateway. */
@@ -84,16 +89,27 @@ static struct {
 	uint16_t port;
 	int wake;   /* eventfd: stop the thread */
 	pthread_t thread;
-	int running;
+	int thread_on; /* gw_main runs (from the first gw_start on) */
 	struct gw_eng *engs;
 	struct gw_qpent *qtab;
 	uint32_t qcap, nq;
+	/* The port service (sv_portd.h): its connection (-1: none; the
+	 * port is then a socket we bound ourselves), the QPN block it gave
+	 * us (0: none), and a LISTEN's answer for the main thread. */
+	int portd;
+	uint32_t block;
+	int portd_lost; /* it hung up: reconnect, keeping our socket */
+	int lreply_got;
+	int32_t lreply_err;
+	pthread_cond_t lreply_cond;
+	uint64_t retry_ms; /* when the thread tries the port again */
 	/* Datagrams for QP1, oldest first (under lock). */
 	struct gw_udq *udq, **udq_tail;
 	uint32_t nudq;
 	uint32_t ud_psn;
 	int qp1_kick; /* the rx thread queued some: kick the CM */
-} gw = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .wake = -1, .shm_fd = -1 };
+} gw = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .wake = -1, .shm_fd = -1,
+	  .portd = -1, .lreply_cond = PTHREAD_COND_INITIALIZER };
 
 /* ------------------------------------------------------- QPN table -- */
 
@@ -350,10 +366,17 @@ int svd_gw_ud_send(const struct svd_gw_ud *u)
 	struct msghdr mh = { 0 };
 	int v4 = sv_gid_v4(u->sgid) && sv_gid_v4(u->dgid);
 
-	/* The port may have been taken when we started: try it again. */
-	if (gw.fd < 0 && gw_start())
+	int fd, v6;
+
+	/* Not ours (another process has it): the CM hears at once, rather
+	 * than a peer that never answers. */
+	if (gw_start())
 		return -ENETDOWN;
-	if (u->len > SV_GW_UD_MAX || (!gw.v6 && !v4))
+	pthread_mutex_lock(&gw.lock);
+	fd = gw.fd;
+	v6 = gw.v6;
+	pthread_mutex_unlock(&gw.lock);
+	if (u->len > SV_GW_UD_MAX || (!v6 && !v4))
 		return -EINVAL;
 	memset(pkt, 0, sizeof(pkt));
 	pkt[0] = 0x64; /* UD SEND only */
@@ -392,12 +415,12 @@ int svd_gw_ud_send(const struct svd_gw_ud *u)
 	mh.msg_iov = &iov;
 	mh.msg_iovlen = 1;
 	mh.msg_control = ctl.b;
-	mh.msg_controllen = sv_wire_address(&f, gw.v6 ? AF_INET6 : AF_INET,
+	mh.msg_controllen = sv_wire_address(&f, v6 ? AF_INET6 : AF_INET,
 					    &dst, ctl.b);
 	mh.msg_name = &dst;
-	mh.msg_namelen = gw.v6 ? sizeof(struct sockaddr_in6) :
-				 sizeof(struct sockaddr_in);
-	if (sendmsg(gw.fd, &mh, MSG_DONTWAIT) < 0) {
+	mh.msg_namelen = v6 ? sizeof(struct sockaddr_in6) :
+			      sizeof(struct sockaddr_in);
+	if (sendmsg(fd, &mh, MSG_DONTWAIT) < 0) {
 		int err = -errno;
 
 		atomic_fetch_add_explicit(&gw.shm->tx_errors, 1,
@@ -490,6 +513,310 @@ static void rx_batch(struct sv_wire_rxb *b)
 		svd_cm_kick();
 }
 
+/* ----------------------------------------------------------- setup -- */
+
+static void setopt(int fd, int level, int name, int v)
+{
+	if (setsockopt(fd, level, name, &v, sizeof(v)) < 0)
+		sv_dbg("wire: setsockopt %d/%d: %s", level, name, strerror(errno));
+}
+
+/* What the port's socket needs, whoever bound it. */
+static void port_opts(int fd, int v6)
+{
+	int rb = GW_RCVBUF;
+
+	sv_wire_rx_sockopts(fd, v6 ? AF_INET6 : AF_INET);
+	/* What the daemon sends (QP1's CM MADs) leaves as the engines'
+	 * packets do: DF, so Linux numbers an unconnected socket's IPv4
+	 * packets ID 0 -- the ID the ICRC was computed with (PMTU discovery
+	 * "want" lets the kernel fragment, and then it picks random IDs:
+	 * rxe would drop every MAD for its ICRC) -- and UDP checksum 0 over
+	 * IPv4 (the ICRC covers the packet), as rxe sends. */
+	setopt(fd, SOL_SOCKET, SO_NO_CHECK, 1);
+	setopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO);
+	if (v6)
+		setopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO);
+	/* Room for the windows of many QPs at once (root: beyond
+	 * rmem_max). */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rb, sizeof(rb)) < 0)
+		setopt(fd, SOL_SOCKET, SO_RCVBUF, rb);
+}
+
+/* Binds the port ourselves (no port service): the socket, or -errno. */
+static int open_port(uint16_t port, int *v6out)
+{
+	int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int v6 = fd >= 0, err;
+
+	if (fd < 0)
+		fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (v6)
+		setopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, 0);
+	if (v6) {
+		struct sockaddr_in6 a = { .sin6_family = AF_INET6,
+					  .sin6_port = htons(port),
+					  .sin6_addr = IN6ADDR_ANY_INIT };
+
+		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+			goto err;
+	} else {
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_port = htons(port),
+					 .sin_addr.s_addr = htonl(INADDR_ANY) };
+
+		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+			goto err;
+	}
+	port_opts(fd, v6);
+	*v6out = v6;
+	return fd;
+err:
+	err = -errno;
+	close(fd);
+	return err;
+}
+
+/* One message of the service's, with its descriptor if any (else *fd
+ * is -1).  Returns the bytes, 0 at hang-up, -errno. */
+static ssize_t portd_recv(int c, struct sv_portd_msg *m, uint8_t *rec,
+			  size_t cap, int *fd, int flags)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov[2] = { { m, sizeof(*m) }, { rec, cap } };
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = rec ? 2 : 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf) };
+	ssize_t n = recvmsg(c, &mh, flags | MSG_CMSG_CLOEXEC);
+
+	*fd = -1;
+	if (n < 0)
+		return -errno;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm;
+	     cm = CMSG_NXTHDR(&mh, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+		    cm->cmsg_len == CMSG_LEN(sizeof(int)))
+			memcpy(fd, CMSG_DATA(cm), sizeof(int));
+	if (n < (ssize_t)sizeof(*m) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		return -EPROTO;
+	}
+	return n;
+}
+
+/*
+ * Asks the namespace's port service (sv_portd.h) for our share of the
+ * port: a connection to a root process on SV_PORTD_NAME, HELLO (with
+ * `mine`, our socket, and *block when we reconnect after it restarted),
+ * and the socket that receives our block.  Returns the socket (or mine
+ * again) with *conn and *block set, -ENOENT when no service runs here (or
+ * one not run by root: ignored), or another -errno.
+ */
+static int portd_open(uint16_t port, int mine, uint32_t *block, int *conn)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct sv_portd_msg m = { .op = SV_PORTD_HELLO,
+				  .version = SV_PORTD_VERSION,
+				  .block = *block };
+	struct timeval tv = { .tv_sec = 2 };
+	struct ucred cr;
+	socklen_t cl = sizeof(cr), len;
+	int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), fd = -1;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t n;
+
+	if (c < 0)
+		return -errno;
+	snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, SV_PORTD_NAME,
+		 (unsigned)port);
+	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+			  strlen(a.sun_path + 1));
+	if (connect(c, (struct sockaddr *)&a, len) < 0) {
+		close(c);
+		return -ENOENT;
+	}
+	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || cr.uid != 0) {
+		sv_warn("wire: @" SV_PORTD_NAME " is held by uid %u, not root: "
+			"not a port service, ignored", (unsigned)port,
+			(unsigned)cr.uid);
+		close(c);
+		return -ENOENT;
+	}
+	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (mine >= 0) {
+		struct cmsghdr *cm;
+
+		mh.msg_control = u.buf;
+		mh.msg_controllen = sizeof(u.buf);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &mine, sizeof(int));
+	}
+	if (sendmsg(c, &mh, MSG_NOSIGNAL) < 0)
+		goto err;
+	/* The answer comes first: no block, no QP1 traffic yet. */
+	n = portd_recv(c, &m, NULL, 0, &fd, 0);
+	if (n < 0 || m.op != SV_PORTD_HELLO) {
+		errno = n < 0 ? (int)-n : EPROTO;
+		goto err;
+	}
+	if (m.err || !m.block || m.block >= SV_PORTD_BLOCKS ||
+	    (fd < 0 && mine < 0)) {
+		errno = m.err ? -m.err : EPROTO;
+		goto err;
+	}
+	if (fd < 0)
+		fd = mine;
+	tv.tv_sec = 0;
+	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	*block = m.block;
+	*conn = c;
+	return fd;
+err:
+	n = -errno;
+	if (fd >= 0 && fd != mine)
+		close(fd);
+	close(c);
+	return (int)n;
+}
+
+static uint64_t now_ms(void)
+{
+	return now_ns() / 1000000;
+}
+
+/*
+ * Takes the port: through the port service when one runs in this
+ * namespace, else by binding it.  Publishes gw.fd (under gw.lock: the
+ * main thread reads it) and logs a change.  Any thread; the gateway
+ * thread retries it every SV_WIRE_RETRY_MS while the port is not ours.
+ */
+static void take_port(void)
+{
+	uint32_t block = gw.block;
+	int conn = -1, v6 = 1, fd, mine;
+
+	pthread_mutex_lock(&gw.lock);
+	mine = gw.portd_lost ? gw.fd : -1;
+	pthread_mutex_unlock(&gw.lock);
+	fd = portd_open(gw.port, mine, &block, &conn);
+	if (fd >= 0) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+
+		if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+			v6 = ss.ss_family == AF_INET6;
+		if (fd != mine)
+			port_opts(fd, v6);
+	} else if (mine >= 0) {
+		return; /* keep what we have; try the service again later */
+	} else if (fd == -ENOENT) {
+		fd = open_port(gw.port, &v6);
+	}
+	pthread_mutex_lock(&gw.lock);
+	if (fd < 0) {
+		if (gw.err != fd)
+			sv_err("wire: cannot bind UDP port %u: %s%s", gw.port,
+			       strerror(-fd),
+			       fd == -EADDRINUSE ?
+				       " (another softverbsd or rdma_rxe of this "
+				       "network namespace has it): packets from "
+				       "other hosts cannot reach this device "
+				       "until it is free (tried again every "
+				       "second); see docs/wire.md" :
+				       "");
+		gw.err = fd;
+		pthread_mutex_unlock(&gw.lock);
+		return;
+	}
+	gw.fd = fd;
+	gw.v6 = v6;
+	gw.portd = conn;
+	gw.portd_lost = 0;
+	gw.block = conn >= 0 ? block : 0;
+	gw.err = 0;
+	pthread_mutex_unlock(&gw.lock);
+	if (conn >= 0)
+		sv_info("wire: RoCE v2 on UDP port %u through the port service "
+			"(QPN block %#x)", gw.port, block);
+	else
+		sv_info("wire: RoCE v2 on UDP port %u (%s), bound by this daemon "
+			"(no port service here: docs/wire.md)", gw.port,
+			v6 ? "IPv4 and IPv6" : "IPv4 only");
+}
+
+/* The service hung up (a restart): our socket and block stay ours until
+ * it is back and takes them again (take_port). */
+static void portd_gone(void)
+{
+	pthread_mutex_lock(&gw.lock);
+	close(gw.portd);
+	gw.portd = -1;
+	gw.portd_lost = 1;
+	gw.lreply_got = 1;
+	gw.lreply_err = -ECONNRESET;
+	pthread_cond_broadcast(&gw.lreply_cond);
+	pthread_mutex_unlock(&gw.lock);
+	sv_warn("wire: the port service hung up: CM messages cannot reach us "
+		"until it is back");
+}
+
+/* What the service sends: CM MADs for us and LISTEN answers. */
+static void portd_readable(void)
+{
+	static uint8_t rec[SV_WIRE_BUF];
+
+	for (;;) {
+		struct sv_portd_msg m;
+		int fd;
+		ssize_t n = portd_recv(gw.portd, &m, rec, sizeof(rec), &fd,
+				       MSG_DONTWAIT);
+
+		if (fd >= 0)
+			close(fd);
+		if (n == -EAGAIN || n == -EINTR)
+			return;
+		if (n <= 0) {
+			portd_gone();
+			return;
+		}
+		if (m.op == SV_PORTD_QP1 && n > (ssize_t)sizeof(m)) {
+			pthread_mutex_lock(&gw.lock);
+			qp1_queue(rec, (size_t)n - sizeof(m));
+			pthread_mutex_unlock(&gw.lock);
+			svd_cm_kick();
+		} else if (m.op == SV_PORTD_LISTEN) {
+			pthread_mutex_lock(&gw.lock);
+			gw.lreply_got = 1;
+			gw.lreply_err = m.err;
+			pthread_cond_broadcast(&gw.lreply_cond);
+			pthread_mutex_unlock(&gw.lock);
+		}
+	}
+}
+
+/*
+ * The gateway thread: reads the port while no engine does, serves the
+ * port service's connection, and, while the port is not ours (another
+ * process holds it, or the service restarted), tries to take it every
+ * SV_WIRE_RETRY_MS -- so a daemon is back on the wire within a second of
+ * the port coming free.
+ */
 static void *gw_main(void *arg)
 {
 	struct sv_wire_rxb *b = malloc(sizeof(*b));
@@ -506,15 +833,29 @@ static void *gw_main(void *arg)
 		/* An engine reads (its application polls): look again when
 		 * it may have stopped, without waking for every packet. */
 		int engines = last && now - last < SV_WIRE_HANDOFF_NS;
-		struct pollfd pf[2] = { { .fd = gw.wake, .events = POLLIN },
-					{ .fd = gw.fd, .events = POLLIN } };
-		/* Engines read: look again when they may have stopped.  Else
-		 * wait for a datagram (an idle daemon sleeps). */
-		int timeout = engines ? 1 + (int)((last + SV_WIRE_HANDOFF_NS - now) /
-						  1000000) :
-					-1;
+		int fd, conn, lost, timeout, np = 1;
+		struct pollfd pf[3] = { { .fd = gw.wake, .events = POLLIN } };
 
-		if (poll(pf, engines ? 1 : 2, timeout) < 0) {
+		pthread_mutex_lock(&gw.lock);
+		fd = gw.fd;
+		conn = gw.portd;
+		lost = gw.portd_lost;
+		pthread_mutex_unlock(&gw.lock);
+		if ((fd < 0 || lost) && now / 1000000 >= gw.retry_ms) {
+			gw.retry_ms = now / 1000000 + SV_WIRE_RETRY_MS;
+			take_port();
+			continue;
+		}
+		timeout = engines ? 1 + (int)((last + SV_WIRE_HANDOFF_NS - now) /
+					      1000000) :
+				    -1;
+		if (fd < 0 || lost)
+			timeout = (int)(gw.retry_ms - now / 1000000) + 1;
+		if (conn >= 0)
+			pf[np++] = (struct pollfd){ .fd = conn, .events = POLLIN };
+		if (fd >= 0 && !engines)
+			pf[np++] = (struct pollfd){ .fd = fd, .events = POLLIN };
+		if (poll(pf, (nfds_t)np, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			sv_err("wire: poll: %s", strerror(errno));
@@ -522,66 +863,17 @@ static void *gw_main(void *arg)
 		}
 		if (pf[0].revents)
 			break;
-		if (!engines && (pf[1].revents & POLLIN))
-			rx_batch(b);
+		for (int i = 1; i < np; i++) {
+			if (!pf[i].revents)
+				continue;
+			if (pf[i].fd == conn)
+				portd_readable();
+			else
+				rx_batch(b);
+		}
 	}
 	free(b);
 	return NULL;
-}
-
-/* ----------------------------------------------------------- setup -- */
-
-static void setopt(int fd, int level, int name, int v)
-{
-	if (setsockopt(fd, level, name, &v, sizeof(v)) < 0)
-		sv_dbg("wire: setsockopt %d/%d: %s", level, name, strerror(errno));
-}
-
-static int open_port(uint16_t port)
-{
-	int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	int v6 = fd >= 0, rb = GW_RCVBUF;
-
-	if (fd < 0)
-		fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	sv_wire_rx_sockopts(fd, v6 ? AF_INET6 : AF_INET);
-	/* What the daemon sends (QP1's CM MADs) leaves as the engines'
-	 * packets do: DF, so Linux numbers an unconnected socket's IPv4
-	 * packets ID 0 -- the ID the ICRC was computed with (PMTU discovery
-	 * "want" lets the kernel fragment, and then it picks random IDs:
-	 * rxe would drop every MAD for its ICRC) -- and UDP checksum 0 over
-	 * IPv4 (the ICRC covers the packet), as rxe sends. */
-	setopt(fd, SOL_SOCKET, SO_NO_CHECK, 1);
-	setopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO);
-	if (v6)
-		setopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO);
-	if (v6) {
-		struct sockaddr_in6 a = { .sin6_family = AF_INET6,
-					  .sin6_port = htons(port),
-					  .sin6_addr = IN6ADDR_ANY_INIT };
-
-		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
-			goto err;
-	} else {
-		struct sockaddr_in a = { .sin_family = AF_INET,
-					 .sin_port = htons(port),
-					 .sin_addr.s_addr = htonl(INADDR_ANY) };
-
-		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
-			goto err;
-	}
-	/* Room for the windows of many QPs at once (root: beyond
-	 * rmem_max). */
-	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rb, sizeof(rb)) < 0)
-		setopt(fd, SOL_SOCKET, SO_RCVBUF, rb);
-	gw.v6 = v6;
-	return fd;
-err:
-	rb = -errno;
-	close(fd);
-	return rb;
 }
 
 static uint16_t wire_port(void)
@@ -627,49 +919,31 @@ static int shm_make(void)
 	return 0;
 }
 
-/* Binds the port and starts the thread if not done yet.  Main thread. */
+/* Takes the port if we can and starts the thread (once).  Main thread.
+ * Returns 0 when the port is ours, else why not (-errno). */
 static int gw_start(void)
 {
-	int fd, err;
+	int err;
 
-	if (gw.running)
-		return 0;
-	if (!gw.port)
+	if (!gw.thread_on) {
 		gw.port = wire_port();
-	fd = open_port(gw.port);
-	if (fd < 0) {
-		if (gw.err != fd)
-			sv_err("wire: cannot bind UDP port %u: %s%s", gw.port,
-			       strerror(-fd),
-			       fd == -EADDRINUSE ?
-				       " (another softverbsd or rdma_rxe of this "
-				       "network namespace has it): packets from "
-				       "other hosts cannot reach this device; "
-				       "see docs/wire.md" :
-				       "");
-		gw.err = fd;
-		return fd;
+		if (gw.wake < 0)
+			gw.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (gw.wake < 0 || (!gw.shm && shm_make()))
+			return gw.err = -ENOMEM;
+		take_port();
+		gw.retry_ms = now_ms() + SV_WIRE_RETRY_MS;
+		err = pthread_create(&gw.thread, NULL, gw_main, NULL);
+		if (err) {
+			sv_err("wire: no receive thread: %s", strerror(err));
+			return -err;
+		}
+		gw.thread_on = 1;
 	}
-	if (gw.wake < 0)
-		gw.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (!gw.shm && shm_make()) {
-		close(fd);
-		gw.err = -ENOMEM;
-		return -ENOMEM;
-	}
-	gw.fd = fd;
-	err = gw.wake < 0 ? errno : pthread_create(&gw.thread, NULL, gw_main, NULL);
-	if (err) {
-		close(fd);
-		gw.fd = -1;
-		gw.err = -err;
-		return -err;
-	}
-	gw.running = 1;
-	gw.err = 0;
-	sv_info("wire: RoCE v2 on UDP port %u (%s)", gw.port,
-		gw.v6 ? "IPv4 and IPv6" : "IPv4 only");
-	return 0;
+	pthread_mutex_lock(&gw.lock);
+	err = gw.fd >= 0 ? 0 : gw.err ? gw.err : -ENOTCONN;
+	pthread_mutex_unlock(&gw.lock);
+	return err;
 }
 
 void svd_gw_init(void)
@@ -683,14 +957,19 @@ void svd_gw_close(void)
 {
 	uint64_t one = 1;
 
-	if (gw.running) {
+	if (gw.thread_on) {
 		if (write(gw.wake, &one, sizeof(one)) < 0)
 			sv_warn("wire: cannot stop the thread");
 		pthread_join(gw.thread, NULL);
-		gw.running = 0;
+		gw.thread_on = 0;
 	}
 	if (gw.fd >= 0)
 		close(gw.fd);
+	if (gw.portd >= 0)
+		close(gw.portd);
+	gw.portd = -1;
+	gw.portd_lost = 0;
+	gw.block = 0;
 	if (gw.wake >= 0)
 		close(gw.wake);
 	if (gw.shm_fd >= 0)
@@ -718,7 +997,49 @@ void svd_gw_close(void)
 	gw.nudq = 0;
 }
 
-void svd_gw_status(struct svd_gw_stats *out, int32_t *err, uint16_t *port)
+uint32_t svd_gw_block(void)
+{
+	uint32_t b;
+
+	pthread_mutex_lock(&gw.lock);
+	b = gw.block;
+	pthread_mutex_unlock(&gw.lock);
+	return b;
+}
+
+int svd_gw_listen(uint64_t sid, int on)
+{
+	struct sv_portd_msg m = { .op = on ? SV_PORTD_LISTEN : SV_PORTD_UNLISTEN,
+				  .arg = sid };
+	struct timespec until;
+	int err = 0;
+
+	pthread_mutex_lock(&gw.lock);
+	if (gw.portd < 0) {
+		pthread_mutex_unlock(&gw.lock);
+		return 0;
+	}
+	gw.lreply_got = 0;
+	if (send(gw.portd, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		err = -errno;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 1;
+	/* The gateway thread reads the answer (portd_readable). */
+	while (on && !err && !gw.lreply_got &&
+	       pthread_cond_timedwait(&gw.lreply_cond, &gw.lock, &until) == 0)
+		;
+	if (on && !err)
+		err = gw.lreply_got ? gw.lreply_err : -ETIMEDOUT;
+	pthread_mutex_unlock(&gw.lock);
+	if (err)
+		sv_warn("wire: the port service %s service ID %#llx: %s",
+			on ? "refused" : "did not hear of the end of",
+			(unsigned long long)sid, strerror(-err));
+	return err;
+}
+
+void svd_gw_status(struct svd_gw_stats *out, int32_t *err, uint16_t *port,
+		   uint32_t *block)
 {
 	memset(out, 0, sizeof(*out));
 	if (gw.shm) {
@@ -736,8 +1057,12 @@ void svd_gw_status(struct svd_gw_stats *out, int32_t *err, uint16_t *port)
 		out->tx_bytes = atomic_load(&m->tx_bytes);
 		out->tx_errors = atomic_load(&m->tx_errors);
 	}
-	*err = gw.running ? 0 : gw.err ? gw.err : -ENOTCONN;
+	pthread_mutex_lock(&gw.lock);
+	*err = gw.fd >= 0 ? 0 : gw.err ? gw.err : -ENOTCONN;
 	*port = gw.port ? gw.port : wire_port();
+	if (block)
+		*block = gw.fd >= 0 && !gw.portd_lost ? gw.block : 0;
+	pthread_mutex_unlock(&gw.lock);
 }
 
 int svd_gw_attach(pid_t pid, uint32_t engine_id, int doorbell, int *fds,
@@ -795,9 +1120,12 @@ int svd_gw_attach(pid_t pid, uint32_t engine_id, int doorbell, int *fds,
 	}
 	fds[0] = fd;
 	fds[1] = gw.shm_fd >= 0 ? fcntl(gw.shm_fd, F_DUPFD_CLOEXEC, 0) : -1;
-	fds[2] = gw.fd >= 0 ? fcntl(gw.fd, F_DUPFD_CLOEXEC, 0) : -1;
 	*ring_size = size;
-	return gw.running ? 0 : gw.err;
+	pthread_mutex_lock(&gw.lock);
+	fds[2] = gw.fd >= 0 ? fcntl(gw.fd, F_DUPFD_CLOEXEC, 0) : -1;
+	err = gw.fd >= 0 ? 0 : gw.err ? gw.err : -ENOTCONN;
+	pthread_mutex_unlock(&gw.lock);
+	return err;
 
 err_free:
 	free(e);

@@ -11,6 +11,7 @@
 #include "svd_qp.h"
 #include "svd_ops.h"
 #include "svd_gw.h"
+#include "sv_portd.h"
 #include "sv_log.h"
 #include "sv_shm.h"
 
@@ -54,10 +55,15 @@ static int qpn_alloc(struct svd_qp *qp)
 {
 	uint32_t tries;
 
+	uint32_t block = svd_gw_block();
+
 	if (!qpn_cursor)
 		qpn_cursor = (uint32_t)(svd.instance & 0xfff) + 0x10;
-	for (tries = 0; tries < QPN_MASK; tries++) {
-		uint32_t qpn = qpn_cursor++ & QPN_MASK;
+	for (tries = 0; tries < (block ? 0x10000u : QPN_MASK); tries++) {
+		/* With a port service, only our block's QPNs reach us. */
+		uint32_t qpn = block ? block << SV_PORTD_BLOCK_SHIFT |
+					       (qpn_cursor++ & 0xffff) :
+				       qpn_cursor++ & QPN_MASK;
 
 		if (qpn < 2 || svd_qp_by_qpn(qpn))
 			continue;

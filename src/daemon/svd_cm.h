@@ -337,8 +337,9 @@ const char *svd_cm_attr_name(uint16_t attr);
 int svd_cm_mad_selfcheck(void);
 
 /* cm_wire.c */
-/* Sends m (its dgid another host's) as a CM MAD on QP1 over RoCE v2. */
-void svd_cm_wire_send(const struct svd_cm_msg *m);
+/* Sends m (its dgid another host's) as a CM MAD on QP1 over RoCE v2:
+ * 0, or -errno (-ENETDOWN: our RoCE port is another process's). */
+int svd_cm_wire_send(const struct svd_cm_msg *m);
 /* Receives what waits for QP1: each CM MAD for us goes to svd_cm_recv(),
  * anything else is dropped and counted. */
 void svd_cm_wire_run(void);
@@ -387,6 +388,9 @@ int svd_cm_gid_index(const uint8_t gid[16]);
  * address is not this host's, -ENODEV when it has no GID. */
 int svd_cm_acquire_dev(struct svd_cm_id *id);
 void svd_cm_release_port(struct svd_cm_id *id);
+/* A listener goes: the port service hears that the port's REQs are no
+ * longer ours when no other id of ours listens on it (cm_addr.c). */
+void svd_cm_unlisten(struct svd_cm_id *id);
 /* The ids listening on (ps, port) in state LISTEN, NULL-terminated walk:
  * the first listener, or NULL. */
 struct svd_cm_bind *svd_cm_bind_find(uint32_t ps, uint16_t port);
@@ -413,8 +417,9 @@ int svd_op_cm_init_qp_attr(struct svd_req *r);
 void svd_ibcm_id_gone(struct svd_cm_id *id);
 /* Runs the messages queued for this host (the inbox). */
 void svd_cm_inbox_run(void);
-/* Sends msg towards msg->dgid: this host's inbox, or the wire. */
-void svd_cm_send(const struct svd_cm_msg *msg);
+/* Sends msg towards msg->dgid: this host's inbox, or the wire.  0, or
+ * svd_cm_wire_send's -errno. */
+int svd_cm_send(const struct svd_cm_msg *msg);
 /* A message arrived (from the inbox or the wire): the state machine. */
 void svd_cm_recv(const struct svd_cm_msg *msg);
 void svd_ibcm_close_all(void);

@@ -28,9 +28,20 @@ struct svd_gw_stats {
 	uint64_t tx_pkts, tx_bytes, tx_errors;
 };
 
-/* Binds the RoCE port (SOFTVERBS_ROCE_PORT, default 4791) and starts the
- * thread; a port in use is logged and retried at the next attach. */
+/* Takes the RoCE port (SOFTVERBS_ROCE_PORT, default 4791) -- from the
+ * namespace's port service when one runs (sv_portd.h), else by binding
+ * it -- and starts the thread, which tries again every second while the
+ * port is not ours. */
 void svd_gw_init(void);
+/* The QPN block the port service gave us (QPNs block << 16 | 16 bits;
+ * CM communication IDs block << 24 | 24 bits), or 0 when there is none:
+ * then any QPN and ID are ours to use. */
+uint32_t svd_gw_block(void);
+/* Tells the port service that CM REQs for service ID sid are ours (on)
+ * or no longer (off).  0 (no service: nothing to tell), or -EADDRINUSE
+ * when another daemon of the namespace has sid.  Main thread; waits a
+ * second at most for the answer. */
+int svd_gw_listen(uint64_t sid, int on);
 void svd_gw_close(void);
 /* QP qpn of process pid exists / is gone. */
 void svd_gw_qp_add(uint32_t qpn, pid_t pid);
@@ -70,6 +81,7 @@ int svd_gw_ud_pop(struct svd_gw_ud *u);
 void svd_gw_qp1_record(const uint8_t *rec, size_t len);
 
 /* Counters, and why the port is not bound (0: it is). */
-void svd_gw_status(struct svd_gw_stats *out, int32_t *err, uint16_t *port);
+void svd_gw_status(struct svd_gw_stats *out, int32_t *err, uint16_t *port,
+		   uint32_t *block);
 
 #endif

@@ -71,6 +71,7 @@ static int cmd_start(void)
 	printf("softverbsd %s, pid %u, socket %s\n",
 	       was_running ? "already running" : "started", st.pid,
 	       sv_tool_socket_where());
+	sv_tool_wire_warn();
 	return 0;
 }
 

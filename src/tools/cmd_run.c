@@ -166,6 +166,7 @@ int sv_cmd_run(int argc, char **argv)
 			    sv_daemon_path(), strerror(-err));
 		return 1;
 	}
+	sv_tool_wire_warn();
 	/* /dev/infiniband and /sys/class/infiniband for this program only. */
 	sv_run_namespace();
 	/* The program opens its own channel; ours must not leak into it. */

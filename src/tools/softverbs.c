@@ -98,6 +98,21 @@ int sv_tool_probe(void)
 	return err;
 }
 
+void sv_tool_wire_warn(void)
+{
+	struct sv_status_rep st;
+
+	if (sv_call_simple(SV_OP_STATUS, 0, 0, -1, NULL, 0, &st, sizeof(st)) ||
+	    !st.wire_err)
+		return;
+	fprintf(stderr,
+		"softverbs: warning: the device is off the wire: UDP port %u: "
+		"%s -- programs on this host work, other hosts cannot reach "
+		"it until the port is free (the daemon tries every second; "
+		"docs/wire.md \"Who owns port 4791\")\n",
+		st.wire_port, strerror(-st.wire_err));
+}
+
 void sv_tool_comm(uint32_t pid, char *buf, size_t len)
 {
 	char path[64];

@@ -42,6 +42,9 @@ int sv_tool_foreign_holder(struct sv_holder *h);
  * negative errno.
  */
 int sv_tool_probe(void);
+/* One line on stderr when the running daemon is off the wire (its RoCE
+ * port is another process's): said at `daemon start` and `run`. */
+void sv_tool_wire_warn(void);
 
 /* Reads /proc/PID/comm into buf ("?" when unknown). */
 void sv_tool_comm(uint32_t pid, char *buf, size_t len);

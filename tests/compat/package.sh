@@ -107,7 +107,9 @@ grep -q "libc6" "$TMP/depends" && ok "Depends: $(cat "$TMP/depends")" ||
 	fail "Depends lacks libc6: $(cat "$TMP/depends")"
 grep -qE "ibverbs-providers|libibverbs1|rdma-core" "$TMP/depends" &&
 	fail "the package depends on rdma-core's packages: $(cat "$TMP/depends")"
-for f in $PFX/bin/softverbs $DAEMON $PFX/lib/softverbs/libibverbs.so.1 \
+for f in $PFX/bin/softverbs $DAEMON $PFX/bin/softverbs-portd \
+	$PFX/lib/systemd/system/softverbs-portd.service \
+	$PFX/lib/softverbs/libibverbs.so.1 \
 	$PFX/lib/pkgconfig/softverbs.pc $PFX/share/man/man1/softverbs.1.gz \
 	$PFX/share/man/man8/softverbsd.8.gz \
 	$PFX/share/bash-completion/completions/softverbs \

@@ -200,3 +200,9 @@ if(SV_SANITIZE)
                        SKIP_RETURN_CODE 77 LABELS sanitize ENVIRONMENT
                        "${SV_TEST_ENV};SV_PRELOAD=${SV_LIBasan} ${SV_LIBubsan}")
 endif()
+# The port service (softverbs-portd, docs/wire.md "Who owns port 4791"):
+# two users' daemons share a namespace's port 4791, each receiving only
+# its own QPs' packets and CM messages.  Root only.
+sv_script_test(wire_portd compat/wire_portd.sh)
+set_tests_properties(wire_portd PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+                     LABELS "compat;netns;wire")
