@@ -60,9 +60,10 @@ set_tests_properties(test_wire PROPERTIES SKIP_RETURN_CODE 77)
 sv_c_test(test_wire_trust ${D}/test_wire_trust.c TIMEOUT 300 LABELS wire)
 # The connection manager against hostile CM MADs from other hosts
 # (docs/wire.md "The connection manager"): answers to the sender, clamped
-# timeouts, bounded half-open connections.  Three network namespaces; the
-# MADs are written by the daemon's own cm_mad.c.  Root only.
-foreach(t test_cm_hostile)
+# timeouts, bounded half-open connections; then a CM MAD fuzz for
+# SV_FUZZ_SECONDS.  Three network namespaces; the MADs are written by the
+# daemon's own cm_mad.c.  Root only.
+foreach(t test_cm_hostile test_cm_fuzz)
   sv_c_test(${t} ${D}/${t}.c ${CMAKE_SOURCE_DIR}/src/daemon/cm_mad.c
             TIMEOUT 300 LABELS rdmacm wire)
   target_link_libraries(${t} PRIVATE rdmacm sv_common)
