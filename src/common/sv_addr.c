@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -308,7 +309,9 @@ static int diag_find(const char *name, int *state, long *uid)
 	struct sockaddr_nl nl = { .nl_family = AF_NETLINK };
 	struct timeval tv = { 1, 0 };
 	size_t nlen = strlen(name);
-	long buf[8192 / sizeof(long)];
+	/* A dump's messages are at most 32 KiB (netlink_dump's largest
+	 * allocation); a truncated one is an error, never half read. */
+	long buf[32768 / sizeof(long)];
 	int fd, found = 0, done = 0, err = 0;
 
 	fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
@@ -323,16 +326,19 @@ static int diag_find(const char *name, int *state, long *uid)
 		return err;
 	}
 	while (!done) {
-		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+		struct iovec iov = { buf, sizeof(buf) };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+		ssize_t r = recvmsg(fd, &msg, 0);
 		struct nlmsghdr *h = (struct nlmsghdr *)buf;
+		int n = (int)r;
 
-		if (n < 0 && errno == EINTR)
+		if (r < 0 && errno == EINTR)
 			continue;
-		if (n <= 0) {
-			err = n < 0 ? -errno : -EIO;
+		if (r <= 0 || (msg.msg_flags & MSG_TRUNC)) {
+			err = r < 0 ? -errno : -EIO;
 			break;
 		}
-		for (; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+		for (; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
 			struct unix_diag_msg *m = NLMSG_DATA(h);
 			struct rtattr *a;
 			int alen, match = 0;

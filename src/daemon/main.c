@@ -219,7 +219,14 @@ static int listen_fallback(const struct sockaddr_un *abs, socklen_t alen,
 		goto err_close;
 	}
 	/* With the lock, look once more: the holder may have gone, and a
-	 * daemon of ours that took the name since would not look here. */
+	 * daemon of ours that took the name since would not look here.  One
+	 * window stays: the holder leaves between this look and our listen()
+	 * below, and a program that found neither socket in that moment
+	 * starts a daemon that takes the name.  Two daemons then serve the
+	 * same name until one idles out; new programs go to the abstract
+	 * one.  Closing it would mean every daemon taking this lock, on a
+	 * home directory too (NFS), for a holder that leaves within
+	 * microseconds of our look. */
 	fd = bind_listen(abs, alen);
 	if (fd >= 0) {
 		close(where.lockfd);
