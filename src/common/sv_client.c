@@ -350,10 +350,10 @@ static int chan_connect(int spawn)
 	return 0;
 }
 
-/* Poll first, block later (DESIGN.md "Progress"): the daemon answers most
- * requests within a few microseconds, while going to sleep in recv() and
- * being woken costs tens of them on a busy machine.  Spin briefly before
- * the blocking receive. */
+/* Poll first, block later (docs/architecture.md "Progress"): the daemon
+ * answers most requests within a few microseconds, while going to sleep in
+ * recv() and being woken costs tens of them on a busy machine.  Spin briefly
+ * before the blocking receive. */
 #define SV_REPLY_SPIN_NS 30000
 
 static void await_reply(int fd)

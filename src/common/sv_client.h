@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The process's private control channel to softverbsd (DESIGN.md "One
- * channel per process").  Linked into libibverbs.so.1 and the softverbs
+ * The process's private control channel to softverbsd (docs/architecture.md
+ * "One channel per process").  Linked into libibverbs.so.1 and the softverbs
  * command.  Thread-safe: one request at a time per process.  A child made
  * by fork() never uses its parent's connection; it opens its own.
  */

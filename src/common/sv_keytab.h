@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The key table: the daemon's published view of every lkey/rkey, shared
- * read-only with the engines (DESIGN.md "Checks at execution time").
+ * read-only with the engines (docs/architecture.md "Checks at execution
+ * time").
  *
  * One memfd, written only by softverbsd (src/daemon/keytab.c), mapped
  * read-only by every engine (src/engine/keys.c).  A key is

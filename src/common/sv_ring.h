@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A single-producer single-consumer ring of variable-size records in shared
- * memory (one direction of a link between two engines; DESIGN.md
+ * memory (one direction of a link between two engines; docs/architecture.md
  * "Progress").  Header only.
  *
  * Region (a memfd the producer creates and both map read-write):

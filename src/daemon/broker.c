@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The link broker: introduces engines to each other (DESIGN.md "Data
- * path").  The daemon never carries data; it hands a sender's ring memfd
- * and doorbell to the receiving engine and answers with the receiver's
- * doorbell.  After that the two engines talk through shared memory only.
+ * The link broker: introduces engines to each other (docs/architecture.md
+ * "Data path: the engine").  The daemon never carries data; it hands a
+ * sender's ring memfd and doorbell to the receiving engine and answers
+ * with the receiver's doorbell.  After that the two engines talk through shared memory only.
  *
  * An engine is a process's data path (one per process).  It attaches with
  * its doorbell eventfd and gets an engine socket: the daemon pushes

@@ -198,7 +198,7 @@ static int op_open_device(struct svd_req *r)
 }
 
 /* IMPORT_DEVICE and ATTACH: possession of a copy of the cmd_fd proves
- * membership (DESIGN.md "ufile and cmd_fd"). */
+ * membership (docs/architecture.md "ufile and cmd_fd"). */
 static int import_or_attach(struct svd_req *r, int want_async)
 {
 	struct sv_ctx_rep *rep = r->rep;

@@ -304,9 +304,9 @@ static int next_timeout(void)
 }
 
 /*
- * Poll first, block later (DESIGN.md "Progress"): right after serving a
- * request the next one often follows within microseconds (reg then dereg,
- * a burst of creates), and an epoll_wait that sleeps costs a wake-up of
+ * Poll first, block later (docs/architecture.md "Progress"): right after
+ * serving a request the next one often follows within microseconds (reg then
+ * dereg, a burst of creates), and an epoll_wait that sleeps costs a wake-up of
  * tens of them.  So after activity, look again without sleeping for a
  * short while; an idle daemon still sleeps and uses no CPU.
  */

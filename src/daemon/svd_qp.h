@@ -2,9 +2,9 @@
 /*
  * Data-path objects in the daemon (cq.c, qp.c, srq.c, ah.c, mw.c): what the
  * "kernel" keeps about CQs, QPs, SRQs, AHs and MWs.  The queues themselves
- * live in the creating process (DESIGN.md "Queues"); the daemon keeps
- * handles, use counts and the device-wide QPN table, so the engine side of
- * the daemon (broker, wire gateway) can find which process serves a QPN.
+ * live in the creating process (docs/architecture.md "Queues"); the daemon
+ * keeps handles, use counts and the device-wide QPN table, so the engine side
+ * of the daemon (broker, wire gateway) can find which process serves a QPN.
  */
 #ifndef SVD_QP_H
 #define SVD_QP_H

@@ -6,8 +6,8 @@
  * Posting checks only what hardware checks when a WR is posted: the QP
  * state, the opcode against the QP type, the SGE count, inline length, the
  * UD address handle being there, and room in the queue.  Keys, bounds, PDs
- * and access rights are the engine's, when the WQE executes (DESIGN.md
- * "Checks at execution time").
+ * and access rights are the engine's, when the WQE executes
+ * (docs/architecture.md "Checks at execution time").
  */
 #include "dp_int.h"
 

@@ -4,7 +4,8 @@
 #  - docs/protocol.md and docs/shared-memory.md are what scripts/gen-docs.py
 #    makes from the shared headers now (field tables, offsets, sizes);
 #  - every relative link in README.md and docs/*.md names a file of the
-#    repository (none points outside it, e.g. to ../shared);
+#    repository (none points outside it, e.g. to ../shared), and no
+#    comment or page cites DESIGN.md, STYLE.md or ../shared;
 #  - the pages the README promises exist.
 set -u
 
@@ -47,6 +48,15 @@ for md in "$SRC/README.md" "$SRC"/docs/*.md; do
 done
 grep -nE '\.\./shared|DESIGN\.md|STYLE\.md' "$SRC/README.md" &&
 	fail "README.md still points to files outside the repository"
+# Comments and pages cite files a clone has: no design notes kept outside
+# the repository (DESIGN.md, STYLE.md, ../shared).
+if out=$(grep -rnE '\.\./shared|DESIGN\.md|STYLE\.md' "$SRC/src" "$SRC/docs" \
+	"$SRC/tests" "$SRC/scripts" "$SRC/bench" --exclude=docs.sh 2>/dev/null); then
+	fail "these cite files a clone does not have:"
+	echo "$out" | head -20
+else
+	ok "no comment or page cites a file outside the repository"
+fi
 grep -q '](docs/architecture.md)' "$SRC/README.md" &&
 	ok "README.md links docs/architecture.md" || fail "README.md does not link docs/architecture.md"
 
