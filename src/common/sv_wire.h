@@ -103,6 +103,23 @@ static inline int sv_wire_qpn_live(struct sv_wire_shm *m, uint32_t qpn)
 		(qpn & 7)) & 1;
 }
 
+/*
+ * Whether datagram payload b (n bytes, as received) names a QP that is
+ * not there: QP1 and QPNs in the map are, and anything too short to hold
+ * a BTH is left to sv_wire_rx_parse to refuse.  Asked before the ICRC
+ * is computed, so junk to missing QPNs costs one load.
+ */
+static inline int sv_wire_qpn_missing(struct sv_wire_shm *m, const uint8_t *b,
+				      size_t n)
+{
+	uint32_t qpn;
+
+	if (n < 12)
+		return 0;
+	qpn = (uint32_t)b[5] << 16 | (uint32_t)b[6] << 8 | b[7];
+	return qpn != 1 && !sv_wire_qpn_live(m, qpn);
+}
+
 /* Takes the port for reading if nobody has it, or its holder died or
  * kept it SV_WIRE_STEAL_NS (a stopped process must not stop the
  * namespace's wire).  now: CLOCK_MONOTONIC ns.  A second, not less: a

@@ -474,18 +474,27 @@ static uint64_t now_ns(void)
 /* Reads what waits on the port (the engines are all asleep). */
 static void rx_batch(struct sv_wire_rxb *b)
 {
-	uint32_t me = (uint32_t)getpid();
+	static uint32_t me;
 	int n, kick;
 
+	if (!me)
+		me = (uint32_t)getpid(); /* the thread's, once */
 	if (!sv_wire_rx_trylock(gw.shm, me, now_ns()))
 		return; /* an engine reads */
 	n = sv_wire_recv(gw.fd, b, SV_WIRE_BATCH);
 	pthread_mutex_lock(&gw.lock);
 	for (int i = 0; i < n; i++) {
 		struct sv_wire_pkt p;
-		int err = sv_wire_rx_parse(&b->mm[i].msg_hdr, b->mm[i].msg_len,
-					   b->buf[i], gw.port, &p);
+		int err;
 
+		if (sv_wire_qpn_missing(gw.shm, b->buf[i] + SV_WIRE_HEADROOM,
+					b->mm[i].msg_len)) {
+			atomic_fetch_add_explicit(&gw.shm->rx_no_qp, 1,
+						  memory_order_relaxed);
+			continue;
+		}
+		err = sv_wire_rx_parse(&b->mm[i].msg_hdr, b->mm[i].msg_len,
+				       b->buf[i], gw.port, &p);
 		if (err == -EBADMSG)
 			atomic_fetch_add_explicit(&gw.shm->rx_bad_icrc, 1,
 						  memory_order_relaxed);

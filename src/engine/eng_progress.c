@@ -342,10 +342,16 @@ static int wire_read(struct sv_engine *eng, struct touched *t, uint8_t *fwd)
 
 	for (int i = 0; i < n; i++) {
 		struct sv_wire_pkt p;
-		int err = sv_wire_rx_parse(&b->mm[i].msg_hdr, b->mm[i].msg_len,
-					   b->buf[i], eng->wire_port, &p);
+		int err;
 
 		fwd[i] = 0;
+		if (sv_wire_qpn_missing(m, b->buf[i] + SV_WIRE_HEADROOM,
+					b->mm[i].msg_len)) {
+			noqp++;
+			continue;
+		}
+		err = sv_wire_rx_parse(&b->mm[i].msg_hdr, b->mm[i].msg_len,
+				       b->buf[i], eng->wire_port, &p);
 		if (err) {
 			if (err == -EBADMSG)
 				bad++;
@@ -363,12 +369,10 @@ static int wire_read(struct sv_engine *eng, struct touched *t, uint8_t *fwd)
 			continue;
 		}
 		if (!sv_eng_qp(eng, p.qpn)) {
-			/* Another process's QP, or none: only a live one is
-			 * worth finding its engine (a daemon call on a miss). */
-			if (sv_wire_qpn_live(m, p.qpn))
-				fwd[i] = 1;
-			else
-				noqp++;
+			/* Another process's QP (live in the map, looked at
+			 * above): its engine is found after the port is
+			 * given up (a daemon call on a cache miss). */
+			fwd[i] = 1;
 			continue;
 		}
 		dispatch(eng, p.rec, p.rec_len, SV_WIRE_REC, t);
