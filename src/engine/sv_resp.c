@@ -1296,11 +1296,21 @@ void sv_resp_flush(struct sv_qp *qp)
 	if (qp->type != IBV_QPT_RC ||
 	    (!tr->ack_pending && tr->rq_head == tr->rq_tail))
 		return;
+	/* What we answer is published (and the requester's doorbell rung)
+	 * only once the lock is dropped.  The requester may execute its next
+	 * message directly as soon as it sees its last ACK, and that takes
+	 * this lock: had we been stopped (SIGSTOP, a debugger) between the
+	 * two -- a stop lands at the end of a system call, the doorbell's
+	 * write -- its ibv_post_send would wait for us to run again.  READ
+	 * responses above the size a batch keeps back still go out at once
+	 * (eng_link.c, lazy_keep). */
+	sv_link_batch_begin();
 	resp_lock(qp->shm);
 	if (!tr->link)
 		tr->link = qp->link;
 	full = send_queued(qp, tr);
 	sv_shlock_unlock(&qp->shm->lock);
+	sv_link_batch_end();
 	sv_wire_flush(qp->eng);
 	if (full)
 		sv_eng_want_work(qp->eng);
