@@ -69,3 +69,8 @@ foreach(t test_cm_hostile test_cm_fuzz)
   target_link_libraries(${t} PRIVATE rdmacm sv_common)
   target_include_directories(${t} PRIVATE ${CMAKE_SOURCE_DIR}/src/daemon)
 endforeach()
+# A stateful RC fuzzer on the wire (docs/wire.md "Hostile packets"): a
+# fake peer's random but well-formed packets to a QP kept in RTS for
+# SV_FUZZ_SECONDS, then memory, objects and descriptors checked and a
+# legitimate exchange made.  Root only.
+sv_c_test(test_wire_fuzz ${D}/test_wire_fuzz.c TIMEOUT 600 LABELS wire)
