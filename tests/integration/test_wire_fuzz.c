@@ -35,7 +35,8 @@
  *  - every READ response the victim sends carries bytes a READ of ours
  *    asked for at its PSN, from inside the MR its rkey names (those of
  *    the weaker MR as they are);
- *  - a receive completion never says more than its SGEs hold;
+ *  - a READ of the victim's that completes with success has all its
+ *    bytes; a receive completion never says more than its SGEs hold;
  *  - every packet the victim sends has a right ICRC and is for the peer;
  *  - every RC opcode went out;
  *  - the daemon is the same process and holds the objects and
@@ -45,6 +46,9 @@
  *    packets (the sanitizer build: LeakSanitizer finds no leak);
  *  - afterwards a legitimate exchange both ways works: a SEND, a WRITE
  *    and a READ to the victim, a SEND, a READ and an atomic from it.
+ *
+ * The fuzzer's findings, each a case of its own below, with the packets
+ * that showed it.
  *
  * The packet and seed counts are printed.  SV_FUZZ_SEED replays the
  * choices (the victim's timing still varies); SV_FUZZ_TRACE=file writes
@@ -95,6 +99,9 @@
 #define LEN_L (OFF_SRC + LEN_SRC - OFF_L)
 #define VBUF (OFF_L + LEN_L + PG)
 
+/* What a READ target holds until a response writes it. */
+#define UNREAD 0xee
+
 /* What the stranger's payloads start with: found nowhere, ever. */
 static const uint8_t MARK[8] = { 0x5a, 0xa5, 'S', 'T', 'R', 'A', 'N', 'G' };
 
@@ -143,6 +150,7 @@ struct victim {
 	int frozen;	 /* neither remote WRITE nor atomic: A keeps snap */
 	uint8_t *snap;
 	int recv_on[NRECV], read_on[NREAD], atom_on[NATOM];
+	uint32_t read_len[NREAD];
 	int lazy; /* this epoch posts receives only when none is left */
 	unsigned sends_out;
 };
@@ -974,6 +982,9 @@ static void post_own(struct victim *v)
 		wr.opcode = IBV_WR_RDMA_READ;
 		sge.addr = (uintptr_t)v->buf + OFF_READ + slot * READ_SLOT;
 		sge.length = 1 + below(READ_MAX);
+		/* What no response wrote is still UNREAD (reap). */
+		memset(v->buf + OFF_READ + slot * READ_SLOT, UNREAD, READ_MAX);
+		v->read_len[slot] = sge.length;
 		wr.wr_id = wr_id(v, K_READ, slot);
 		v->read_on[slot] = 1;
 	} else {
@@ -996,6 +1007,25 @@ static void post_own(struct victim *v)
 	CHECK_EQ(ibv_post_send(v->qp, &wr, &bad), 0);
 	v->sends_out++;
 	z.posted++;
+}
+
+/* A READ that completed with success has every byte it asked for: no
+ * 16 bytes in a row are still what it was filled with at post (the
+ * responses' payloads are random). */
+static void check_read(const struct victim *v, unsigned slot)
+{
+	const uint8_t *p = v->buf + OFF_READ + slot * READ_SLOT;
+	uint32_t run = 0;
+
+	for (uint32_t i = 0; i < v->read_len[slot]; i++) {
+		run = p[i] == UNREAD ? run + 1 : 0;
+		if (run == 16)
+			sv_test_fail(__FILE__, __LINE__,
+				     "a READ of %u bytes completed with success, "
+				     "but bytes %u.. of it never arrived (seed "
+				     "%llu)", v->read_len[slot], i - 15,
+				     (unsigned long long)seed);
+	}
 }
 
 /* Takes the victim's completions: each frees what its work request
@@ -1038,6 +1068,8 @@ static void reap(struct victim *v)
 				v->recv_on[slot] = 0;
 				break;
 			case K_READ:
+				if (wc[i].status == IBV_WC_SUCCESS)
+					check_read(v, slot);
 				v->read_on[slot] = 0;
 				v->sends_out--;
 				break;
@@ -1514,6 +1546,100 @@ SV_TEST_T(rc_fuzz, 900)
 		CHECK_EQ(__lsan_do_recoverable_leak_check(), 0);
 	if (trace)
 		fclose(trace);
+	fake_hosts_done(&h);
+}
+
+/* A response to the victim's READ: op at psn, len bytes of fill. */
+static void read_response(const struct victim *v, uint8_t op, uint32_t psn,
+			  uint32_t len, uint8_t fill)
+{
+	static struct fake_pkt k;
+	struct fake_fields f = { .syn = 0x1f };
+
+	pkt_new(&k, v);
+	build(&k, op, psn, 0, &f, len);
+	memset(k.b + (op == 0x0e ? 12 : 16), fill, len);
+	send_pkt(&k);
+}
+
+/* The victim READs len bytes into its first READ slot (filled with
+ * UNREAD first); returns the PSN of its request. */
+static uint32_t victim_read(struct victim *v, uint64_t id, uint32_t len)
+{
+	struct ibv_send_wr wr;
+	uint8_t buf[4200];
+
+	memset(v->buf + OFF_READ, UNREAD, READ_MAX);
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_RDMA_READ;
+	wr.wr.rdma.remote_addr = 0x100000;
+	wr.wr.rdma.rkey = 0x4242;
+	wr.wr_id = id;
+	own(v, &wr, OFF_READ, len);
+	expect_op(buf, sizeof(buf), 0x0c);
+	CHECK_EQ(ld32(buf + 24), len);
+	return ld24(buf + 9);
+}
+
+/* Bytes [from, to) of the victim's first READ slot are all c. */
+static void read_holds(const struct victim *v, uint32_t from, uint32_t to,
+		       uint8_t c)
+{
+	for (uint32_t i = from; i < to; i++)
+		if (v->buf[OFF_READ + i] != c)
+			sv_test_fail(__FILE__, __LINE__,
+				     "byte %u of the READ is %#x, not %#x", i,
+				     v->buf[OFF_READ + i], c);
+}
+
+/*
+ * What the fuzzer found first: a READ response shorter than the path MTU
+ * where the READ has more to come was taken.  A short last one (or only
+ * one) completed the READ with success although the bytes after it
+ * never arrived (here 1124..1999 stayed as they were: the true last
+ * response came after the READ was done and was ignored); a short first
+ * or middle one left the READ's progress off the MTU grid, so the
+ * responses after it never fitted and the READ was asked again until its
+ * retries ran out.  Such a response is malformed: dropped, as a corrupt
+ * packet is, and the true ones complete the READ.
+ */
+SV_TEST_T(short_read_responses_are_dropped, 120)
+{
+	struct host h;
+	struct victim v;
+	uint32_t psn;
+
+	fake_hosts(&h);
+	victim_open(&v);
+	calm = 1;
+	connect_qp(&v);
+	/* 2000 bytes: first 1024, then a last of 100, then the true last. */
+	psn = victim_read(&v, wr_id(&v, K_READ, 0), 2000);
+	read_response(&v, 0x0d, psn, 1024, 'r');
+	read_response(&v, 0x0f, PSN(psn + 1), 100, 'x');
+	read_response(&v, 0x0f, PSN(psn + 1), 976, 's');
+	wc_expect(&v, wr_id(&v, K_READ, 0), IBV_WC_SUCCESS);
+	read_holds(&v, 0, 1024, 'r');
+	read_holds(&v, 1024, 2000, 's');
+	/* 3000 bytes: a middle of 500 among them. */
+	psn = victim_read(&v, wr_id(&v, K_READ, 1), 3000);
+	read_response(&v, 0x0d, psn, 1024, 'a');
+	read_response(&v, 0x0e, PSN(psn + 1), 500, 'x');
+	read_response(&v, 0x0e, PSN(psn + 1), 1024, 'b');
+	read_response(&v, 0x0f, PSN(psn + 2), 952, 'c');
+	wc_expect(&v, wr_id(&v, K_READ, 1), IBV_WC_SUCCESS);
+	read_holds(&v, 0, 1024, 'a');
+	read_holds(&v, 1024, 2048, 'b');
+	read_holds(&v, 2048, 3000, 'c');
+	/* And a READ of one packet: an only response of 2 bytes, then the
+	 * true one. */
+	psn = victim_read(&v, wr_id(&v, K_READ, 2), 591);
+	read_response(&v, 0x10, psn, 2, 'x');
+	read_response(&v, 0x10, psn, 591, 'o');
+	wc_expect(&v, wr_id(&v, K_READ, 2), IBV_WC_SUCCESS);
+	read_holds(&v, 0, 591, 'o');
+	CHECK_EQ(qp_state(&v), IBV_QPS_RTS);
+	victim_close(&v);
 	fake_hosts_done(&h);
 }
 
