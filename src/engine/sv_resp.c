@@ -776,6 +776,12 @@ static enum resp_state duplicate(struct resp *rs)
 
 	/* 9.7.5.1.2: re-answer, never re-execute a SEND or WRITE. */
 	if (rs->flags & OP_READ) {
+		/* A repeat is answered as the READ it repeats was: a QP
+		 * without remote READ executed none, so this repeats nothing
+		 * (rxe drops a repeat it has no READ for).  The rkey is
+		 * checked as each response is built (send_queued). */
+		if (!(rs->q->access & IBV_ACCESS_REMOTE_READ))
+			return RESPST_DROP;
 		supersede_read(tr, pkt);
 		push_read(tr, pkt);
 		return RESPST_DONE;

@@ -34,7 +34,8 @@
  *    atomic rights; nothing the stranger sent lands anywhere;
  *  - every READ response the victim sends carries bytes a READ of ours
  *    asked for at its PSN, from inside the MR its rkey names (those of
- *    the weaker MR as they are);
+ *    the weaker MR as they are), and none comes from a QP without remote
+ *    READ;
  *  - a READ of the victim's that completes with success has all its
  *    bytes; a receive completion never says more than its SGEs hold;
  *  - every packet the victim sends has a right ICRC and is for the peer;
@@ -337,7 +338,8 @@ static int readable(const struct victim *v, uint32_t rkey, uint64_t va,
 
 /*
  * A READ response of the victim's (n bytes, ICRC included) carries bytes
- * of a READ we sent at its PSN, from inside the MR its rkey names.  Bytes of the weaker MR, which
+ * of a READ we sent at its PSN, from inside the MR its rkey names, and
+ * only when the QP takes remote READs.  Bytes of the weaker MR, which
  * never change, are checked too.  (Several READs of ours may have the
  * same PSN, a repeat among them: any of them will do.)
  */
@@ -352,6 +354,11 @@ static void check_read_response(const uint8_t *p, size_t n)
 	len = (uint32_t)(n - 4 - hl - ((p[1] >> 4) & 3));
 	if (!v || !len)
 		return;
+	if (!(v->access & IBV_ACCESS_REMOTE_READ))
+		sv_test_fail(__FILE__, __LINE__,
+			     "a READ response of %u bytes (PSN %#x) from a QP "
+			     "without remote READ (seed %llu)", len, psn,
+			     (unsigned long long)seed);
 	for (unsigned i = 0; i < z.nrr && i < 256; i++) {
 		const struct rreq *r = &z.rr[i];
 		int32_t d = pdiff(psn, r->psn);
@@ -873,6 +880,8 @@ static void burst(const struct victim *v)
 /* The next epochs are plain: path MTU 1024, every right, a timeout of
  * ~17 s (no retransmission within a case), receives always posted. */
 static int calm;
+static uint32_t calm_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			      IBV_ACCESS_REMOTE_ATOMIC; /* a calm QP's rights */
 
 /* Connects the QP to the fake peer anew, with new PSNs, timers and
  * rights, from RESET. */
@@ -885,7 +894,7 @@ static void connect_qp(struct victim *v)
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
-	a.qp_access_flags = calm || chance(90) ? acc : acc & rnd();
+	a.qp_access_flags = calm ? calm_access : chance(90) ? acc : acc & rnd();
 	v->access = a.qp_access_flags;
 	CHECK_EQ(ibv_modify_qp(v->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
 						  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
@@ -1638,6 +1647,54 @@ SV_TEST_T(short_read_responses_are_dropped, 120)
 	read_response(&v, 0x10, psn, 591, 'o');
 	wc_expect(&v, wr_id(&v, K_READ, 2), IBV_WC_SUCCESS);
 	read_holds(&v, 0, 591, 'o');
+	CHECK_EQ(qp_state(&v), IBV_QPS_RTS);
+	victim_close(&v);
+	fake_hosts_done(&h);
+}
+
+/*
+ * A READ request whose PSN is behind the one expected is a repeat: the
+ * responder answers it again (9.7.5.1.2) -- but only if it could have
+ * answered it the first time.  A QP without remote READ answered such a
+ * "repeat" with the bytes it named (their rkey allowing remote READ),
+ * though it never executed a READ: one packet with an old PSN read what
+ * the QP's access flags refuse.  Now the repeat is dropped; the
+ * duplicate SEND after it is ACKed, and that ACK is the next packet.
+ */
+SV_TEST_T(repeated_read_needs_remote_read, 120)
+{
+	static struct fake_pkt k;
+	struct fake_fields f;
+	struct host h;
+	struct victim v;
+	uint8_t buf[4200];
+
+	fake_hosts(&h);
+	victim_open(&v);
+	calm = 1;
+	calm_access = IBV_ACCESS_REMOTE_WRITE;
+	connect_qp(&v);
+	post_recvs(&v);
+	/* A SEND takes PSN rq_psn: a READ there is a repeat from now on. */
+	memset(&f, 0, sizeof(f));
+	pkt_new(&k, &v);
+	build(&k, 0x04, v.rq_psn, 1, &f, 16);
+	send_pkt(&k);
+	expect_op(buf, sizeof(buf), 0x11);
+	CHECK_EQ(ld24(buf + 9), v.rq_psn);
+	pkt_new(&k, &v);
+	f.va = (uintptr_t)v.buf + OFF_A;
+	f.rkey = v.a->rkey;
+	f.dma_len = 64;
+	build(&k, 0x0c, v.rq_psn, 1, &f, 0);
+	send_pkt(&k);
+	pkt_new(&k, &v);
+	build(&k, 0x04, v.rq_psn, 1, &f, 0);
+	send_pkt(&k);
+	next_pkt(buf, sizeof(buf));
+	CHECK_EQ(buf[0], 0x11); /* not a READ response */
+	CHECK_EQ(buf[12] & 0xe0, 0);
+	CHECK_EQ(ld24(buf + 9), v.rq_psn);
 	CHECK_EQ(qp_state(&v), IBV_QPS_RTS);
 	victim_close(&v);
 	fake_hosts_done(&h);
