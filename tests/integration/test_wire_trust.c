@@ -3,10 +3,10 @@
  * Hostile packets on the wire (docs/wire.md "Hostile packets"): what an
  * off-path sender can do with well-formed RoCE v2 datagrams whose ICRC is
  * right.  Host A runs our library and daemon; host B is not softverbs at
- * all but this test's own UDP sockets in B's namespace: one on B's
- * address and port 4791, playing A's peer (it sees A's requests and
- * answers them by hand), and one on a third address, 198.51.100.3, the
- * stranger.
+ * all but this test's own UDP sockets in B's namespace (wire_fake.h):
+ * one on B's address and port 4791, playing A's peer (it sees A's
+ * requests and answers them by hand), and one on a third address,
+ * 198.51.100.3, the stranger.
  *
  *  - an ACK whose PSN is past everything A sent completes nothing, and a
  *    NAK for a PSN no request of A's has is ignored: a later, true ACK
@@ -20,170 +20,9 @@
  *  - datagrams to QPNs that do not exist are dropped by whoever reads the
  *    port without asking the daemon (the daemon's map of live QPNs).
  */
-#include "wire_util.h"
-#include "sv_roce.h"
+#include "wire_fake.h"
 
-#include <poll.h>
-#include <sys/uio.h>
-
-#define IP4_C "198.51.100.3"
-#define FAKE_QPN 0x123456u
 #define QKEY 0x11111111u
-
-/* B's two sockets, made in B's namespace and handed to us. */
-static int sock_b = -1, sock_c = -1;
-
-static void send_fds(int s, const int *fds, int n)
-{
-	char c = 'f';
-	struct iovec iov = { &c, 1 };
-	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = u.buf,
-			     .msg_controllen = CMSG_SPACE(n * sizeof(int)) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(n * sizeof(int));
-	memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
-	CHECK_EQ(sendmsg(s, &mh, 0), 1);
-}
-
-static void recv_fds(int s, int *fds, int n)
-{
-	char c;
-	struct iovec iov = { &c, 1 };
-	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *cm;
-
-	CHECK_EQ(recvmsg(s, &mh, 0), 1);
-	cm = CMSG_FIRSTHDR(&mh);
-	CHECK(cm && cm->cmsg_type == SCM_RIGHTS &&
-	      cm->cmsg_len == CMSG_LEN(n * sizeof(int)));
-	memcpy(fds, CMSG_DATA(cm), n * sizeof(int));
-}
-
-static int fd_pair[2]; /* a Unix socket pair for the descriptors */
-
-static int udp_on(const char *ip)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(4791) };
-	int fd = socket(AF_INET, SOCK_DGRAM, 0), off = IP_PMTUDISC_DONT;
-
-	CHECK(fd >= 0);
-	CHECK_EQ(inet_pton(AF_INET, ip, &a.sin_addr), 1);
-	CHECK_EQ(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	/* DF off: a datagram above the link's MTU leaves in fragments,
-	 * as a hostile sender would send it. */
-	CHECK_EQ(setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &off, sizeof(off)), 0);
-	return fd;
-}
-
-/* B: a second address for the stranger, both sockets to A, then waits
- * for A to finish (EOF).  No softverbs here: nothing else holds 4791. */
-static void fake_b(int in, int out)
-{
-	int fds[2];
-	char c;
-
-	(void)out;
-	sv_test_sh("ip addr add " IP4_C "/24 dev svw1");
-	fds[0] = udp_on(IP4_B);
-	fds[1] = udp_on(IP4_C);
-	send_fds(fd_pair[1], fds, 2);
-	while (read(in, &c, 1) > 0)
-		;
-	_exit(0);
-}
-
-static void hosts(struct host *h)
-{
-	int fds[2];
-
-	CHECK_EQ(socketpair(AF_UNIX, SOCK_DGRAM, 0, fd_pair), 0);
-	two_hosts(h, fake_b);
-	recv_fds(fd_pair[0], fds, 2);
-	sock_b = fds[0];
-	sock_c = fds[1];
-}
-
-static void hosts_done(struct host *h)
-{
-	close(sock_b);
-	close(sock_c);
-	close(fd_pair[0]);
-	close(fd_pair[1]);
-	CHECK_EQ(host_done(h), 0);
-	a_done();
-}
-
-/* ---------------------------------------------------------- packets -- */
-
-static void v4map(uint8_t g[16], const char *ip)
-{
-	memset(g, 0, 16);
-	g[10] = g[11] = 0xff;
-	CHECK_EQ(inet_pton(AF_INET, ip, g + 12), 1);
-}
-
-static void be24(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 16);
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)v;
-}
-
-static void be32(uint8_t *p, uint32_t v)
-{
-	be24(p + 1, v);
-	p[0] = (uint8_t)(v >> 24);
-}
-
-/* A BTH at p (IBTA 9.2): opcode, pad count, P_Key 0xffff, QPN, PSN. */
-static void bth(uint8_t *p, uint8_t opcode, unsigned pad, uint32_t qpn,
-		int ackreq, uint32_t psn)
-{
-	memset(p, 0, 12);
-	p[0] = opcode;
-	p[1] = (uint8_t)(pad << 4);
-	p[2] = p[3] = 0xff;
-	be24(p + 5, qpn);
-	p[8] = ackreq ? 0x80 : 0;
-	be24(p + 9, psn);
-}
-
-/* Sends ib (len bytes, pad included) from socket fd (address from_ip)
- * to A's port, with the ICRC a RoCE v2 sender computes. */
-static void send_ib(int fd, const char *from_ip, uint8_t *ib, size_t len)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(4791) };
-	struct sockaddr_in me;
-	socklen_t ml = sizeof(me);
-	struct sv_roce_flow f;
-	uint32_t icrc;
-
-	CHECK_EQ(getsockname(fd, (struct sockaddr *)&me, &ml), 0);
-	memset(&f, 0, sizeof(f));
-	v4map(f.sgid, from_ip);
-	v4map(f.dgid, IP4_A);
-	f.sport = ntohs(me.sin_port);
-	f.dport = 4791;
-	f.hop_limit = 64;
-	icrc = sv_icrc(&f, ib, len);
-	memcpy(ib + len, &icrc, 4);
-	CHECK_EQ(inet_pton(AF_INET, IP4_A, &a.sin_addr), 1);
-	CHECK_EQ(sendto(fd, ib, len + 4, 0, (struct sockaddr *)&a, sizeof(a)),
-		 (ssize_t)(len + 4));
-}
 
 /* An ACK or NAK (AETH syndrome syn) for PSN psn to A's QP qpn. */
 static void send_aeth(int fd, const char *from_ip, uint32_t qpn, uint32_t psn,
@@ -194,7 +33,7 @@ static void send_aeth(int fd, const char *from_ip, uint32_t qpn, uint32_t psn,
 	bth(p, 0x11, 0, qpn, 0, psn); /* RC ACKNOWLEDGE */
 	p[12] = syn;
 	be24(p + 13, 1);
-	send_ib(fd, from_ip, p, 16);
+	fake_send_ib(fd, from_ip, p, 16, 0);
 }
 
 /* The next datagram A sends to B's port (20 s at most); returns its
@@ -236,7 +75,7 @@ SV_TEST_T(forged_ack_beyond_sent_completes_nothing, 120)
 	uint8_t buf[4200], op;
 	uint32_t psn1, psn2;
 
-	hosts(&h);
+	fake_hosts(&h);
 	rc_to_fake(&s);
 	post(&s, 1, IBV_WR_SEND, 0, 8, NULL, 0, 0);
 	post(&s, 2, IBV_WR_SEND, 0, 8, NULL, 0, 0);
@@ -260,7 +99,7 @@ SV_TEST_T(forged_ack_beyond_sent_completes_nothing, 120)
 	CHECK_EQ(wc.wr_id, 2);
 	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
 	side_close(&s);
-	hosts_done(&h);
+	fake_hosts_done(&h);
 }
 
 SV_TEST_T(nak_for_no_outstanding_psn_is_ignored, 120)
@@ -271,7 +110,7 @@ SV_TEST_T(nak_for_no_outstanding_psn_is_ignored, 120)
 	uint8_t buf[4200], op;
 	uint32_t psn;
 
-	hosts(&h);
+	fake_hosts(&h);
 	rc_to_fake(&s);
 	post(&s, 1, IBV_WR_SEND, 0, 8, NULL, 0, 0);
 	b_recv(buf, sizeof(buf), &op, &psn);
@@ -285,7 +124,7 @@ SV_TEST_T(nak_for_no_outstanding_psn_is_ignored, 120)
 	CHECK_EQ(wc.wr_id, 1);
 	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
 	side_close(&s);
-	hosts_done(&h);
+	fake_hosts_done(&h);
 }
 
 /* A RDMA WRITE only of 4 bytes at A's buffer + off, PSN psn. */
@@ -300,7 +139,7 @@ static void send_write(int fd, const char *from_ip, const struct side *s,
 	be32(p + 20, s->mr->rkey);
 	be32(p + 24, 4);
 	memcpy(p + 28, what, 4);
-	send_ib(fd, from_ip, p, 32);
+	fake_send_ib(fd, from_ip, p, 32, 0);
 }
 
 SV_TEST_T(rc_packet_not_from_the_peer_is_dropped, 120)
@@ -312,7 +151,7 @@ SV_TEST_T(rc_packet_not_from_the_peer_is_dropped, 120)
 	uint64_t before;
 	int i;
 
-	hosts(&h);
+	fake_hosts(&h);
 	rc_to_fake(&s);
 	before = status_u64(offsetof(struct sv_status_rep, wire_rx_not_peer));
 	/* rq_psn is 7 (side_connect): the PSN A expects next. */
@@ -333,7 +172,7 @@ SV_TEST_T(rc_packet_not_from_the_peer_is_dropped, 120)
 	CHECK(!memcmp(s.buf + 64, "GOOD", 4));
 	CHECK(!memcmp(s.buf, "\0\0\0\0", 4));
 	side_close(&s);
-	hosts_done(&h);
+	fake_hosts_done(&h);
 }
 
 /* A UD SEND only with len payload bytes to A's QP. */
@@ -347,7 +186,7 @@ static void send_ud(const struct side *s, uint32_t len, uint8_t fill)
 	be24(p + 17, FAKE_QPN);
 	p[16] = 0;
 	memset(p + 20, fill, len + pad);
-	send_ib(sock_b, IP4_B, p, 20 + len + pad);
+	fake_send_ib(sock_b, IP4_B, p, 20 + len + pad, 0);
 }
 
 SV_TEST_T(ud_datagram_above_mtu_is_dropped, 120)
@@ -361,7 +200,7 @@ SV_TEST_T(ud_datagram_above_mtu_is_dropped, 120)
 	uint32_t mtu;
 	uint64_t before;
 
-	hosts(&h);
+	fake_hosts(&h);
 	side_open(&s, IBV_QPT_UD, IP4_A);
 	CHECK_EQ(ibv_query_port(s.ctx, 1, &pa), 0);
 	mtu = 128u << pa.active_mtu;
@@ -384,7 +223,7 @@ SV_TEST_T(ud_datagram_above_mtu_is_dropped, 120)
 	CHECK_EQ(ibv_query_qp(s.qp, &qa, IBV_QP_STATE, &qia), 0);
 	CHECK_EQ(qa.qp_state, IBV_QPS_RTS);
 	side_close(&s);
-	hosts_done(&h);
+	fake_hosts_done(&h);
 }
 
 /* What A's daemon has served so far (SV_OP_* requests). */
@@ -402,7 +241,7 @@ SV_TEST_T(junk_to_unknown_qpns_costs_no_daemon_call, 120)
 	uint8_t p[12 + 8 + 4 + 4];
 	int i;
 
-	hosts(&h);
+	fake_hosts(&h);
 	/* A polls (its engine reads the port) with a QP on the wire. */
 	side_open(&s, IBV_QPT_UD, IP4_A);
 	noqp = status_u64(offsetof(struct sv_status_rep, wire_rx_no_qp));
@@ -414,7 +253,7 @@ SV_TEST_T(junk_to_unknown_qpns_costs_no_daemon_call, 120)
 		be24(p + 17, FAKE_QPN);
 		p[16] = 0;
 		memset(p + 20, 0, 4);
-		send_ib(sock_b, IP4_B, p, 24);
+		fake_send_ib(sock_b, IP4_B, p, 24, 0);
 		if (k % 64 == 0)
 			CHECK_EQ(ibv_poll_cq(s.cq, 1, &wc), 0);
 	}
@@ -430,7 +269,7 @@ SV_TEST_T(junk_to_unknown_qpns_costs_no_daemon_call, 120)
 	 * the status calls of this loop are the requests left. */
 	CHECK(daemon_requests() - req < (uint64_t)i + 100);
 	side_close(&s);
-	hosts_done(&h);
+	fake_hosts_done(&h);
 }
 
 SV_TEST_MAIN()

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A fake RoCE v2 peer (test_wire_fuzz.c): host B (wire_util.h's
+ * A fake RoCE v2 peer (test_wire_trust.c, test_wire_fuzz.c): host B (wire_util.h's
  * two_hosts) runs no softverbs at all but two UDP sockets on port 4791,
  * made in B's namespace and handed to this process: one on B's address,
  * playing the peer of host A's QP (it sees A's packets and answers them
@@ -301,19 +301,26 @@ static inline uint8_t *fake_build(struct fake_pkt *k, uint8_t op, uint32_t psn,
 	return p;
 }
 
-/* Sends k to A's port, with the ICRC a RoCE v2 sender computes (or a
- * wrong one). */
-static inline void fake_send(struct fake_pkt *k)
+/* Sends ib (len bytes, pad included, and 4 more bytes for the ICRC)
+ * from socket fd (address from_ip) to A's port, with the ICRC a RoCE v2
+ * sender computes (bad_icrc: a wrong one). */
+static inline void fake_send_ib(int fd, const char *from_ip, uint8_t *ib,
+				size_t len, int bad_icrc)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(4791) };
-	int fd = k->from_c ? sock_c : sock_b;
-	uint32_t icrc = fake_icrc(fd, k->from_c ? IP4_C : IP4_B, k->b, k->len) ^
-			(k->bad_icrc ? 1u : 0);
+	uint32_t icrc = fake_icrc(fd, from_ip, ib, len) ^ (bad_icrc ? 1u : 0);
 
-	memcpy(k->b + k->len, &icrc, 4);
+	memcpy(ib + len, &icrc, 4);
 	CHECK_EQ(inet_pton(AF_INET, IP4_A, &a.sin_addr), 1);
-	CHECK_EQ(sendto(fd, k->b, k->len + 4, 0, (struct sockaddr *)&a, sizeof(a)),
-		 (ssize_t)(k->len + 4));
+	CHECK_EQ(sendto(fd, ib, len + 4, 0, (struct sockaddr *)&a, sizeof(a)),
+		 (ssize_t)(len + 4));
+}
+
+/* Sends k to A's port from B's address or the stranger's. */
+static inline void fake_send(struct fake_pkt *k)
+{
+	fake_send_ib(k->from_c ? sock_c : sock_b, k->from_c ? IP4_C : IP4_B,
+		     k->b, k->len, k->bad_icrc);
 }
 
 /* Whether the datagram p (n bytes, ICRC included) that A sent from UDP
