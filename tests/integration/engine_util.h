@@ -5,11 +5,13 @@
 #define ENGINE_UTIL_H
 
 #include "sv_test.h"
+#include "sv_ring.h"
 
 #include <infiniband/verbs.h>
 #include <arpa/inet.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -335,6 +337,56 @@ static inline void xrecv(int s, void *p, size_t n)
 
 	CHECK_EQ(poll(&pfd, 1, 20000), 1);
 	CHECK_EQ(read(s, p, n), (ssize_t)n);
+}
+
+/*
+ * The header of the ring on which this process's engine sends packets to
+ * the engine of process pid (src/engine/eng_link.c: one "softverbs-ring"
+ * memfd per direction, made by its producer), or NULL while pid has not
+ * mapped it yet.  Our loopback ring has the same name and owner but is
+ * ours alone, hence the look at pid's mappings (so pid must not have
+ * inherited ours: fork it before our engine makes rings).  Its armed bit
+ * (src/common/sv_ring.h) is that engine's word on whether it consumes the
+ * ring now, which decides whether a small SEND to it travels as a packet
+ * (src/engine/sv_direct.c, small_packet).
+ */
+static inline const struct sv_ring_hdr *eu_ring_to(pid_t pid)
+{
+	unsigned long ino[64], start, end, off, inode;
+	char path[64], line[512], perms[8];
+	const struct sv_ring_hdr *found = NULL;
+	size_t n = 0;
+	FILE *f;
+	int pos;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "r");
+	CHECK(f);
+	while (n < 64 && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx %7s %lx %*s %lu %n", &start, &end,
+			   perms, &off, &inode, &pos) == 5 &&
+		    strstr(line + pos, "/memfd:softverbs-ring"))
+			ino[n++] = inode;
+	fclose(f);
+	f = fopen("/proc/self/maps", "r");
+	CHECK(f);
+	while (!found && fgets(line, sizeof(line), f)) {
+		const struct sv_ring_hdr *h;
+
+		if (sscanf(line, "%lx-%lx %7s %lx %*s %lu %n", &start, &end,
+			   perms, &off, &inode, &pos) != 5 || off ||
+		    !strstr(line + pos, "/memfd:softverbs-ring") ||
+		    end - start < sizeof(*h))
+			continue;
+		h = (const struct sv_ring_hdr *)start;
+		if (h->magic != SV_RING_MAGIC || h->owner_pid != (uint32_t)getpid())
+			continue;
+		for (size_t k = 0; k < n; k++)
+			if (ino[k] == inode)
+				found = h;
+	}
+	fclose(f);
+	return found;
 }
 
 /* The peer process's half of the out-of-band exchange on socket s: a new

@@ -31,6 +31,7 @@ struct peer {
 enum {
 	CMD_RECV = 'r',	  /* post n receives of 4 KiB (n follows) */
 	CMD_POLL = 'p',	  /* poll n receives, send back their byte_len + crc */
+	CMD_POLL_TELL = 'P', /* the same, one byte after its first poll */
 	CMD_SUM = 's',	  /* send back a checksum of its buffer (len follows) */
 	CMD_QUIT = 'q',
 };
@@ -50,6 +51,7 @@ static void peer_main(int s)
 	uint32_t posted = 0;
 
 	eu_exchange_as_peer(&e, s);
+	xsend(s, "c", 1);
 	for (;;) {
 		char c;
 		uint32_t n;
@@ -63,12 +65,26 @@ static void peer_main(int s)
 				post_recv(&e, posted,
 					  e.buf + 32768 + (posted % 8) * 4096, 4096);
 			xsend(s, "k", 1);
-		} else if (c == CMD_POLL) {
+		} else if (c == CMD_POLL || c == CMD_POLL_TELL) {
+			int tell = c == CMD_POLL_TELL;
+
 			for (uint32_t i = 0; i < n; i++) {
 				struct ibv_wc wc;
 				uint32_t r[3];
+				int got = 0;
 
-				EXPECT_WC(e.cq, &wc, IBV_WC_SUCCESS);
+				if (tell) {
+					/* Our engine has seen us poll: the
+					 * test waits on what it does then. */
+					got = ibv_poll_cq(e.cq, 1, &wc);
+					CHECK(got >= 0);
+					xsend(s, &c, 1);
+					tell = 0;
+				}
+				if (got)
+					CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+				else
+					EXPECT_WC(e.cq, &wc, IBV_WC_SUCCESS);
 				r[0] = (uint32_t)wc.wr_id;
 				r[1] = wc.byte_len;
 				r[2] = sum32((uint8_t *)e.buf + 32768 +
@@ -88,6 +104,7 @@ static void peer_main(int s)
 static void peer_open(struct peer *p, struct ep *mine)
 {
 	int sv[2];
+	char c;
 
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	p->pid = fork();
@@ -100,6 +117,10 @@ static void peer_open(struct peer *p, struct ep *mine)
 	p->s = sv[0];
 	p->info = eu_exchange_as_test(mine, p->s);
 	ep_connect(mine, p->info.qpn);
+	/* Its QP is ready before we send: a request that reaches it before
+	 * its RTR is dropped, and on a loaded machine, where the peer may
+	 * wait long for a CPU, the retries could run out first. */
+	xrecv(p->s, &c, 1);
 }
 
 static void peer_cmd(struct peer *p, char c, uint32_t n)
@@ -116,6 +137,49 @@ static void peer_close(struct peer *p, struct ep *mine)
 	CHECK_EQ(sv_test_wait_child(p->pid), 0);
 	close(p->s);
 	ep_close(mine);
+}
+
+/*
+ * Stops the peer once the ring from our engine to its engine is armed
+ * (armed = 1: its progress thread sleeps and wants a doorbell) or not
+ * (0: its application polls its CQ, or its thread spins), as
+ * src/common/sv_ring.h puts it.  That bit decides how our engine sends to
+ * it (src/engine/sv_direct.c), and while the peer is stopped nobody
+ * changes it.  The peer may leave the state before the stop lands (its
+ * thread arms the ring when its application has not polled for a while,
+ * as on a loaded machine where it waits for a CPU): then it runs on and
+ * is stopped again.
+ */
+static void stop_peer_armed(struct peer *p, uint32_t armed)
+{
+	const struct sv_ring_hdr *h = NULL;
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int st;
+
+		if (!h)
+			h = eu_ring_to(p->pid);
+		if (h && atomic_load(&h->armed) == armed) {
+			CHECK_EQ(kill(p->pid, SIGSTOP), 0);
+			/* Stopped for sure: kill only sends the signal, and
+			 * until each thread takes it, it may still run (and
+			 * take what we send). */
+			while (waitpid(p->pid, &st, WUNTRACED) < 0)
+				CHECK_EQ(errno, EINTR);
+			CHECK(WIFSTOPPED(st));
+			if (atomic_load(&h->armed) == armed)
+				return;
+			CHECK_EQ(kill(p->pid, SIGCONT), 0);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec >= 10)
+			sv_test_fail(__FILE__, __LINE__,
+				     "the peer's ring never %s",
+				     armed ? "armed" : "unarmed");
+		usleep(100);
+	}
 }
 
 static int direct_off(void)
@@ -140,10 +204,10 @@ SV_TEST(stopped_target_takes_write_read_send)
 	peer_open(&p, &a);
 	peer_cmd(&p, CMD_RECV, 2);
 	xrecv(p.s, &k, 1);
-	/* Let its progress thread go to sleep first (it spins a moment after
-	 * activity): a sleeping target is what direct execution is for. */
-	sv_test_sleep_ms(200);
-	CHECK_EQ(kill(p.pid, SIGSTOP), 0);
+	/* Its progress thread asleep first (it spins a moment after
+	 * activity): a sleeping target is what direct execution is for, and
+	 * a small SEND goes to it directly. */
+	stop_peer_armed(&p, 1);
 	/* Nothing of the target runs now; a NIC does not need it to. */
 	eu_pattern((uint8_t *)a.buf, 8192, 7);
 	post_send_op(&a, 1, IBV_WR_RDMA_WRITE, a.buf, 8192, p.info.addr,
@@ -376,9 +440,9 @@ SV_TEST(big_write_behind_a_queued_packet)
 	xrecv(p.s, &k, 1);
 	/* It polls its CQ: its ring is unarmed, so a small SEND goes as a
 	 * packet; stopped, it takes none. */
-	peer_cmd(&p, CMD_POLL, 2);
-	sv_test_sleep_ms(50);
-	CHECK_EQ(kill(p.pid, SIGSTOP), 0);
+	peer_cmd(&p, CMD_POLL_TELL, 2);
+	xrecv(p.s, &k, 1);
+	stop_peer_armed(&p, 0);
 	eu_pattern((uint8_t *)a.buf, 16384, 5);
 	post_send_op(&a, 1, IBV_WR_SEND, a.buf + 24576, 64, 0, 0);
 	post_send_op(&a, 2, IBV_WR_RDMA_WRITE, a.buf, 16384, p.info.addr,

@@ -300,6 +300,20 @@ static void hostile_linker(void *arg)
 	_exit(0);
 }
 
+/* Some mapping of this process is of a file named name. */
+static int mapped_here(const char *name)
+{
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "r");
+	int found = 0;
+
+	CHECK(f);
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, name) != NULL;
+	fclose(f);
+	return found;
+}
+
 SV_TEST(unsealed_rings_are_refused)
 {
 	struct sv_status_rep base;
@@ -318,8 +332,13 @@ SV_TEST(unsealed_rings_are_refused)
 	CHECK(target != 0);
 	close(chan);
 	CHECK_EQ(sv_test_child(hostile_linker, &target), 0);
-	/* We are alive, and our data path still works. */
-	sv_test_sleep_ms(50);
+	/* Our engine took the sealed ring (its progress thread maps what
+	 * the daemon hands on), we are alive, and our data path still
+	 * works. */
+	for (int i = 0; !mapped_here("/memfd:svtest-ring"); i++) {
+		CHECK(i < 1000);
+		sv_test_sleep_ms(10);
+	}
 	strcpy(a.buf, "still here");
 	post_recv(&b, 7, b.buf, 64);
 	post_send_op(&a, 8, IBV_WR_SEND, a.buf, 11, 0, 0);
