@@ -732,6 +732,20 @@ static void take_port(void)
 			v6 = ss.ss_family == AF_INET6;
 		if (fd != mine)
 			port_opts(fd, v6);
+		if (mine >= 0 && fd != mine) {
+			/* Our block went to another daemon while the service
+			 * was away: a new one, on a new socket.  Processes
+			 * attached before keep reading the old one, which
+			 * hears nothing now: they are off the wire until they
+			 * attach again. */
+			sv_warn("wire: the port service gave us QPN block %#x "
+				"for %#x: QPs made before are unreachable",
+				block, gw.block);
+			pthread_mutex_lock(&gw.lock);
+			close(gw.fd);
+			gw.fd = -1;
+			pthread_mutex_unlock(&gw.lock);
+		}
 	} else if (mine >= 0) {
 		return; /* keep what we have; try the service again later */
 	} else if (fd == -ENOENT) {
@@ -851,7 +865,12 @@ static void *gw_main(void *arg)
 		lost = gw.portd_lost;
 		pthread_mutex_unlock(&gw.lock);
 		if ((fd < 0 || lost) && now / 1000000 >= gw.retry_ms) {
-			gw.retry_ms = now / 1000000 + SV_WIRE_RETRY_MS;
+			/* A restarting service steers our block nowhere until
+			 * we are back: look often, so RC peers' retries (half a
+			 * second at timeout 14) outlast the gap. */
+			gw.retry_ms = now / 1000000 +
+				      (lost ? SV_WIRE_RETRY_MS / 10 :
+					      SV_WIRE_RETRY_MS);
 			take_port();
 			continue;
 		}

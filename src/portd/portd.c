@@ -31,6 +31,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_CLIENTS 255     /* every block but 0 */
@@ -136,7 +137,43 @@ static uint32_t uid_blocks(uid_t uid)
 	return n;
 }
 
-static int hello(struct client *c, const struct sv_portd_msg *m)
+/* Whether fd is a UDP socket on our port: a member of our reuseport
+ * group (only root's sockets can be), one a daemon got from us before
+ * our restart. */
+static int our_member(int fd)
+{
+	struct sockaddr_in6 a;
+	socklen_t al = sizeof(a);
+	int type = 0, rp = 0;
+	socklen_t tl = sizeof(type), rl = sizeof(rp);
+
+	return getsockname(fd, (struct sockaddr *)&a, &al) == 0 &&
+	       a.sin6_family == AF_INET6 && ntohs(a.sin6_port) == pd.port &&
+	       getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 &&
+	       type == SOCK_DGRAM &&
+	       getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &rp, &rl) == 0 && rp;
+}
+
+/*
+ * Steers block b to a daemon's socket again after our restart.  A socket
+ * sits in one REUSEPORT_SOCKARRAY at a time, and the map of the service
+ * before us holds it until the kernel frees that service's program, which
+ * ours replaced when we started (EBUSY meanwhile): try for a while.
+ */
+static int steer_back(uint32_t b, int fd)
+{
+	struct timespec ts = { 0, 5 * 1000 * 1000 };
+	int err = -EBUSY;
+
+	for (int i = 0; i < 100 && err == -EBUSY; i++) {
+		err = portd_steer_set(&pd.steer, b, fd);
+		if (err == -EBUSY)
+			nanosleep(&ts, NULL);
+	}
+	return err;
+}
+
+static int hello(struct client *c, const struct sv_portd_msg *m, int theirs)
 {
 	struct sv_portd_msg r = { .op = SV_PORTD_HELLO,
 				  .version = SV_PORTD_VERSION };
@@ -155,6 +192,18 @@ static int hello(struct client *c, const struct sv_portd_msg *m)
 	if (b >= PORTD_BLOCKS) {
 		r.err = -ENOSPC;
 		goto out;
+	}
+	/* A daemon back after our restart brings the socket it has (its
+	 * engines hold copies): its block steers there again. */
+	if (theirs >= 0 && b == m->block && our_member(theirs) &&
+	    !steer_back(b, theirs)) {
+		c->block = b;
+		pd.block[b] = c;
+		r.block = b;
+		sv_info("portd: block %u back to uid %u (pid %d)", b,
+			(unsigned)c->uid, (int)c->pid);
+		send_msg(c, &r, -1);
+		return 0;
 	}
 	c->sock = bind_member();
 	if (c->sock < 0) {
@@ -231,18 +280,33 @@ static int listen_op(struct client *c, const struct sv_portd_msg *m)
 static void client_readable(struct client *c)
 {
 	struct sv_portd_msg m;
-	ssize_t n = recv(c->fd, &m, sizeof(m), MSG_DONTWAIT);
-	int err;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf) };
+	ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	int err, fd = -1;
 
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	if (n != (ssize_t)sizeof(m)) {
+	for (struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; cm;
+	     cm = CMSG_NXTHDR(&mh, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+		    cm->cmsg_len == CMSG_LEN(sizeof(int)))
+			memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	if (n != (ssize_t)sizeof(m) || (mh.msg_flags & MSG_CTRUNC)) {
+		if (fd >= 0)
+			close(fd);
 		client_gone(c);
 		return;
 	}
 	switch (m.op) {
 	case SV_PORTD_HELLO:
-		err = hello(c, &m);
+		err = hello(c, &m, fd);
 		break;
 	case SV_PORTD_LISTEN:
 	case SV_PORTD_UNLISTEN:
@@ -251,6 +315,8 @@ static void client_readable(struct client *c)
 	default:
 		err = -EPROTO;
 	}
+	if (fd >= 0)
+		close(fd); /* the map holds the socket, the daemon its copy */
 	if (err) {
 		sv_warn("portd: daemon %d (uid %u) broke the protocol: hung up",
 			(int)c->pid, (unsigned)c->uid);
@@ -398,8 +464,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	pd.sock0 = bind_member();
-	if (pd.sock0 < 0 || (err = portd_steer_attach(&pd.steer, pd.sock0)) ||
-	    (err = portd_steer_set(&pd.steer, 0, pd.sock0))) {
+	if (pd.sock0 < 0 || (err = portd_steer_set(&pd.steer, 0, pd.sock0)) ||
+	    (err = portd_steer_attach(&pd.steer, pd.sock0))) {
 		fprintf(stderr, "softverbs-portd: UDP port %u: %s\n", pd.port,
 			strerror(pd.sock0 < 0 ? -pd.sock0 : -err));
 		return 1;

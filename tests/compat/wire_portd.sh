@@ -16,7 +16,8 @@
 #  3. rdma_cm (rping) of both users across the namespaces: CM messages on
 #     QP1 reach the daemon they belong to; a second user cannot listen on
 #     a port another user's daemon listens on (rdma_listen: EADDRINUSE);
-#  4. the service restarted: the daemons take their blocks back and a new
+#  4. the service restarted under a running pair: the daemons take their
+#     blocks back with the sockets they have, the pair completes, and a new
 #     pair runs.
 # Root only (namespaces); exit 77 otherwise.
 set -u
@@ -259,10 +260,37 @@ fi
 kill $hold 2>/dev/null
 wait $hold 2>/dev/null
 
-# ---- 4. the service restarts: the daemons take their blocks back
+# ---- 4. the service restarts under a running pair: the daemons take
+# their blocks back with the sockets they have, and the pair goes on.
+ip netns exec "$NS_B" timeout -k 5 300 stdbuf -oL "$SV" run ibv_rc_pingpong \
+	-g "$G" -n 50000 -p 18518 >"$TMP/long.s" 2>&1 &
+ls_=$!
+for _ in $(seq 1 300); do
+	ip netns exec "$NS_B" ss -ltn | grep -q ":18518 " && break
+	sleep 0.1
+done
+ip netns exec "$NS_A" timeout -k 5 300 stdbuf -oL "$SV" run ibv_rc_pingpong \
+	-g "$G" -n 50000 -p 18518 "$NS_B_IP4" >"$TMP/long.c" 2>&1 &
+lc=$!
+for _ in $(seq 1 300); do
+	grep -q "remote address" "$TMP/long.c" && break
+	sleep 0.1
+done
 eval "kill \$PORTD_PID_b"
 eval "wait \$PORTD_PID_b" 2>/dev/null
 portd_start b || exit 1
+running=0
+kill -0 $lc 2>/dev/null && running=1
+wait $lc; rc=$?
+wait $ls_; rs=$?
+if [ $running = 1 ] && [ $rc = 0 ] && [ $rs = 0 ] && grep -q "bytes in" "$TMP/long.c"; then
+	ok "a pair running across the service's restart completes"
+elif [ $running = 0 ]; then
+	bad "the long pair ended before the service restarted: the case tests nothing"
+else
+	bad "the long pair across the restart: client $rc, server $rs"
+	cat "$TMP/long.s" "$TMP/long.c"
+fi
 for _ in $(seq 1 50); do
 	status "$NS_B" | grep -q "through the port service (QPN block $ba)" && break
 	sleep 0.1

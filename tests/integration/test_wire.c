@@ -312,12 +312,13 @@ SV_TEST_T(rc_peer_killed_is_retry_exceeded, 120)
 static void junk_b(int in, int out)
 {
 	struct side s;
-	uint64_t v[2];
+	uint64_t v[3];
 	uint8_t c;
 
 	side_open(&s, IBV_QPT_RC, IP4_B); /* starts our daemon */
 	v[0] = status_u64(offsetof(struct sv_status_rep, wire_rx_bad_icrc));
 	v[1] = status_u64(offsetof(struct sv_status_rep, wire_rx_dropped));
+	v[2] = s.qp->qp_num; /* a live QP: junk to a missing one is no-QP */
 	put(out, v, sizeof(v));
 	get(in, &c, 1); /* sent */
 	for (int i = 0; i < 200; i++) {
@@ -328,7 +329,7 @@ static void junk_b(int in, int out)
 	}
 	v[0] = status_u64(offsetof(struct sv_status_rep, wire_rx_bad_icrc)) - v[0];
 	v[1] = status_u64(offsetof(struct sv_status_rep, wire_rx_dropped)) - v[1];
-	put(out, v, sizeof(v));
+	put(out, v, 2 * sizeof(v[0]));
 	side_close(&s);
 }
 
@@ -337,19 +338,22 @@ SV_TEST_T(not_roce_is_dropped_and_counted, 120)
 	struct host h;
 	struct sockaddr_in b = { .sin_family = AF_INET, .sin_port = htons(4791) };
 	uint8_t pkt[64], c = 's';
-	uint64_t before[2], delta[2];
+	uint64_t before[3], delta[2];
+	uint32_t qpn;
 	int fd;
 
 	two_hosts(&h, junk_b);
 	get(h.from, before, sizeof(before));
+	qpn = (uint32_t)before[2];
 	CHECK_EQ(inet_pton(AF_INET, IP4_B, &b.sin_addr), 1);
 	fd = socket(AF_INET, SOCK_DGRAM, 0);
 	CHECK(fd >= 0);
-	/* A well-formed BTH (UD SEND to QP 0x123456) with a wrong ICRC. */
+	/* A well-formed BTH (UD SEND to B's QP) with a wrong ICRC. */
 	memset(pkt, 0, sizeof(pkt));
 	pkt[0] = 0x64;
 	pkt[2] = pkt[3] = 0xff;
-	pkt[5] = 0x12, pkt[6] = 0x34, pkt[7] = 0x56;
+	pkt[5] = (uint8_t)(qpn >> 16), pkt[6] = (uint8_t)(qpn >> 8);
+	pkt[7] = (uint8_t)qpn;
 	CHECK_EQ(sendto(fd, pkt, 12 + 8 + 16 + 4, 0, (struct sockaddr *)&b,
 			sizeof(b)), 12 + 8 + 16 + 4);
 	/* Too short for a BTH and an ICRC; transport version 1. */
