@@ -43,7 +43,8 @@ int sv_tool_foreign_holder(struct sv_holder *h);
  */
 int sv_tool_probe(void);
 /* One line on stderr when the running daemon is off the wire (its RoCE
- * port is another process's): said at `daemon start` and `run`. */
+ * port is another process's): said at `daemon start` and `run`, unless
+ * SOFTVERBS_WIRE_WARN=0. */
 void sv_tool_wire_warn(void);
 
 /* Reads /proc/PID/comm into buf ("?" when unknown). */

@@ -25,6 +25,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 SV=${SOFTVERBS:-${SV_BUILD_DIR:-$here/../../build}/bin/softverbs}
 PORTD=$(dirname "$SV")/softverbs-portd
 export SOFTVERBS_SOCKET=svtest.portd.$$
+unset SOFTVERBS_WIRE_WARN # its warnings are what this test reads
 # shellcheck source=tests/compat/netns_lib.sh
 . "$here/netns_lib.sh"
 why=$(netns_require) || { echo "$why"; exit 77; }
