@@ -32,6 +32,7 @@
 #include "sv_log.h"
 #include "sv_portd.h"
 #include "sv_ring.h"
+#include "sv_sock.h"
 #include "sv_roce.h"
 #include "sv_wire.h"
 
@@ -638,12 +639,6 @@ static int portd_open(uint16_t port, int mine, uint32_t *block, int *conn)
 	struct ucred cr;
 	socklen_t cl = sizeof(cr), len;
 	int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), fd = -1;
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { &m, sizeof(m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	ssize_t n;
 
 	if (c < 0)
@@ -665,19 +660,11 @@ static int portd_open(uint16_t port, int mine, uint32_t *block, int *conn)
 	}
 	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (mine >= 0) {
-		struct cmsghdr *cm;
-
-		mh.msg_control = u.buf;
-		mh.msg_controllen = sizeof(u.buf);
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &mine, sizeof(int));
-	}
-	if (sendmsg(c, &mh, MSG_NOSIGNAL) < 0)
+	n = sv_send_msg(c, &m, sizeof(m), &mine, mine >= 0, 0);
+	if (n < 0) {
+		errno = (int)-n;
 		goto err;
+	}
 	/* The answer comes first: no block, no QP1 traffic yet. */
 	n = portd_recv(c, &m, NULL, 0, &fd, 0);
 	if (n < 0 || m.op != SV_PORTD_HELLO) {

@@ -19,6 +19,7 @@
  */
 #include "portd_int.h"
 #include "sv_roce.h"
+#include "sv_sock.h"
 #include "sv_wire.h"
 
 #include <errno.h>
@@ -90,26 +91,10 @@ static int bind_member(void)
 
 static void send_msg(struct client *c, const struct sv_portd_msg *m, int fd)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { (void *)m, sizeof(*m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	int err = sv_send_msg(c->fd, m, sizeof(*m), &fd, fd >= 0, 1);
 
-	if (fd >= 0) {
-		struct cmsghdr *cm;
-
-		mh.msg_control = u.buf;
-		mh.msg_controllen = sizeof(u.buf);
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	}
-	if (sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-		sv_dbg("portd: daemon %d: %s", (int)c->pid, strerror(errno));
+	if (err)
+		sv_dbg("portd: daemon %d: %s", (int)c->pid, strerror(-err));
 }
 
 static void client_gone(struct client *c)
