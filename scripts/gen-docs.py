@@ -5,7 +5,7 @@
     docs/protocol.md      <- src/common/sv_proto.h  (control protocol),
                              src/common/sv_roce.h   (RoCE v2 frames: capture)
     docs/shared-memory.md <- src/common/sv_ring.h, src/common/sv_keytab.h
-    docs/queues.md        <- src/engine/sv_shm.h (CQ, receive queues, QP block)
+    docs/queues.md        <- src/common/sv_shm.h (CQ, receive queues, QP block)
 
 The headers are the truth: their comments (the design notes at the top,
 the field tables above the structs, trailing field comments) become the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Links between engines (engine.c "Links").  Per pair of engines, one
+ * Links between engines (architecture.md "Data path").  Per engine pair, one
  * SPSC ring per direction (sv_ring.h) in a memfd the sender creates and
  * seals before anyone else sees it; SV_OP_LINK_CONNECT hands it to the
  * receiver (the daemon pushes it on the receiver's engine socket) and
@@ -269,7 +269,7 @@ struct sv_link *sv_eng_link_for_qpn(struct sv_engine *eng, uint32_t qpn)
 /* ------------------------------------------------- fault injection -- */
 
 /*
- * SOFTVERBS_FAULT (tests; README "Environment"): comma-separated items,
+ * SOFTVERBS_FAULT (tests; docs/environment.md): comma-separated items,
  * drop:P, dup:P, reorder:P (probabilities 0..1) and seed:N, make every
  * link lose, duplicate or hold back (until the link's next packet) the
  * packets its producer commits, as a lossy fabric would.  The transport's

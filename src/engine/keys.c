@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The memory behind lkeys and rkeys, checked when a WQE executes (DESIGN
- * "Checks at execution time"), and the copy engine that moves bytes
- * between the ranges they name -- the part a NIC's DMA plays.  The key
+ * The memory behind lkeys and rkeys, checked when a WQE executes
+ * (architecture.md "Checks at execution time"), and the copy engine moving
+ * bytes between the ranges they name -- the part a NIC's DMA plays.  The key
  * table is the daemon's (read-only here, sv_keytab.h), so a rereg or
  * dereg that returned before this access is always seen.
  *

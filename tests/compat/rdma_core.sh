@@ -6,7 +6,7 @@
 # libibverbs.so.1 and librdmacm.so.1, and the /sys/class/infiniband in
 # which the rdma_cm tests look up the device's interface).
 # rdma_core_suite.py judges the result: no failure, no error, no skip for
-# a reason README.md does not document.  Three runs: as it comes (direct
+# a reason docs/verbs.md does not document.  Three runs: as it comes (direct
 # execution over CMA), with SOFTVERBS_DIRECT=0 (every message as packets
 # through the rings) and with SOFTVERBS_NO_CMA=1 (the owner's engine
 # copies).  As root, 2 MiB huge pages are reserved for the run (and given

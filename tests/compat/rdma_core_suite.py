@@ -7,7 +7,7 @@ a result that is judged here.
     rdma_core_suite.py TESTS-DIR DEVICE [unittest -k patterns...]
 
 Passes when no test fails or errs and every skipped test is skipped for a
-reason README.md ("Verbs and their status") gives: another vendor's device
+reason docs/verbs.md ("Verbs and their status") gives: another vendor's device
 (mlx5, EFA, VFIO), hardware this machine lacks (a GPU's dma-buf, CUDA,
 huge pages), or a feature softverbs leaves out (XRC, raw packet QPs and
 flow steering, multicast, tag matching, ATOMIC WRITE).  A test that a
@@ -27,7 +27,7 @@ EXPECTED_SKIPS = [
           r"PCI device must be passed"),
     # This machine: no GPU memory, CUDA or huge pages to test with.
     (r"", r"dmabuf|dma-buf|DmaBuf|[Cc][Uu][Dd][Aa]|huge pages"),
-    # Left out (README.md): XRC, raw packet QPs (QP type 8) with their
+    # Left out (docs/verbs.md): XRC, raw packet QPs (QP type 8) with their
     # flow steering and RSS, multicast, tag matching, ATOMIC WRITE.
     (r"", r"Create XRCD is not supported"),
     (r"", r"Create QP type 8 is not supported|Raw Packet QP"),

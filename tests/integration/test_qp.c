@@ -302,7 +302,7 @@ SV_TEST(post_validation)
 	}
 	wr.opcode = (enum ibv_wr_opcode)99;
 	CHECK_EQ(ibv_post_send(qp, &wr, &bad), EINVAL);
-	wr.opcode = IBV_WR_ATOMIC_WRITE; /* not built: README */
+	wr.opcode = IBV_WR_ATOMIC_WRITE; /* not built: docs/differences.md */
 	CHECK_EQ(ibv_post_send(qp, &wr, &bad), EINVAL);
 	wr.opcode = IBV_WR_SEND;
 	wr.send_flags = IBV_SEND_INLINE;
@@ -390,7 +390,7 @@ SV_TEST(qp_ex_ops)
 	a.pd = d.pd;
 	a.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
 	CHECK_NULL_ERRNO(ibv_create_qp_ex(d.ctx, &a), EOPNOTSUPP);
-	/* ATOMIC WRITE is not built (the README says so): refused where it
+	/* ATOMIC WRITE is not built (docs/differences.md says so): refused where it
 	 * is asked for, as a device without it refuses it. */
 	a.qp_type = IBV_QPT_RC;
 	a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_ATOMIC_WRITE;
