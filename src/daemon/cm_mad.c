@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * CM MADs: struct svd_cm_msg <-> the 256 bytes of an IB CM MAD (IBTA
- * vol. 1 chapter 12, the kernel's include/rdma/ibta_vol1_c12.h), the one
- * place that owns their byte order.
+ * vol. 1 chapter 12), the one place that owns their byte order.
  *
  * A MAD is the 24-byte common header (IBTA 13.4.3: BaseVersion 1,
  * MgmtClass 0x07 CM, ClassVersion 2, Method Send 0x03, Status,
@@ -17,12 +16,19 @@
  * data).  Unused and reserved bits are sent as zero and ignored when
  * received.
  *
- * What is not a field of the tables:
- *  - ECE (IBTA 1.4 / the kernel's cm_format_mad_ece_hdr): the VendorID
- *    (24 bits; REQ 5[0], REP split in bytes 15, 19 and 23) and the ECE
- *    attribute in the MAD header's AttributeModifier;
- *  - the alternate path of REQ (bytes 96..139), LAP and APR: there is
- *    no path migration here; received LAP/APR are dropped as unknown.
+ * Three things beyond the plain fields are rows of the same tables, so
+ * that a field is written down once, for both directions:
+ *  - a range (R): the values the protocol allows (IBTA 12.6: RC or UC,
+ *    an MTU code of 256..4096, which message an MRA or REJ is about, an
+ *    ARI no longer than its room); decoding refuses any other;
+ *  - a part (P): some bits of a member, placed apart -- REP's ECE
+ *    VendorID (IBTA 1.4 / the kernel's cm_format_mad_ece_hdr), whose high,
+ *    middle and low bytes are bytes 15, 19 and 23;
+ *  - a header field (H): ECE's attribute travels in the MAD header's
+ *    AttributeModifier (REQ and REP).
+ * What no table holds: the alternate path of REQ (bytes 96..139), LAP
+ * and APR: there is no path migration here; received LAP/APR are dropped
+ * as unknown.
  *
  * Decoding checks the header and the fields whose range the protocol
  * fixes; anything else (wrong length, another class, version or method,
@@ -49,21 +55,41 @@ enum {
 	MH_LEN = 24,
 };
 
+/*
+ * One row of a message's table: where a field lies in the MAD and which
+ * member of struct svd_cm_msg holds it.  svd_cm_mad_encode and
+ * svd_cm_mad_decode both walk these rows; nothing else places a field.
+ */
 struct mad_field {
-	uint16_t byte;	/* of the message (after the MAD header) */
-	uint8_t bit;	/* 0 = the byte's most significant bit */
+	uint16_t pos;	/* first bit, counted from the MAD's first byte
+			 * (0 = its most significant bit) */
 	uint16_t width; /* bits; more than 64: a byte string */
 	uint16_t off;	/* of the member in struct svd_cm_msg */
-	uint16_t size;	/* of the member */
+	uint16_t size;	/* of the member, bytes */
+	uint8_t shift;	/* the field is the member's bits shift.. (P) */
+	uint8_t ranged; /* decoding refuses a value outside lo..hi (R) */
+	uint8_t lo, hi;
 };
 
 #define MEMBER_SIZE(m) sizeof(((struct svd_cm_msg *)0)->m)
+#define ROW(msg, m, pos, width, shift, ranged, lo, hi)                         \
+	{ (pos), (width), offsetof(struct svd_cm_msg, msg.m),                  \
+	  MEMBER_SIZE(msg.m), (shift), (ranged), (lo), (hi) }
+/* A field at Byte[Bit] of the message (after the MAD header). */
 #define F(msg, m, byte, bit, width)                                            \
-	{ (byte), (bit), (width), offsetof(struct svd_cm_msg, msg.m),          \
-	  MEMBER_SIZE(msg.m) }
+	ROW(msg, m, (MH_LEN + (byte)) * 8 + (bit), width, 0, 0, 0, 0)
+/* The same, whose value must lie in lo..hi. */
+#define R(msg, m, byte, bit, width, lo, hi)                                    \
+	ROW(msg, m, (MH_LEN + (byte)) * 8 + (bit), width, 0, 1, lo, hi)
+/* The member's bits shift..shift+width-1, at Byte[Bit] of the message. */
+#define P(msg, m, byte, bit, width, shift)                                     \
+	ROW(msg, m, (MH_LEN + (byte)) * 8 + (bit), width, shift, 0, 0, 0)
+/* A field of the MAD header, at byte hbyte of the MAD. */
+#define H(msg, m, hbyte, width) ROW(msg, m, (hbyte) * 8, width, 0, 0, 0, 0)
 
 /* Table 106 REQ Message Contents (the primary path; no alternate). */
 static const struct mad_field req_fields[] = {
+	H(req, ece_attr_mod, MH_ATTR_MOD, 32),
 	F(req, local_comm_id, 0, 0, 32),
 	F(req, ece_vendor_id, 5, 0, 24),
 	F(req, service_id, 8, 0, 64),
@@ -75,18 +101,18 @@ static const struct mad_field req_fields[] = {
 	F(req, initiator_depth, 39, 0, 8),
 	F(req, remote_eecn, 40, 0, 24),
 	F(req, remote_cm_response_timeout, 43, 0, 5),
-	F(req, transport_service_type, 43, 5, 2),
+	R(req, transport_service_type, 43, 5, 2, 0, 1), /* RC or UC */
 	F(req, flow_control, 43, 7, 1),
 	F(req, starting_psn, 44, 0, 24),
 	F(req, local_cm_response_timeout, 47, 0, 5),
 	F(req, retry_count, 47, 5, 3),
 	F(req, pkey, 48, 0, 16),
-	F(req, path_mtu, 50, 0, 4),
+	R(req, path_mtu, 50, 0, 4, 1, 5), /* 256..4096 */
 	F(req, rdc_exists, 50, 4, 1),
 	F(req, rnr_retry_count, 50, 5, 3),
 	F(req, max_cm_retries, 51, 0, 4),
 	F(req, srq, 51, 4, 1),
-	F(req, ext_transport_type, 51, 5, 3),
+	R(req, ext_transport_type, 51, 5, 3, 0, 0), /* no XRC, no RD */
 	F(req, primary_local_lid, 52, 0, 16),
 	F(req, primary_remote_lid, 54, 0, 16),
 	F(req, primary_local_gid, 56, 0, 128),
@@ -105,7 +131,7 @@ static const struct mad_field req_fields[] = {
 static const struct mad_field mra_fields[] = {
 	F(mra, local_comm_id, 0, 0, 32),
 	F(mra, remote_comm_id, 4, 0, 32),
-	F(mra, message_mraed, 8, 0, 2),
+	R(mra, message_mraed, 8, 0, 2, 0, 2), /* REQ, REP or LAP */
 	F(mra, service_timeout, 9, 0, 5),
 	F(mra, private_data, 10, 0, CM_MRA_PDATA * 8),
 };
@@ -114,21 +140,25 @@ static const struct mad_field mra_fields[] = {
 static const struct mad_field rej_fields[] = {
 	F(rej, local_comm_id, 0, 0, 32),
 	F(rej, remote_comm_id, 4, 0, 32),
-	F(rej, message_rejected, 8, 0, 2),
-	F(rej, reject_info_length, 9, 0, 7),
+	R(rej, message_rejected, 8, 0, 2, 0, 2), /* REQ, REP or other */
+	R(rej, reject_info_length, 9, 0, 7, 0, CM_ARI_LEN),
 	F(rej, reason, 10, 0, 16),
 	F(rej, ari, 12, 0, CM_ARI_LEN * 8),
 	F(rej, private_data, 84, 0, CM_REJ_PDATA * 8),
 };
 
-/* Table 110 REP (the VendorID bytes: rep_ece below) */
+/* Table 110 REP */
 static const struct mad_field rep_fields[] = {
+	H(rep, ece_attr_mod, MH_ATTR_MOD, 32),
 	F(rep, local_comm_id, 0, 0, 32),
 	F(rep, remote_comm_id, 4, 0, 32),
 	F(rep, local_qkey, 8, 0, 32),
 	F(rep, local_qpn, 12, 0, 24),
+	P(rep, ece_vendor_id, 15, 0, 8, 16),
 	F(rep, local_eecn, 16, 0, 24),
+	P(rep, ece_vendor_id, 19, 0, 8, 8),
 	F(rep, starting_psn, 20, 0, 24),
+	P(rep, ece_vendor_id, 23, 0, 8, 0),
 	F(rep, responder_resources, 24, 0, 8),
 	F(rep, initiator_depth, 25, 0, 8),
 	F(rep, target_ack_delay, 26, 0, 5),
@@ -174,7 +204,7 @@ static const struct mad_field sidr_req_fields[] = {
 static const struct mad_field sidr_rep_fields[] = {
 	F(sidr_rep, request_id, 0, 0, 32),
 	F(sidr_rep, status, 4, 0, 8),
-	F(sidr_rep, add_info_length, 5, 0, 8),
+	R(sidr_rep, add_info_length, 5, 0, 8, 0, CM_ARI_LEN),
 	F(sidr_rep, qpn, 8, 0, 24),
 	F(sidr_rep, service_id, 12, 0, 64),
 	F(sidr_rep, qkey, 20, 0, 32),
@@ -182,7 +212,11 @@ static const struct mad_field sidr_rep_fields[] = {
 	F(sidr_rep, private_data, 96, 0, CM_SIDR_REP_PDATA * 8),
 };
 
+#undef H
+#undef P
+#undef R
 #undef F
+#undef ROW
 
 static const struct {
 	uint16_t attr;
@@ -288,17 +322,32 @@ static uint64_t get_be(const uint8_t *p, unsigned bytes)
 	return get_bits(p, 0, bytes * 8);
 }
 
-/* REP's VendorID, high, middle and low byte apart (Table 110). */
-static void rep_ece_put(uint8_t *d, uint32_t vendor_id)
+/* One row, struct to MAD. */
+static void field_put(uint8_t *mad, const struct svd_cm_msg *m,
+		      const struct mad_field *f)
 {
-	d[15] = (uint8_t)(vendor_id >> 16);
-	d[19] = (uint8_t)(vendor_id >> 8);
-	d[23] = (uint8_t)vendor_id;
+	if (f->width > 64)
+		memcpy(mad + f->pos / 8, (const char *)m + f->off, f->width / 8);
+	else
+		put_bits(mad, f->pos, f->width, member_get(m, f) >> f->shift);
 }
 
-static uint32_t rep_ece_get(const uint8_t *d)
+/* One row, MAD to struct (whose member starts at zero: a part ORs in
+ * its bits): 0, or -EBADMSG for a value outside the row's range. */
+static int field_get(const uint8_t *mad, struct svd_cm_msg *m,
+		     const struct mad_field *f)
 {
-	return (uint32_t)d[15] << 16 | (uint32_t)d[19] << 8 | d[23];
+	uint64_t v;
+
+	if (f->width > 64) {
+		memcpy((char *)m + f->off, mad + f->pos / 8, f->width / 8);
+		return 0;
+	}
+	v = get_bits(mad, f->pos, f->width);
+	if (f->ranged && (v < f->lo || v > f->hi))
+		return -EBADMSG;
+	member_set(m, f, member_get(m, f) | v << f->shift);
+	return 0;
 }
 
 /* ---- MADs -------------------------------------------------------------- */
@@ -306,8 +355,6 @@ static uint32_t rep_ece_get(const uint8_t *d)
 int svd_cm_mad_encode(const struct svd_cm_msg *m, uint8_t mad[CM_MAD_LEN])
 {
 	int i = msg_index(m->attr_id);
-	uint8_t *d = mad + MH_LEN;
-	uint32_t attr_mod = 0;
 
 	if (i < 0)
 		return -EINVAL;
@@ -318,51 +365,13 @@ int svd_cm_mad_encode(const struct svd_cm_msg *m, uint8_t mad[CM_MAD_LEN])
 	mad[MH_METHOD] = CM_MAD_METHOD_SEND;
 	put_be(mad + MH_TID, m->tid, 8);
 	put_be(mad + MH_ATTR_ID, m->attr_id, 2);
-	for (size_t k = 0; k < msgs[i].n; k++) {
-		const struct mad_field *f = &msgs[i].f[k];
-
-		if (f->width > 64)
-			memcpy(d + f->byte, (const char *)m + f->off, f->width / 8);
-		else
-			put_bits(d, f->byte * 8u + f->bit, f->width,
-				 member_get(m, f));
-	}
-	if (m->attr_id == CM_ATTR_REQ) {
-		attr_mod = m->req.ece_attr_mod;
-	} else if (m->attr_id == CM_ATTR_REP) {
-		attr_mod = m->rep.ece_attr_mod;
-		rep_ece_put(d, m->rep.ece_vendor_id);
-	}
-	put_be(mad + MH_ATTR_MOD, attr_mod, 4);
+	for (size_t k = 0; k < msgs[i].n; k++)
+		field_put(mad, m, &msgs[i].f[k]);
 	return 0;
-}
-
-/* The ranges the protocol fixes (IBTA 12.6): 0 or -EBADMSG. */
-static int check_fields(const struct svd_cm_msg *m)
-{
-	switch (m->attr_id) {
-	case CM_ATTR_REQ:
-		/* RC or UC (XRC and RD are not served); an MTU of 256..4096. */
-		if (m->req.transport_service_type > 1 ||
-		    m->req.ext_transport_type ||
-		    m->req.path_mtu < 1 || m->req.path_mtu > 5)
-			return -EBADMSG;
-		return 0;
-	case CM_ATTR_MRA:
-		return m->mra.message_mraed > 2 ? -EBADMSG : 0;
-	case CM_ATTR_REJ:
-		return m->rej.message_rejected > 2 ||
-		       m->rej.reject_info_length > CM_ARI_LEN ? -EBADMSG : 0;
-	case CM_ATTR_SIDR_REP:
-		return m->sidr_rep.add_info_length > CM_ARI_LEN ? -EBADMSG : 0;
-	default:
-		return 0;
-	}
 }
 
 int svd_cm_mad_decode(const uint8_t *mad, size_t len, struct svd_cm_msg *m)
 {
-	const uint8_t *d = mad + MH_LEN;
 	uint16_t attr;
 	int i;
 
@@ -378,38 +387,43 @@ int svd_cm_mad_decode(const uint8_t *mad, size_t len, struct svd_cm_msg *m)
 	memset(m, 0, sizeof(*m));
 	m->attr_id = attr;
 	m->tid = get_be(mad + MH_TID, 8);
-	for (size_t k = 0; k < msgs[i].n; k++) {
-		const struct mad_field *f = &msgs[i].f[k];
-
-		if (f->width > 64)
-			memcpy((char *)m + f->off, d + f->byte, f->width / 8);
-		else
-			member_set(m, f, get_bits(d, f->byte * 8u + f->bit,
-						  f->width));
-	}
-	if (attr == CM_ATTR_REQ) {
-		m->req.ece_attr_mod = (uint32_t)get_be(mad + MH_ATTR_MOD, 4);
-	} else if (attr == CM_ATTR_REP) {
-		m->rep.ece_attr_mod = (uint32_t)get_be(mad + MH_ATTR_MOD, 4);
-		m->rep.ece_vendor_id = rep_ece_get(d);
-	}
-	return check_fields(m);
+	for (size_t k = 0; k < msgs[i].n; k++)
+		if (field_get(mad, m, &msgs[i].f[k]))
+			return -EBADMSG;
+	return 0;
 }
 
 int svd_cm_mad_selfcheck(void)
 {
-	/* Every field inside the message, byte strings whole bytes of the
-	 * member's size, integers no wider than their member. */
-	for (size_t i = 0; i < sizeof(msgs) / sizeof(msgs[0]); i++)
+	/* Every row inside the MAD: in the message, or in the header's
+	 * AttributeModifier; no two rows of a message on the same bit; byte
+	 * strings whole bytes of the member's size, integers (shifted) no
+	 * wider than their member, ranges within what the width holds. */
+	for (size_t i = 0; i < sizeof(msgs) / sizeof(msgs[0]); i++) {
+		uint8_t used[CM_MAD_LEN * 8] = { 0 };
+
+		for (unsigned b = 0; b < MH_LEN * 8u; b++)
+			used[b] = b < MH_ATTR_MOD * 8u ||
+				  b >= (MH_ATTR_MOD + 4) * 8u;
 		for (size_t k = 0; k < msgs[i].n; k++) {
 			const struct mad_field *f = &msgs[i].f[k];
-			unsigned end = f->byte * 8u + f->bit + f->width;
+			unsigned end = f->pos + (unsigned)f->width;
 
-			if (end > (CM_MAD_LEN - MH_LEN) * 8u)
+			if (end > CM_MAD_LEN * 8u)
 				return -1;
-			if (f->width > 64 ? f->bit || f->width != f->size * 8u :
-					    f->width > f->size * 8u)
+			for (unsigned b = f->pos; b < end; b++) {
+				if (used[b])
+					return -1;
+				used[b] = 1;
+			}
+			if (f->width > 64 ? f->pos % 8 || f->shift || f->ranged ||
+						    f->width != f->size * 8u :
+					    f->shift + f->width > f->size * 8u)
+				return -1;
+			if (f->ranged && (f->lo > f->hi || f->width > 8 ||
+					  f->hi >> f->width))
 				return -1;
 		}
+	}
 	return 0;
 }
