@@ -7,10 +7,10 @@
 #   @HELP PROG ARGS...@  the --help output of a built binary, verbatim
 #   @COMMANDS@     one subsection per command that `softverbs --help` lists,
 #                  holding that command's own `softverbs CMD --help`
-#   @ENVIRONMENT@  the README's environment table, in man form
-# usage: gen_man.sh TEMPLATE OUT BINDIR README
+#   @ENVIRONMENT@  the variables of docs/environment.md, in man form
+# usage: gen_man.sh TEMPLATE OUT BINDIR ENVIRONMENT_MD
 set -eu
-tmpl=$1 out=$2 bindir=$3 readme=$4
+tmpl=$1 out=$2 bindir=$3 envmd=$4
 sv=$bindir/softverbs
 
 # The help of a binary never starts the daemon; keep it from logging.
@@ -41,14 +41,22 @@ commands() {
 	done
 }
 
-# The README's table after the line "Environment:": | `VAR`, ... | text |
+# The rows of docs/environment.md's tables before its section "Tests and
+# benchmarks": | `VAR`, ... | default | meaning |, each as a tagged
+# paragraph (the default, when there is one, after the meaning; links
+# keep their text).
 environment() {
-	awk '/^Environment:$/ { f = 1; next }
-		f && /^\|/ { t = 1; print; next }
-		t { exit }' "$readme" |
-	sed -n '3,$p' |
+	awk -F'|' '/^## Tests/ { exit }
+		/^\|/ && $2 !~ /^ *variable *$/ && $2 !~ /^-+$/ {
+			v = $2; d = $3; m = $4
+			gsub(/^ +| +$/, "", v); gsub(/^ +| +$/, "", d)
+			gsub(/^ +| +$/, "", m)
+			print ".TP"; print v
+			if (d != "") m = m " Default: " d "."
+			print m
+		}' "$envmd" |
+	sed -e 's/\[\([^]]*\)\]([^)]*)/\1/g' |
 	sed -e 's/\\/\\e/g' -e 's/-/\\-/g' |
-	sed -e 's/^| *\(.*[^ ]\) *| *\(.*[^ ]\) *|$/.TP\n\1\n\2/' |
 	sed -e 's/`\([^`]*\)`/\\fB\1\\fR/g' -e 's/^\([.'\'']\)\([^T]\)/\\\&\1\2/'
 }
 

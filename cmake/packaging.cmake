@@ -27,8 +27,8 @@ install(CODE "
   list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${pc}\")
 ")
 
-# --- man pages: made from the built binaries' --help and README.md's
-# environment table (cmake/gen_man.sh), then gzipped as Debian wants.
+# --- man pages: made from the built binaries' --help and the variables of
+# docs/environment.md (cmake/gen_man.sh), then gzipped as Debian wants.
 set(SV_MAN_DIR ${CMAKE_BINARY_DIR}/man)
 set(SV_MAN_PAGES)
 foreach(page softverbs.1 softverbsd.8)
@@ -37,10 +37,10 @@ foreach(page softverbs.1 softverbsd.8)
     COMMAND ${CMAKE_COMMAND} -E make_directory ${SV_MAN_DIR}
     COMMAND sh ${CMAKE_SOURCE_DIR}/cmake/gen_man.sh
             ${CMAKE_SOURCE_DIR}/docs/man/${page}.in ${SV_MAN_DIR}/${page}
-            ${CMAKE_BINARY_DIR}/bin ${CMAKE_SOURCE_DIR}/README.md
+            ${CMAKE_BINARY_DIR}/bin ${CMAKE_SOURCE_DIR}/docs/environment.md
     COMMAND gzip -9nfk ${SV_MAN_DIR}/${page}
     DEPENDS softverbs softverbsd ibverbs ${CMAKE_SOURCE_DIR}/docs/man/${page}.in
-            ${CMAKE_SOURCE_DIR}/cmake/gen_man.sh ${CMAKE_SOURCE_DIR}/README.md
+            ${CMAKE_SOURCE_DIR}/cmake/gen_man.sh ${CMAKE_SOURCE_DIR}/docs/environment.md
     COMMENT "Generating man page ${page}" VERBATIM)
   list(APPEND SV_MAN_PAGES ${SV_MAN_DIR}/${page}.gz)
 endforeach()

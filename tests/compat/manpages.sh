@@ -4,9 +4,9 @@
 #  - softverbs(1) holds, line for line, `softverbs --help` and the --help of
 #    every command that --help lists; softverbsd(8) holds `softverbsd
 #    --help`; groff renders both without warnings.
-#  - The ENVIRONMENT sections hold every variable of README.md's table;
-#    every SOFTVERBS* variable the sources read (getenv) or a --help text
-#    names is in that table.
+#  - The ENVIRONMENT sections hold every variable of docs/environment.md
+#    (its tables before "Tests and benchmarks"); every SOFTVERBS* variable
+#    the sources read (getenv) or a --help text names is in those tables.
 #  - Installed (`cmake --install`), `man softverbs` and `man 8 softverbsd`
 #    find them, and bash-completion's loader finds the completion.
 #  - Completion offers each command, each command's words and options as
@@ -74,30 +74,29 @@ for c in $cmds; do
 done
 contains_help "$TMP/svd.txt" "softverbsd --help" "$BUILD/bin/softverbsd" --help
 
-# Environment: README table <-> man pages <-> sources <-> --help texts.
-awk '/^Environment:$/ { f = 1; next } f && /^\|/ { t = 1; print; next } t { exit }' \
-	"$SRC/README.md" | sed -n '3,$p' | cut -d'|' -f2 | grep -oE '[A-Z][A-Z0-9_]+' |
-	sort -u >"$TMP/readme_env"
-[ -s "$TMP/readme_env" ] && ok "README table: $(tr '\n' ' ' <"$TMP/readme_env")" ||
-	fail "no environment table in README.md"
+# Environment: docs/environment.md <-> man pages <-> sources <-> --help texts.
+awk -F'|' '/^## Tests/ { exit } /^\|/ && $2 !~ /^ *variable *$/ && $2 !~ /^-+$/ { print $2 }' \
+	"$SRC/docs/environment.md" | grep -oE '[A-Z][A-Z0-9_]+' | sort -u >"$TMP/doc_env"
+[ -s "$TMP/doc_env" ] && ok "docs/environment.md: $(tr '\n' ' ' <"$TMP/doc_env")" ||
+	fail "no variables in docs/environment.md"
 bad=0
 for page in sv svd; do
 	sed -n '/^ENVIRONMENT$/,/^[A-Z]/p' "$TMP/$page.raw" >"$TMP/$page.env"
 	while read -r v; do
 		grep -qw -- "$v" "$TMP/$page.env" && continue
-		fail "$v (README) is not in the ENVIRONMENT of $page"
+		fail "$v (docs/environment.md) is not in the ENVIRONMENT of $page"
 		bad=1
-	done <"$TMP/readme_env"
+	done <"$TMP/doc_env"
 done
-[ $bad = 0 ] && ok "every README variable is in both ENVIRONMENT sections"
+[ $bad = 0 ] && ok "every variable of docs/environment.md is in both ENVIRONMENT sections"
 grep -rhoE '(secure_)?getenv\("SOFTVERBS[A-Z0-9_]*"\)' "$SRC/src" | grep -oE 'SOFTVERBS[A-Z0-9_]*' |
 	sort -u >"$TMP/src_env"
 { "$SV" --help; for c in $cmds; do "$SV" "$c" --help; done; "$BUILD/bin/softverbsd" --help; } |
 	grep -oE 'SOFTVERBS[A-Z0-9_]*' | sort -u >"$TMP/help_env"
 bad=0
 for v in $(sort -u "$TMP/src_env" "$TMP/help_env"); do
-	grep -qx -- "$v" "$TMP/readme_env" && continue
-	fail "$v is read by the code or named by --help but missing from README.md's environment table"
+	grep -qx -- "$v" "$TMP/doc_env" && continue
+	fail "$v is read by the code or named by --help but missing from docs/environment.md"
 	bad=1
 done
 [ $bad = 0 ] && ok "the sources read $(wc -l <"$TMP/src_env") SOFTVERBS* variables, all documented"

@@ -33,8 +33,8 @@ sv_script_test(cli_version compat/version.sh)
 sv_script_test(pkgconfig compat/pkgconfig.sh)
 set_tests_properties(pkgconfig PROPERTIES SKIP_RETURN_CODE 77)
 
-# Man pages and bash completion agree with --help, README.md's environment
-# table and the sources; installed, `man softverbs` finds the page.
+# Man pages and bash completion agree with --help, docs/environment.md and
+# the sources; installed, `man softverbs` finds the page.
 sv_script_test(manpages compat/manpages.sh)
 set_tests_properties(manpages PROPERTIES SKIP_RETURN_CODE 77)
 
