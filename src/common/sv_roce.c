@@ -17,6 +17,7 @@
  * and alignment it tries; bench/ (test_roce --bench) measures them.
  */
 #include "sv_roce.h"
+#include "sv_hdr.h"
 
 #include <errno.h>
 #include <string.h>
@@ -285,40 +286,24 @@ static uint32_t icrc_of(uint8_t *hdr, size_t hl, int ipv6, const uint8_t *ib,
 	return crc;
 }
 
-static void st16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static uint16_t ld16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-/* Ones' complement sum of n bytes (big-endian words), not yet folded. */
-static uint32_t csum_add(uint32_t sum, const uint8_t *p, size_t n)
-{
-	while (n >= 2) {
-		sum += ld16(p);
-		p += 2;
-		n -= 2;
-	}
-	if (n)
-		sum += (uint32_t)p[0] << 8;
-	return sum;
-}
-
-static uint16_t csum_fold(uint32_t sum)
-{
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return (uint16_t)~sum;
-}
-
 size_t sv_roce_hdr_len(const struct sv_roce_flow *f)
 {
 	return (f->ipv6 ? SV_ROCE_IP6_HDR : SV_ROCE_IP4_HDR) + SV_ROCE_UDP_HDR;
+}
+
+/* Writes the IP header of f for a UDP datagram of udp_len bytes into h
+ * (IPv4: identification 0, DF, checksum 0; IPv6: the GRH's layout);
+ * returns its length. */
+static size_t ip_hdr(uint8_t *h, const struct sv_roce_flow *f, size_t udp_len)
+{
+	if (!f->ipv6) {
+		ip4_set(h, f->tclass, (uint16_t)(SV_ROCE_IP4_HDR + udp_len), 0,
+			1, f->hop_limit, f->sgid + 12, f->dgid + 12);
+		return SV_ROCE_IP4_HDR;
+	}
+	grh_set(h, f->tclass, f->flow_label & 0xfffff, (uint16_t)udp_len,
+		f->hop_limit, f->sgid, f->dgid);
+	return SV_ROCE_IP6_HDR;
 }
 
 /* Writes the IP and UDP headers of a frame carrying ib_len IBTA bytes
@@ -326,37 +311,28 @@ size_t sv_roce_hdr_len(const struct sv_roce_flow *f)
 static size_t build_hdr(uint8_t *h, const struct sv_roce_flow *f,
 			size_t ib_len)
 {
-	size_t ip = f->ipv6 ? SV_ROCE_IP6_HDR : SV_ROCE_IP4_HDR;
 	size_t udp_len = SV_ROCE_UDP_HDR + ib_len + SV_ICRC_BYTES;
-	uint8_t *u = h + ip;
+	size_t ip = ip_hdr(h, f, udp_len);
 
-	memset(h, 0, ip + SV_ROCE_UDP_HDR);
-	if (!f->ipv6) {
-		h[0] = 0x45; /* version 4, 5 words */
-		h[1] = f->tclass;
-		st16(h + 2, (uint16_t)(ip + udp_len));
-		/* identification 0 */
-		h[6] = 0x40; /* DF */
-		h[8] = f->hop_limit;
-		h[9] = 17; /* UDP */
-		memcpy(h + 12, f->sgid + 12, 4);
-		memcpy(h + 16, f->dgid + 12, 4);
-	} else {
-		uint32_t w = 6u << 28 | (uint32_t)f->tclass << 20 |
-			     (f->flow_label & 0xfffff);
-
-		h[0] = (uint8_t)(w >> 24), h[1] = (uint8_t)(w >> 16);
-		h[2] = (uint8_t)(w >> 8), h[3] = (uint8_t)w;
-		st16(h + 4, (uint16_t)udp_len);
-		h[6] = 17;
-		h[7] = f->hop_limit;
-		memcpy(h + 8, f->sgid, 16);
-		memcpy(h + 24, f->dgid, 16);
-	}
-	st16(u, f->sport);
-	st16(u + 2, f->dport);
-	st16(u + 4, (uint16_t)udp_len);
+	udp_set(h + ip, f->sport, f->dport, (uint16_t)udp_len);
 	return ip + SV_ROCE_UDP_HDR;
+}
+
+void sv_roce_ip4_hdr(uint8_t *h, const struct sv_roce_flow *f, size_t udp_len)
+{
+	ip_hdr(h, f, udp_len);
+	ip4_set_csum(h);
+}
+
+void sv_roce_grh_flow(const uint8_t *grh, struct sv_roce_flow *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->tclass = __grh_tclass(grh);
+	f->flow_label = __grh_flow(grh);
+	f->hop_limit = __grh_hop(grh);
+	memcpy(f->sgid, grh_sgid(grh), 16);
+	memcpy(f->dgid, grh_dgid(grh), 16);
+	f->ipv6 = !(sv_gid_is_v4(f->sgid) && sv_gid_is_v4(f->dgid));
 }
 
 static int ib_len_fits(const struct sv_roce_flow *f, size_t ib_len)
@@ -513,8 +489,8 @@ uint32_t sv_icrc_ipv4(const struct sv_roce_flow *f, const void *ib,
 	size_t hl = build_hdr(h, f, ib_len);
 
 	if (!f->ipv6) {
-		st16(h + 4, id);
-		h[6] = df ? 0x40 : 0;
+		st_be16(h + 4, id);
+		st_be16(h + 6, df ? SV_IP4_DF : 0);
 	}
 	return icrc_of(h, hl, f->ipv6, ib, ib_len);
 }
@@ -536,17 +512,18 @@ size_t sv_roce_frame(void *out, size_t cap, const struct sv_roce_flow *f,
 	memcpy(o + hl, ib, ib_len);
 	memcpy(o + hl + ib_len, &icrc, SV_ICRC_BYTES);
 	if (!f->ipv6) {
-		st16(o + 10, csum_fold(csum_add(0, o, SV_ROCE_IP4_HDR)));
+		ip4_set_csum(o);
 	} else {
 		/* Pseudo-header: addresses, upper-layer length, next header. */
 		size_t ul = len - SV_ROCE_IP6_HDR;
-		uint32_t sum = csum_add(0, o + 8, 32);
+		uint32_t sum = inet_csum_add(0, o + 8, 32);
 		uint16_t c;
 
 		sum += (uint32_t)ul + 17;
-		sum = csum_add(sum, o + SV_ROCE_IP6_HDR, ul);
-		c = csum_fold(sum);
-		st16(o + SV_ROCE_IP6_HDR + 6, c ? c : 0xffff);
+		sum = inet_csum_add(sum, o + SV_ROCE_IP6_HDR, ul);
+		c = inet_csum_fold(sum);
+		/* UDP checksum: 0 is sent as all ones (RFC 768). */
+		st_be16(o + SV_ROCE_IP6_HDR + 6, c ? c : 0xffff);
 	}
 	return len;
 }
@@ -563,43 +540,41 @@ int sv_roce_parse(const void *frame, size_t len, struct sv_roce_flow *f,
 	if (len < 1)
 		return -EINVAL;
 	memset(f, 0, sizeof(*f));
-	if ((p[0] >> 4) == 4) {
+	if (__grh_ipver(p) == 4) {
 		ip = SV_ROCE_IP4_HDR;
-		if (len < ip + SV_ROCE_UDP_HDR || p[0] != 0x45 || p[9] != 17)
+		if (len < ip + SV_ROCE_UDP_HDR || p[0] != 0x45 ||
+		    __ip4_proto(p) != 17)
 			return -EINVAL; /* options, or not UDP */
-		if (ld16(p + 6) & 0x3fff)
+		if (__ip4_frag(p) & 0x3fff)
 			return -EINVAL; /* a fragment (MF or an offset) */
-		if (csum_fold(csum_add(0, p, ip)) != 0)
+		if (inet_csum_fold(inet_csum_add(0, p, ip)) != 0)
 			return -EINVAL;
-		total = ld16(p + 2);
-		f->tclass = p[1];
-		f->hop_limit = p[8];
-		f->sgid[10] = f->sgid[11] = 0xff;
-		f->dgid[10] = f->dgid[11] = 0xff;
-		memcpy(f->sgid + 12, p + 12, 4);
-		memcpy(f->dgid + 12, p + 16, 4);
-	} else if ((p[0] >> 4) == 6) {
+		total = __ip4_tot_len(p);
+		f->tclass = __ip4_tos(p);
+		f->hop_limit = __ip4_ttl(p);
+		sv_gid_set_v4(f->sgid, ip4_saddr(p));
+		sv_gid_set_v4(f->dgid, ip4_daddr(p));
+	} else if (__grh_ipver(p) == 6) {
 		ip = SV_ROCE_IP6_HDR;
-		if (len < ip + SV_ROCE_UDP_HDR || p[6] != 17)
+		if (len < ip + SV_ROCE_UDP_HDR || __grh_nxthdr(p) != 17)
 			return -EINVAL; /* extension headers, or not UDP */
-		total = ip + ld16(p + 4);
+		total = ip + __grh_paylen(p);
 		f->ipv6 = 1;
-		f->tclass = (uint8_t)((p[0] & 0xf) << 4 | p[1] >> 4);
-		f->flow_label = (uint32_t)(p[1] & 0xf) << 16 |
-				(uint32_t)p[2] << 8 | p[3];
-		f->hop_limit = p[7];
-		memcpy(f->sgid, p + 8, 16);
-		memcpy(f->dgid, p + 24, 16);
+		f->tclass = __grh_tclass(p);
+		f->flow_label = __grh_flow(p);
+		f->hop_limit = __grh_hop(p);
+		memcpy(f->sgid, grh_sgid(p), 16);
+		memcpy(f->dgid, grh_dgid(p), 16);
 	} else {
 		return -EINVAL;
 	}
 	u = p + ip;
-	udp_len = ld16(u + 4);
+	udp_len = __udp_len(u);
 	if (total > len || total < ip + SV_ROCE_UDP_HDR ||
 	    udp_len != total - ip)
 		return -EINVAL;
-	f->sport = ld16(u);
-	f->dport = ld16(u + 2);
+	f->sport = __udp_sport(u);
+	f->dport = __udp_dport(u);
 	if (f->dport != SV_ROCE_PORT)
 		return -EINVAL;
 	if (udp_len < SV_ROCE_UDP_HDR + 12 + SV_ICRC_BYTES)
@@ -617,35 +592,29 @@ int sv_roce_parse(const void *frame, size_t len, struct sv_roce_flow *f,
 
 /* ----------------------------------------------------------- pcap -- */
 
-static void st32le(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
-}
-
 void sv_pcap_file_hdr(void *out)
 {
 	uint8_t *h = out;
 
 	/* Written little-endian with the magic to match: readers swap by
 	 * the magic they find. */
-	st32le(h, SV_PCAP_MAGIC_NS);
+	st_le32(h, SV_PCAP_MAGIC_NS);
 	h[4] = 2, h[5] = 0; /* version 2.4 */
 	h[6] = 4, h[7] = 0;
-	st32le(h + 8, 0);   /* thiszone */
-	st32le(h + 12, 0);  /* sigfigs */
-	st32le(h + 16, SV_PCAP_SNAPLEN);
-	st32le(h + 20, SV_PCAP_LINKTYPE_RAW);
+	st_le32(h + 8, 0);   /* thiszone */
+	st_le32(h + 12, 0);  /* sigfigs */
+	st_le32(h + 16, SV_PCAP_SNAPLEN);
+	st_le32(h + 20, SV_PCAP_LINKTYPE_RAW);
 }
 
 void sv_pcap_rec_hdr(void *out, uint64_t ts_ns, size_t len)
 {
 	uint8_t *h = out;
 
-	st32le(h, (uint32_t)(ts_ns / 1000000000u));
-	st32le(h + 4, (uint32_t)(ts_ns % 1000000000u));
-	st32le(h + 8, (uint32_t)len);
-	st32le(h + 12, (uint32_t)len);
+	st_le32(h, (uint32_t)(ts_ns / 1000000000u));
+	st_le32(h + 4, (uint32_t)(ts_ns % 1000000000u));
+	st_le32(h + 8, (uint32_t)len);
+	st_le32(h + 12, (uint32_t)len);
 }
 
 /* Writes every byte of iov (retrying after partial writes and EINTR). */

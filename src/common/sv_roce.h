@@ -2,7 +2,8 @@
 /*
  * RoCE v2 encapsulation (IBTA vol. 1, Annex A17): an IBTA packet (BTH ..
  * payload and pad) travels in UDP to port 4791 over IPv4 or IPv6, followed
- * by the 4-byte ICRC.  This module owns those bytes: the engines' wire
+ * by the 4-byte ICRC.  This module, with the header accessors of
+ * sv_hdr.h (its inline half), owns those bytes: the engines' wire
  * path, the daemon's gateway and `softverbs capture` all build and check
  * frames here, so what is captured is exactly what is sent.
  *
@@ -136,6 +137,21 @@ size_t sv_roce_frame(void *out, size_t cap, const struct sv_roce_flow *f,
  */
 int sv_roce_parse(const void *frame, size_t len, struct sv_roce_flow *f,
 		  const uint8_t **ib, size_t *ib_len);
+
+/*
+ * The flow of a ring record's GRH (sv_hdr.h: the IPv6 header a packet
+ * came in or goes out with, IPv4 between two ::ffff:a.b.c.d GIDs):
+ * traffic class, flow label, hop limit (as written, 0 included), GIDs and
+ * ipv6; ports 0.
+ */
+void sv_roce_grh_flow(const uint8_t *grh, struct sv_roce_flow *f);
+
+/*
+ * The IPv4 header (20 bytes) of an IPv4 flow f carrying a UDP datagram of
+ * udp_len bytes, as sv_roce_frame writes it: identification 0, DF, the
+ * checksum computed.  A UD receive's first 40 bytes end with it.
+ */
+void sv_roce_ip4_hdr(uint8_t *h, const struct sv_roce_flow *f, size_t udp_len);
 
 /*
  * pcap (the libpcap file format, nanosecond timestamps, LINKTYPE_RAW:

@@ -5,6 +5,7 @@
  * engines alike.
  */
 #include "sv_wire.h"
+#include "sv_hdr.h"
 #include "sv_roce.h"
 
 #include <errno.h>
@@ -20,9 +21,6 @@
 #ifndef IPV6_FLOWINFO
 #define IPV6_FLOWINFO 11 /* linux/in6.h: receive the flow label */
 #endif
-
-#define BTH_BYTES 12
-#define GRH_BYTES 40
 
 /* -------------------------------------------------------- the port -- */
 
@@ -152,20 +150,6 @@ int sv_wire_recv(int fd, struct sv_wire_rxb *b, int n)
 
 /* --------------------------------------------------------- receive -- */
 
-static int is_v4mapped(const uint8_t *g)
-{
-	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-
-	return !memcmp(g, pfx, 12);
-}
-
-static void v4map(uint8_t *g, const void *in4)
-{
-	memset(g, 0, 10);
-	g[10] = g[11] = 0xff;
-	memcpy(g + 12, in4, 4);
-}
-
 struct gw_pkt {
 	struct sv_roce_flow f;
 	uint32_t flowinfo; /* IPv6: class and label as received */
@@ -193,7 +177,7 @@ static int read_meta(const struct msghdr *mh, size_t n, uint8_t *buf,
 	} else {
 		const struct sockaddr_in *s = mh->msg_name;
 
-		v4map(p->f.sgid, &s->sin_addr);
+		sv_gid_set_v4(p->f.sgid, &s->sin_addr);
 		p->f.sport = ntohs(s->sin_port);
 	}
 	for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)mh); c;
@@ -208,7 +192,7 @@ static int read_meta(const struct msghdr *mh, size_t n, uint8_t *buf,
 			struct in_pktinfo pi;
 
 			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
-			v4map(p->f.dgid, &pi.ipi_addr);
+			sv_gid_set_v4(p->f.dgid, &pi.ipi_addr);
 			have_dst = 1;
 		} else if (c->cmsg_level == IPPROTO_IPV6 &&
 			   c->cmsg_type == IPV6_TCLASS) {
@@ -237,10 +221,10 @@ static int read_meta(const struct msghdr *mh, size_t n, uint8_t *buf,
 			p->f.hop_limit = (uint8_t)v;
 		}
 	}
-	if (!have_dst || n < BTH_BYTES + SV_ICRC_BYTES)
+	if (!have_dst || n < SV_BTH_BYTES + SV_ICRC_BYTES)
 		return -1;
-	p->f.ipv6 = !is_v4mapped(p->f.sgid);
-	if (p->f.ipv6 == is_v4mapped(p->f.dgid))
+	p->f.ipv6 = !sv_gid_is_v4(p->f.sgid);
+	if (p->f.ipv6 == sv_gid_is_v4(p->f.dgid))
 		return -1;
 	p->f.flow_label = p->flowinfo & 0xfffff;
 	p->ib = buf;
@@ -265,24 +249,6 @@ static int icrc_ok(const struct gw_pkt *p)
 	return !sv_icrc_ipv4_id(&p->f, p->ib, p->ib_len, got, &id, &df);
 }
 
-/* The GRH a ring record starts with (engine_int.h: the IPv6 header the
- * packet came in, IPv4 fields in the same places). */
-static void make_grh(const struct gw_pkt *p, size_t udp_len, uint8_t *h)
-{
-	uint32_t w0 = 6u << 28 | (uint32_t)p->f.tclass << 20 | p->f.flow_label;
-
-	h[0] = (uint8_t)(w0 >> 24);
-	h[1] = (uint8_t)(w0 >> 16);
-	h[2] = (uint8_t)(w0 >> 8);
-	h[3] = (uint8_t)w0;
-	h[4] = (uint8_t)(udp_len >> 8);
-	h[5] = (uint8_t)udp_len;
-	h[6] = 17;
-	h[7] = p->f.hop_limit;
-	memcpy(h + 8, p->f.sgid, 16);
-	memcpy(h + 24, p->f.dgid, 16);
-}
-
 
 int sv_wire_rx_parse(const struct msghdr *mh, size_t n, uint8_t *buf,
 		     uint16_t port, struct sv_wire_pkt *out)
@@ -296,15 +262,19 @@ int sv_wire_rx_parse(const struct msghdr *mh, size_t n, uint8_t *buf,
 	if (!icrc_ok(&p))
 		return -EBADMSG;
 	b = p.ib;
-	pad = (b[1] >> 4) & 3;
+	pad = (unsigned)__bth_pad(b);
 	/* Transport version 0 only (9.2.6); the pad within the payload. */
-	if ((b[1] & 0xf) != 0 || p.ib_len < BTH_BYTES + pad)
+	if (__bth_tver(b) != 0 || p.ib_len < SV_BTH_BYTES + pad)
 		return -EINVAL;
-	make_grh(&p, SV_ROCE_UDP_HDR + p.ib_len + SV_ICRC_BYTES, buf);
-	b[1] &= (uint8_t)~0x30; /* pad count: none on a ring */
+	/* The record's GRH: the IPv6 header the packet came in, IPv4
+	 * fields in the same places (sv_hdr.h). */
+	grh_set(buf, p.f.tclass, p.f.flow_label,
+		(uint16_t)(SV_ROCE_UDP_HDR + p.ib_len + SV_ICRC_BYTES),
+		p.f.hop_limit, p.f.sgid, p.f.dgid);
+	bth_set_pad(b, 0); /* none on a ring */
 	out->rec = buf;
-	out->rec_len = (uint32_t)(GRH_BYTES + p.ib_len - pad);
-	out->qpn = (uint32_t)b[5] << 16 | (uint32_t)b[6] << 8 | b[7];
+	out->rec_len = (uint32_t)(SV_GRH_BYTES + p.ib_len - pad);
+	out->qpn = __bth_qpn(b);
 	out->ib_len = (uint32_t)(p.ib_len + SV_ICRC_BYTES);
 	return 0;
 }

@@ -27,6 +27,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "sv_hdr.h"
+
 #define SV_WIRE_MAGIC 0x31525753u /* "SWR1" */
 #define SV_WIRE_VERSION 4
 /* An engine read the port this recently: the daemon's thread leaves it. */
@@ -114,9 +116,9 @@ static inline int sv_wire_qpn_missing(struct sv_wire_shm *m, const uint8_t *b,
 {
 	uint32_t qpn;
 
-	if (n < 12)
+	if (n < SV_BTH_BYTES)
 		return 0;
-	qpn = (uint32_t)b[5] << 16 | (uint32_t)b[6] << 8 | b[7];
+	qpn = __bth_qpn(b);
 	return qpn != 1 && !sv_wire_qpn_live(m, qpn);
 }
 

@@ -34,6 +34,7 @@
 #include "sv_keytab.h"
 #include "sv_log.h"
 #include "sv_ring.h"
+#include "sv_hdr.h"
 #include "sv_roce.h"
 
 #include <errno.h>
@@ -251,11 +252,10 @@ static int wants(const struct cap_session *s, const struct sv_cap_rec *r,
 	if ((s->flags & SV_CAPTURE_PID) && r->pid != s->pid)
 		return 0;
 	if (s->flags & SV_CAPTURE_QPN) {
-		uint32_t dqp = (uint32_t)ib[5] << 16 | ib[6] << 8 | ib[7];
-		int ud = (ib[0] & 0xe0) == 0x60 && r->ib_len >= 20;
-		uint32_t sqp = ud ? ((uint32_t)ib[17] << 16 | ib[18] << 8 |
-				     ib[19]) :
-				    0xffffffffu;
+		uint32_t dqp = __bth_qpn(ib);
+		int ud = __bth_transport(ib) == SV_OPC_UD &&
+			 r->ib_len >= SV_BTH_BYTES + SV_DETH_BYTES;
+		uint32_t sqp = ud ? __deth_sqp(ib + SV_BTH_BYTES) : 0xffffffffu;
 
 		if (r->qpn != s->qpn && dqp != s->qpn && sqp != s->qpn)
 			return 0;

@@ -30,6 +30,7 @@
 #include "svd_capture.h"
 #include "svd_cm.h"
 #include "sv_log.h"
+#include "sv_hdr.h"
 #include "sv_portd.h"
 #include "sv_ring.h"
 #include "sv_sock.h"
@@ -70,7 +71,8 @@ struct gw_eng {
 
 struct gw_udq {
 	struct svd_gw_ud u;
-	uint8_t hdr[SV_BTH_WIRE + 8]; /* its BTH and DETH, for the capture */
+	/* its BTH and DETH, for the capture */
+	uint8_t hdr[SV_BTH_BYTES + SV_DETH_BYTES];
 	struct gw_udq *next;
 };
 #define GW_UDQ_MAX 1024 /* datagrams for QP1 waiting for the CM */
@@ -113,13 +115,6 @@ static struct {
 	  .portd = -1, .lreply_cond = PTHREAD_COND_INITIALIZER };
 
 /* ------------------------------------------------------- QPN table -- */
-
-static int sv_gid_v4(const uint8_t *g)
-{
-	static const uint8_t pfx[12] = { [10] = 0xff, [11] = 0xff };
-
-	return !memcmp(g, pfx, 12);
-}
 
 static uint32_t qhash(uint32_t qpn, uint32_t cap)
 {
@@ -259,13 +254,13 @@ void svd_gw_engine_gone(pid_t pid)
  * thread.  Must hold gw.lock. */
 static void qp1_queue(const uint8_t *rec, size_t len)
 {
-	const uint8_t *b = rec + SV_GRH_WIRE;
+	const uint8_t *b = rec + SV_GRH_BYTES;
 	struct gw_udq *q;
-	size_t hl = SV_BTH_WIRE + 8;
+	size_t hl = SV_BTH_BYTES + SV_DETH_BYTES;
 
 	/* UD SEND only (0x64), a DETH, a payload that fits. */
-	if (len < SV_GRH_WIRE + hl || b[0] != 0x64 ||
-	    len - SV_GRH_WIRE - hl > SV_GW_UD_MAX || gw.nudq >= GW_UDQ_MAX) {
+	if (len < SV_GRH_BYTES + hl || __bth_opcode(b) != 0x64 ||
+	    len - SV_GRH_BYTES - hl > SV_GW_UD_MAX || gw.nudq >= GW_UDQ_MAX) {
 		atomic_fetch_add_explicit(&gw.shm->rx_malformed, 1,
 					  memory_order_relaxed);
 		return;
@@ -273,17 +268,16 @@ static void qp1_queue(const uint8_t *rec, size_t len)
 	q = calloc(1, sizeof(*q));
 	if (!q)
 		return;
-	memcpy(q->u.sgid, rec + 8, 16);
-	memcpy(q->u.dgid, rec + 24, 16);
-	q->u.tclass = (uint8_t)((uint32_t)rec[0] << 4 | rec[1] >> 4);
-	q->u.flow_label = ((uint32_t)rec[1] & 0xf) << 16 | (uint32_t)rec[2] << 8 | rec[3];
-	q->u.hop_limit = rec[7];
-	q->u.pkey = (uint16_t)(b[2] << 8 | b[3]);
-	q->u.dst_qpn = (uint32_t)b[5] << 16 | (uint32_t)b[6] << 8 | b[7];
-	q->u.qkey = (uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 |
-		    (uint32_t)b[14] << 8 | b[15];
-	q->u.src_qpn = (uint32_t)b[17] << 16 | (uint32_t)b[18] << 8 | b[19];
-	q->u.len = (uint32_t)(len - SV_GRH_WIRE - hl);
+	memcpy(q->u.sgid, grh_sgid(rec), 16);
+	memcpy(q->u.dgid, grh_dgid(rec), 16);
+	q->u.tclass = __grh_tclass(rec);
+	q->u.flow_label = __grh_flow(rec);
+	q->u.hop_limit = __grh_hop(rec);
+	q->u.pkey = __bth_pkey(b);
+	q->u.dst_qpn = __bth_qpn(b);
+	q->u.qkey = __deth_qkey(b + SV_BTH_BYTES);
+	q->u.src_qpn = __deth_sqp(b + SV_BTH_BYTES);
+	q->u.len = (uint32_t)(len - SV_GRH_BYTES - hl);
 	memcpy(q->u.data, b + hl, q->u.len);
 	memcpy(q->hdr, b, hl);
 	if (!gw.udq_tail)
@@ -316,7 +310,7 @@ static void qp1_capture(uint32_t dir, const struct svd_gw_ud *u,
 	r.ib_len = ib_len;
 	r.pid = (uint32_t)getpid();
 	r.qpn = 1;
-	r.flow.ipv6 = !(sv_gid_v4(u->sgid) && sv_gid_v4(u->dgid));
+	r.flow.ipv6 = !(sv_gid_is_v4(u->sgid) && sv_gid_is_v4(u->dgid));
 	r.flow.tclass = u->tclass;
 	r.flow.flow_label = u->flow_label & 0xfffff;
 	r.flow.hop_limit = u->hop_limit ? u->hop_limit : 64;
@@ -329,7 +323,7 @@ static void qp1_capture(uint32_t dir, const struct svd_gw_ud *u,
 
 int svd_gw_ud_pop(struct svd_gw_ud *u)
 {
-	uint8_t ib[SV_BTH_WIRE + 8 + SV_GW_UD_MAX];
+	uint8_t ib[SV_BTH_BYTES + SV_DETH_BYTES + SV_GW_UD_MAX];
 	struct gw_udq *q;
 
 	pthread_mutex_lock(&gw.lock);
@@ -355,9 +349,11 @@ static int gw_start(void);
 
 int svd_gw_ud_send(const struct svd_gw_ud *u)
 {
-	uint8_t pkt[SV_BTH_WIRE + 8 + SV_GW_UD_MAX + 3 + SV_ICRC_BYTES];
+	uint8_t pkt[SV_BTH_BYTES + SV_DETH_BYTES + SV_GW_UD_MAX + 3 +
+		    SV_ICRC_BYTES];
 	struct sv_roce_flow f = { 0 };
-	uint32_t len = SV_BTH_WIRE + 8 + u->len, pad = (0u - len) & 3, icrc;
+	uint32_t len = SV_BTH_BYTES + SV_DETH_BYTES + u->len;
+	uint32_t pad = (0u - len) & 3, icrc;
 	union {
 		uint8_t b[SV_WIRE_CTL_BYTES];
 		struct cmsghdr align;
@@ -365,7 +361,7 @@ int svd_gw_ud_send(const struct svd_gw_ud *u)
 	struct sockaddr_in6 dst;
 	struct iovec iov;
 	struct msghdr mh = { 0 };
-	int v4 = sv_gid_v4(u->sgid) && sv_gid_v4(u->dgid);
+	int v4 = sv_gid_is_v4(u->sgid) && sv_gid_is_v4(u->dgid);
 
 	int fd, v6;
 
@@ -380,27 +376,15 @@ int svd_gw_ud_send(const struct svd_gw_ud *u)
 	if (u->len > SV_GW_UD_MAX || (!v6 && !v4))
 		return -EINVAL;
 	memset(pkt, 0, sizeof(pkt));
-	pkt[0] = 0x64; /* UD SEND only */
-	pkt[1] = (uint8_t)(pad << 4);
-	pkt[2] = (uint8_t)(u->pkey >> 8);
-	pkt[3] = (uint8_t)u->pkey;
-	pkt[5] = (uint8_t)(u->dst_qpn >> 16);
-	pkt[6] = (uint8_t)(u->dst_qpn >> 8);
-	pkt[7] = (uint8_t)u->dst_qpn;
 	pthread_mutex_lock(&gw.lock);
 	gw.ud_psn = (gw.ud_psn + 1) & 0xffffff;
-	pkt[9] = (uint8_t)(gw.ud_psn >> 16);
-	pkt[10] = (uint8_t)(gw.ud_psn >> 8);
-	pkt[11] = (uint8_t)gw.ud_psn;
+	/* UD SEND only (0x64), MigReq 0 */
+	bth_init(pkt, 0x64, 0, u->pkey, u->dst_qpn, 0, gw.ud_psn);
 	pthread_mutex_unlock(&gw.lock);
-	pkt[12] = (uint8_t)(u->qkey >> 24);
-	pkt[13] = (uint8_t)(u->qkey >> 16);
-	pkt[14] = (uint8_t)(u->qkey >> 8);
-	pkt[15] = (uint8_t)u->qkey;
-	pkt[17] = (uint8_t)(u->src_qpn >> 16);
-	pkt[18] = (uint8_t)(u->src_qpn >> 8);
-	pkt[19] = (uint8_t)u->src_qpn;
-	memcpy(pkt + SV_BTH_WIRE + 8, u->data, u->len);
+	bth_set_mig(pkt, 0);
+	bth_set_pad(pkt, pad);
+	deth_set(pkt + SV_BTH_BYTES, u->qkey, u->src_qpn);
+	memcpy(pkt + SV_BTH_BYTES + SV_DETH_BYTES, u->data, u->len);
 	len += pad;
 	f.ipv6 = !v4;
 	f.tclass = u->tclass;

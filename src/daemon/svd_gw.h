@@ -12,8 +12,6 @@
 
 #include "sv_proto.h"
 
-#define SV_BTH_WIRE 12
-#define SV_GRH_WIRE 40
 #define SV_GW_REC_PKT SV_WIRE_REC
 
 /* The namespace's counters (sv_wire.h struct sv_wire_shm). */

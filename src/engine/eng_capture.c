@@ -145,15 +145,9 @@ void sv_cap(struct sv_engine *eng, uint32_t dir, uint32_t qpn,
 
 void sv_cap_flow_grh(const uint8_t *grh, uint32_t sport, struct sv_roce_flow *f)
 {
-	uint32_t w0 = ld_be32(grh);
-
-	memset(f, 0, sizeof(*f));
-	f->tclass = (uint8_t)(w0 >> 20);
-	f->flow_label = w0 & 0xfffff;
-	f->hop_limit = grh[7] ? grh[7] : SV_DEFAULT_HOP_LIMIT;
-	memcpy(f->sgid, grh + 8, 16);
-	memcpy(f->dgid, grh + 24, 16);
-	f->ipv6 = !(sv_gid_is_v4(f->sgid) && sv_gid_is_v4(f->dgid));
+	sv_roce_grh_flow(grh, f);
+	if (!f->hop_limit)
+		f->hop_limit = SV_DEFAULT_HOP_LIMIT;
 	f->sport = (uint16_t)sport;
 	f->dport = SV_ROCE_PORT;
 }

@@ -103,10 +103,9 @@ struct sv_wlink {
 static int is_loopback(const uint8_t *g)
 {
 	static const uint8_t one[16] = { [15] = 1 }, zero[16];
-	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
 
 	return !memcmp(g, one, 16) || !memcmp(g, zero, 16) ||
-	       (!memcmp(g, v4, 12) && g[12] == 127);
+	       (sv_gid_is_v4(g) && g[12] == 127);
 }
 
 int sv_gid_local(struct sv_engine *eng, const uint8_t gid[16])
@@ -670,18 +669,16 @@ void sv_wire_commit(struct sv_link *l)
 	uint32_t len = s->len - (grh ? SV_GRH_BYTES : 0), pad, icrc;
 
 	if (grh) {
-		/* UD: the AH's addressing, from the GRH the requester wrote. */
-		uint32_t w0 = ld_be32(s->pkt);
+		/* UD: the AH's addressing, from the GRH the requester wrote;
+		 * the link's ports. */
+		uint16_t sport = f.sport, dport = f.dport;
 
-		f.tclass = (uint8_t)(w0 >> 20);
-		f.flow_label = w0 & 0xfffff;
-		f.hop_limit = s->pkt[7];
-		memcpy(f.sgid, s->pkt + 8, 16);
-		memcpy(f.dgid, s->pkt + 24, 16);
-		f.ipv6 = !(sv_gid_is_v4(f.sgid) && sv_gid_is_v4(f.dgid));
+		sv_roce_grh_flow(s->pkt, &f);
+		f.sport = sport;
+		f.dport = dport;
 	}
 	pad = (0u - len) & 3;
-	ib[1] = (uint8_t)((ib[1] & ~0x30) | pad << 4);
+	bth_set_pad(ib, pad);
 	memset(ib + len, 0, pad);
 	len += pad;
 	icrc = sv_icrc(&f, ib, len);

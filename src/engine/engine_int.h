@@ -30,6 +30,7 @@
 
 #include "sv_engine.h"
 #include "sv_hdr.h"
+#include "sv_opcode.h"
 #include "sv_keytab.h"
 #include "sv_log.h"
 #include "sv_ring.h"
@@ -117,90 +118,6 @@ struct sv_ev_rec {
 	uint32_t bits;	 /* CQ: SV_CQP_*; SRQ: 1 = limit reached */
 	uint32_t pad;
 };
-
-/* --------------------------------------------------------- opcodes -- */
-enum {
-	OP_VALID = 1 << 0,
-	OP_REQ = 1 << 1,
-	OP_RESP = 1 << 2,
-	OP_SEND = 1 << 3,
-	OP_WRITE = 1 << 4,
-	OP_READ = 1 << 5,
-	OP_ATOMIC = 1 << 6,
-	OP_ACK = 1 << 7,
-	OP_FIRST = 1 << 8,
-	OP_MIDDLE = 1 << 9,
-	OP_LAST = 1 << 10,
-	OP_PAYLOAD = 1 << 11,
-	OP_RETH = 1 << 12,
-	OP_AETH = 1 << 13,
-	OP_ATMETH = 1 << 14,
-	OP_ATMACK = 1 << 15,
-	OP_IMM = 1 << 16,
-	OP_IETH = 1 << 17,
-	OP_DETH = 1 << 18,
-};
-
-struct sv_opinfo {
-	const char *name;
-	uint32_t flags;
-};
-extern const struct sv_opinfo sv_opcodes[256];
-
-/* Opcode numbers (low 5 bits; | 0x20 for UC, | 0x60 for UD). */
-enum {
-	OPC_SEND_FIRST = 0x00,
-	OPC_SEND_MIDDLE = 0x01,
-	OPC_SEND_LAST = 0x02,
-	OPC_SEND_LAST_IMM = 0x03,
-	OPC_SEND_ONLY = 0x04,
-	OPC_SEND_ONLY_IMM = 0x05,
-	OPC_WRITE_FIRST = 0x06,
-	OPC_WRITE_MIDDLE = 0x07,
-	OPC_WRITE_LAST = 0x08,
-	OPC_WRITE_LAST_IMM = 0x09,
-	OPC_WRITE_ONLY = 0x0a,
-	OPC_WRITE_ONLY_IMM = 0x0b,
-	OPC_READ_REQ = 0x0c,
-	OPC_READ_RESP_FIRST = 0x0d,
-	OPC_READ_RESP_MIDDLE = 0x0e,
-	OPC_READ_RESP_LAST = 0x0f,
-	OPC_READ_RESP_ONLY = 0x10,
-	OPC_ACK = 0x11,
-	OPC_ATOMIC_ACK = 0x12,
-	OPC_CMP_SWAP = 0x13,
-	OPC_FETCH_ADD = 0x14,
-	OPC_SEND_LAST_INV = 0x16,
-	OPC_SEND_ONLY_INV = 0x17,
-};
-#define OPC_UC 0x20
-#define OPC_UD 0x60
-
-/* A parsed packet: header fields in host order, payload in place. */
-struct sv_pkt {
-	const uint8_t *grh, *bth;
-	uint8_t opcode;
-	uint8_t se;	/* solicited event */
-	uint8_t ackreq;
-	uint32_t flags; /* sv_opcodes[opcode].flags */
-	uint32_t qpn, psn;
-	uint64_t va;
-	uint32_t rkey, dma_len;
-	uint64_t swap, comp, orig;
-	uint8_t syn;
-	uint32_t msn;
-	uint32_t imm; /* network order, as ibv_wc.imm_data */
-	uint32_t inv_rkey;
-	uint32_t qkey, src_qpn;
-	const uint8_t *payload;
-	uint32_t paylen;
-};
-
-unsigned sv_op_hdr_len(uint32_t flags);
-/* Parses buf (len bytes, a GRH first when grh).  Returns 0 or -1 for a
- * packet that is not one (the caller drops it). */
-int sv_pkt_parse(struct sv_pkt *pkt, const uint8_t *buf, uint32_t len,
-		 int grh);
 
 /* ------------------------------------------------------------- links -- */
 
@@ -496,12 +413,6 @@ int sv_fault_pick(struct sv_link *l);
 #define SV_WIRE_REST_NS 2000 /* after an empty read of the port */
 #define SV_WIRE_GATHER_NS 5000 /* after a read of a few packets */
 struct sv_roce_flow;
-static inline int sv_gid_is_v4(const uint8_t *g)
-{
-	static const uint8_t pfx[12] = { [10] = 0xff, [11] = 0xff };
-
-	return !memcmp(g, pfx, 12);
-}
 /* gid is this host's (the port's GID table, loopback, or zero: no
  * address): not the wire. */
 int sv_gid_local(struct sv_engine *eng, const uint8_t gid[16]);
@@ -853,11 +764,6 @@ static inline void sv_wqe_done(struct sv_send_wqe *w, enum ibv_wc_status st)
 {
 	w->state = WQE_DONE | (uint32_t)st << 8;
 }
-static inline int sv_is_read_or_atomic(uint32_t op)
-{
-	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
-}
 
 /* sv_req.c */
 /* Runs the requester of qp: sends what it can.  No lock held. */
@@ -868,8 +774,6 @@ void sv_req_run(struct sv_qp *qp);
  * GIDs stand for an IPv4 header (the receiver's GRH holds one). */
 void sv_ud_grh(const struct sv_send_wqe *w, uint32_t ib_len, uint8_t *h);
 #define SV_DEFAULT_HOP_LIMIT 64 /* an AH with hop limit 0 */
-/* The packet opcode of a WR opcode at a message position. */
-uint8_t sv_req_opcode(uint32_t wr_op, int first, int last);
 
 /* The checks a WQE gets when it starts (opcode for the QP type, length,
  * local keys); *lenp = its length.  Nonzero when they finished it with an

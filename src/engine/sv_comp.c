@@ -57,27 +57,6 @@ static void set_err(struct sv_qp *qp)
 	sv_shlock_unlock(&qp->shm->lock);
 }
 
-static enum ibv_wc_opcode wc_opcode(uint32_t op)
-{
-	switch (op) {
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return IBV_WC_RDMA_WRITE;
-	case IBV_WR_RDMA_READ:
-		return IBV_WC_RDMA_READ;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-		return IBV_WC_COMP_SWAP;
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return IBV_WC_FETCH_ADD;
-	case IBV_WR_BIND_MW:
-		return IBV_WC_BIND_MW;
-	case IBV_WR_LOCAL_INV:
-		return IBV_WC_LOCAL_INV;
-	default:
-		return IBV_WC_SEND;
-	}
-}
-
 static void push_send_cqe(struct sv_qp *qp, struct sv_send_wqe *w,
 			  enum ibv_wc_status status)
 {
@@ -86,10 +65,9 @@ static void push_send_cqe(struct sv_qp *qp, struct sv_send_wqe *w,
 	memset(&wc, 0, sizeof(wc));
 	wc.wr_id = w->wr_id;
 	wc.status = status;
-	wc.opcode = wc_opcode(w->opcode);
+	wc.opcode = (enum ibv_wc_opcode)sv_wrinfo(w->opcode)->wc;
 	wc.qp_num = qp->qpx.qp_base.qp_num;
-	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	    w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
+	if (sv_wrinfo(w->opcode)->flags & SV_WR_ATOMIC)
 		wc.byte_len = 8;
 	else if (w->send_flags & IBV_SEND_INLINE)
 		wc.byte_len = w->inline_len;
@@ -428,8 +406,7 @@ static void atomic_resp(struct sv_qp *qp, struct sv_tr *tr,
 	if (!find_wqe(qp, pkt->psn, &idx))
 		return;
 	w = sv_wq_slot(&qp->sq, idx);
-	if (w->opcode != IBV_WR_ATOMIC_CMP_AND_SWP &&
-	    w->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD)
+	if (!(sv_wrinfo(w->opcode)->flags & SV_WR_ATOMIC))
 		return;
 	implicit_ack(qp, idx);
 	st = sv_comp_atomic_result(qp, w, pkt->orig);

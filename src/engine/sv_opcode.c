@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The opcode table (IBTA 9.2.1, table 39): which headers each transport
- * opcode carries, what it does, and where it sits in a message.
+ * The opcode tables (sv_opcode.h): by transport opcode (IBTA 9.2.1, table
+ * 39: which headers each carries, what it does, where it sits in a
+ * message), and by work-request opcode (what posting, the requester and
+ * the completer need to know of each).
  */
-#include "engine_int.h"
+#include "sv_opcode.h"
+#include "sv_hdr.h"
+
+#include <string.h>
 
 #define RC(op) (0x00 | (op))
 #define UC(op) (0x20 | (op))
@@ -48,6 +53,70 @@ const struct sv_opinfo sv_opcodes[256] = {
 	[UD(0x04)] = { "UD_SEND_ONLY", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_DETH },
 	[UD(0x05)] = { "UD_SEND_ONLY_IMM", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_DETH | OP_IMM },
 };
+
+/* By work-request opcode.  Positions: first, middle, last, only. */
+#define NONE SV_OPC_NONE
+#define ALL(o) { (o), (o), (o), (o) }
+#define RDMA_RW (SV_WR_RC | SV_WR_UC)
+#define RC_ONLY SV_WR_RC
+#define ANY_QP (SV_WR_RC | SV_WR_UC | SV_WR_UD)
+
+const struct sv_wrinfo sv_wr_opcodes[SV_WR_OPCODES] = {
+	[IBV_WR_SEND] = {
+		"SEND", ANY_QP | SV_WR_SEND | SV_WR_INLINE | SV_WR_RECV,
+		{ OPC_SEND_FIRST, OPC_SEND_MIDDLE, OPC_SEND_LAST,
+		  OPC_SEND_ONLY },
+		IBV_WC_SEND, 0 },
+	[IBV_WR_SEND_WITH_IMM] = {
+		"SEND_WITH_IMM",
+		ANY_QP | SV_WR_SEND | SV_WR_IMM | SV_WR_INLINE | SV_WR_RECV,
+		{ OPC_SEND_FIRST, OPC_SEND_MIDDLE, OPC_SEND_LAST_IMM,
+		  OPC_SEND_ONLY_IMM },
+		IBV_WC_SEND, 0 },
+	[IBV_WR_SEND_WITH_INV] = {
+		"SEND_WITH_INV",
+		RC_ONLY | SV_WR_SEND | SV_WR_INV | SV_WR_INLINE | SV_WR_RECV,
+		{ OPC_SEND_FIRST, OPC_SEND_MIDDLE, OPC_SEND_LAST_INV,
+		  OPC_SEND_ONLY_INV },
+		IBV_WC_SEND, 0 },
+	[IBV_WR_RDMA_WRITE] = {
+		"RDMA_WRITE",
+		RDMA_RW | SV_WR_WRITE | SV_WR_INLINE | SV_WR_REMOTE,
+		{ OPC_WRITE_FIRST, OPC_WRITE_MIDDLE, OPC_WRITE_LAST,
+		  OPC_WRITE_ONLY },
+		IBV_WC_RDMA_WRITE, IBV_ACCESS_REMOTE_WRITE },
+	[IBV_WR_RDMA_WRITE_WITH_IMM] = {
+		"RDMA_WRITE_WITH_IMM",
+		RDMA_RW | SV_WR_WRITE | SV_WR_IMM | SV_WR_INLINE |
+			SV_WR_REMOTE | SV_WR_RECV,
+		{ OPC_WRITE_FIRST, OPC_WRITE_MIDDLE, OPC_WRITE_LAST_IMM,
+		  OPC_WRITE_ONLY_IMM },
+		IBV_WC_RDMA_WRITE, IBV_ACCESS_REMOTE_WRITE },
+	[IBV_WR_RDMA_READ] = {
+		"RDMA_READ", RC_ONLY | SV_WR_READ | SV_WR_REMOTE,
+		ALL(OPC_READ_REQ), IBV_WC_RDMA_READ, IBV_ACCESS_REMOTE_READ },
+	[IBV_WR_ATOMIC_CMP_AND_SWP] = {
+		"ATOMIC_CMP_AND_SWP", RC_ONLY | SV_WR_ATOMIC | SV_WR_REMOTE,
+		ALL(OPC_CMP_SWAP), IBV_WC_COMP_SWAP,
+		IBV_ACCESS_REMOTE_ATOMIC },
+	[IBV_WR_ATOMIC_FETCH_AND_ADD] = {
+		"ATOMIC_FETCH_AND_ADD", RC_ONLY | SV_WR_ATOMIC | SV_WR_REMOTE,
+		ALL(OPC_FETCH_ADD), IBV_WC_FETCH_ADD,
+		IBV_ACCESS_REMOTE_ATOMIC },
+	[IBV_WR_LOCAL_INV] = {
+		"LOCAL_INV", RDMA_RW | SV_WR_LOCAL | SV_WR_INV, ALL(NONE),
+		IBV_WC_LOCAL_INV, 0 },
+	[IBV_WR_BIND_MW] = {
+		"BIND_MW", RDMA_RW | SV_WR_LOCAL, ALL(NONE), IBV_WC_BIND_MW,
+		0 },
+	/* TSO, DRIVER1, FLUSH, ATOMIC_WRITE: not taken (no QP types). */
+};
+
+#undef NONE
+#undef ALL
+#undef RDMA_RW
+#undef RC_ONLY
+#undef ANY_QP
 
 /* Header bytes after the BTH, in the order of 9.2: DETH, RETH, AtomicETH,
  * AETH, AtomicAckETH, ImmDt, IETH. */

@@ -24,56 +24,14 @@
 #include <errno.h>
 #include <string.h>
 
-uint8_t sv_req_opcode(uint32_t wr_op, int first, int last)
-{
-	switch (wr_op) {
-	case IBV_WR_SEND:
-		return first && last ? OPC_SEND_ONLY :
-		       first	      ? OPC_SEND_FIRST :
-		       last	      ? OPC_SEND_LAST :
-					OPC_SEND_MIDDLE;
-	case IBV_WR_SEND_WITH_IMM:
-		return first && last ? OPC_SEND_ONLY_IMM :
-		       first	      ? OPC_SEND_FIRST :
-		       last	      ? OPC_SEND_LAST_IMM :
-					OPC_SEND_MIDDLE;
-	case IBV_WR_SEND_WITH_INV:
-		return first && last ? OPC_SEND_ONLY_INV :
-		       first	      ? OPC_SEND_FIRST :
-		       last	      ? OPC_SEND_LAST_INV :
-					OPC_SEND_MIDDLE;
-	case IBV_WR_RDMA_WRITE:
-		return first && last ? OPC_WRITE_ONLY :
-		       first	      ? OPC_WRITE_FIRST :
-		       last	      ? OPC_WRITE_LAST :
-					OPC_WRITE_MIDDLE;
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return first && last ? OPC_WRITE_ONLY_IMM :
-		       first	      ? OPC_WRITE_FIRST :
-		       last	      ? OPC_WRITE_LAST_IMM :
-					OPC_WRITE_MIDDLE;
-	case IBV_WR_RDMA_READ:
-		return OPC_READ_REQ;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-		return OPC_CMP_SWAP;
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return OPC_FETCH_ADD;
-	}
-	return 0xff;
-}
-
 void sv_ud_grh(const struct sv_send_wqe *w, uint32_t ib_len, uint8_t *h)
 {
 	/* As on the wire: UDP header, packet, pad, ICRC (A17.4.3). */
 	uint32_t plen = 8 + ((ib_len + 3) & ~3u) + 4;
 
-	st_be32(h, 6u << 28 | (uint32_t)w->tclass << 20 | w->flow_label);
-	h[4] = (uint8_t)(plen >> 8);
-	h[5] = (uint8_t)plen;
-	h[6] = 17; /* UDP */
-	h[7] = w->hop_limit ? w->hop_limit : SV_DEFAULT_HOP_LIMIT;
-	memcpy(h + 8, w->sgid.raw, 16);
-	memcpy(h + 24, w->dgid.raw, 16);
+	grh_set(h, w->tclass, w->flow_label, (uint16_t)plen,
+		w->hop_limit ? w->hop_limit : SV_DEFAULT_HOP_LIMIT,
+		w->sgid.raw, w->dgid.raw);
 }
 
 /* Writes the headers of a packet at p; returns the header length. */
@@ -209,7 +167,7 @@ static int window_full(struct sv_qp *qp, struct sv_tr *tr)
 int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
 		 uint64_t *lenp, int keys_later)
 {
-	int ud = qp->type == IBV_QPT_UD, rc = qp->type == IBV_QPT_RC;
+	int ud = qp->type == IBV_QPT_UD;
 	uint32_t op = w->opcode, mtu = tr->mtu ? tr->mtu : 4096, acc = 0;
 	uint64_t len;
 
@@ -220,8 +178,8 @@ int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
 	*lenp = len;
 	if (WQE_STATE(w) != WQE_NEW)
 		return 0;
-	if (sv_req_opcode(op, 1, 1) == 0xff || (!rc && sv_is_read_or_atomic(op)) ||
-	    (ud && op != IBV_WR_SEND && op != IBV_WR_SEND_WITH_IMM)) {
+	if (!sv_wr_takes(qp->type, op) ||
+	    sv_req_opcode(op, 1, 1) == SV_OPC_NONE) {
 		sv_wqe_done(w, IBV_WC_LOC_QP_OP_ERR);
 		return 1;
 	}
@@ -229,7 +187,7 @@ int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
 		sv_wqe_done(w, IBV_WC_LOC_LEN_ERR);
 		return 1;
 	}
-	if ((op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) &&
+	if ((sv_wrinfo(op)->flags & SV_WR_ATOMIC) &&
 	    (w->num_sge < 1 || w->sge[0].length < 8)) {
 		sv_wqe_done(w, IBV_WC_LOC_LEN_ERR);
 		return 1;

@@ -28,6 +28,7 @@
 #include "engine_int.h"
 #include "sv_client.h"
 #include "sv_proc.h"
+#include "sv_roce.h"
 
 #include <errno.h>
 #include <string.h>
@@ -143,8 +144,6 @@ static int take_recv(struct resp *rs)
 	return 0;
 }
 
-static int is_v4mapped(const uint8_t *g);
-
 /*
  * What mlx5 reports in the SL of a UD receive completion on a RoCE port
  * (rdma-core's mlx5 passes the CQE's 4 bits through): the RoCE packet
@@ -157,10 +156,13 @@ static int is_v4mapped(const uint8_t *g);
  */
 static uint8_t roce_pkt_type(const struct sv_pkt *pkt)
 {
+	int v4;
+
 	if (!pkt->grh)
 		return 0;
-	return 0x8 | (is_v4mapped(pkt->grh + 8) && is_v4mapped(pkt->grh + 24) ?
-			      0x2 : 0x1);
+	v4 = sv_gid_is_v4(grh_sgid(pkt->grh)) &&
+	     sv_gid_is_v4(grh_dgid(pkt->grh));
+	return 0x8 | (v4 ? 0x2 : 0x1);
 }
 
 static void push_recv(struct resp *rs, enum ibv_wc_status st,
@@ -200,24 +202,6 @@ static void push_recv(struct resp *rs, enum ibv_wc_status st,
 				     solicited || st != IBV_WC_SUCCESS);
 }
 
-static int is_v4mapped(const uint8_t *g)
-{
-	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-
-	return !memcmp(g, pfx, 12);
-}
-
-static uint16_t ip_csum(const uint8_t *h)
-{
-	uint32_t s = 0;
-
-	for (int i = 0; i < 20; i += 2)
-		s += (uint32_t)h[i] << 8 | h[i + 1];
-	while (s >> 16)
-		s = (s & 0xffff) + (s >> 16);
-	return (uint16_t)~s;
-}
-
 /*
  * The 40 bytes a UD receive starts with.  RoCE v2 between IPv4-mapped
  * GIDs: zeros and the IPv4 header in the last 20 bytes (what the kernel's
@@ -226,33 +210,17 @@ static uint16_t ip_csum(const uint8_t *h)
  */
 static void make_grh(const struct sv_pkt *pkt, uint8_t out[40])
 {
-	const uint8_t *sgid, *dgid;
+	struct sv_roce_flow f;
 
 	memset(out, 0, 40);
 	if (!pkt->grh)
 		return;
-	sgid = pkt->grh + 8;
-	dgid = pkt->grh + 24;
-	if (is_v4mapped(sgid) && is_v4mapped(dgid)) {
+	sv_roce_grh_flow(pkt->grh, &f);
+	if (!f.ipv6) {
 		/* The IPv4 header the packet had (or would have) on the
 		 * wire: class and hop limit from the GRH, its UDP length
 		 * from the GRH's payload length. */
-		uint8_t *ip = out + 20;
-		uint32_t tot = 20 + ((uint32_t)pkt->grh[4] << 8 | pkt->grh[5]);
-		uint16_t c;
-
-		ip[0] = 0x45;
-		ip[1] = (uint8_t)(ld_be32(pkt->grh) >> 20);
-		ip[2] = (uint8_t)(tot >> 8);
-		ip[3] = (uint8_t)tot;
-		ip[6] = 0x40; /* DF */
-		ip[8] = pkt->grh[7];
-		ip[9] = 17; /* UDP */
-		memcpy(ip + 12, sgid + 12, 4);
-		memcpy(ip + 16, dgid + 12, 4);
-		c = ip_csum(ip);
-		ip[10] = (uint8_t)(c >> 8);
-		ip[11] = (uint8_t)c;
+		sv_roce_ip4_hdr(out + 20, &f, __grh_paylen(pkt->grh));
 		return;
 	}
 	memcpy(out, pkt->grh, 40);

@@ -18,6 +18,7 @@
  * blocks the loop.
  */
 #include "portd_int.h"
+#include "sv_hdr.h"
 #include "sv_roce.h"
 #include "sv_sock.h"
 #include "sv_wire.h"
@@ -334,12 +335,6 @@ static void accept_one(void)
 		client_gone(c);
 }
 
-static uint32_t be32_at(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	       (uint32_t)p[2] << 8 | p[3];
-}
-
 /* The daemon a CM MAD (a ring record) belongs to, or NULL. */
 static struct client *mad_owner(const uint8_t *rec, uint32_t len)
 {
@@ -349,14 +344,14 @@ static struct client *mad_owner(const uint8_t *rec, uint32_t len)
 
 	if (len < MAD_OFF + 24 + 16 || mad[1] != MAD_CLASS_CM)
 		return NULL;
-	attr = (uint16_t)(mad[16] << 8 | mad[17]);
+	attr = ld_be16(mad + 16);
 	if (attr == CM_REQ || attr == CM_SIDR_REQ)
-		return sid_owner((uint64_t)be32_at(data + 8) << 32 |
-					 be32_at(data + 12),
+		return sid_owner((uint64_t)ld_be32(data + 8) << 32 |
+					 ld_be32(data + 12),
 				 NULL);
 	/* The ID the daemon chose: a SIDR REP's request ID, the remote
 	 * communication ID of everything else answering us. */
-	id = be32_at(attr == CM_SIDR_REP ? data : data + 4);
+	id = ld_be32(attr == CM_SIDR_REP ? data : data + 4);
 	return pd.block[id >> 24];
 }
 

@@ -14,6 +14,7 @@
  */
 #include "tool_int.h"
 #include "sv_client.h"
+#include "sv_hdr.h"
 #include "sv_roce.h"
 #include "sv_sock.h"
 
@@ -81,12 +82,6 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 	return 0;
 }
 
-static uint32_t le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
 struct copier {
 	int in, out;
 	uint8_t *buf;
@@ -109,15 +104,15 @@ static int pass_records(struct copier *cp)
 	if (!cp->header_done) {
 		if (cp->have < SV_PCAP_FILE_HDR)
 			return 0;
-		if (le32(cp->buf) != SV_PCAP_MAGIC_NS ||
-		    le32(cp->buf + 20) != SV_PCAP_LINKTYPE_RAW)
+		if (ld_le32(cp->buf) != SV_PCAP_MAGIC_NS ||
+		    ld_le32(cp->buf + 20) != SV_PCAP_LINKTYPE_RAW)
 			return -EPROTO;
 		pos = SV_PCAP_FILE_HDR;
 	}
 	while (!done && cp->have - pos >= SV_PCAP_REC_HDR) {
-		uint32_t len = le32(cp->buf + pos + 8);
+		uint32_t len = ld_le32(cp->buf + pos + 8);
 
-		if (len > SV_PCAP_SNAPLEN || le32(cp->buf + pos + 12) != len)
+		if (len > SV_PCAP_SNAPLEN || ld_le32(cp->buf + pos + 12) != len)
 			return -EPROTO;
 		if (cp->have - pos - SV_PCAP_REC_HDR < len)
 			break;

@@ -8,8 +8,8 @@
  * (RoCEv2 with IPv4-mapped GIDs).
  */
 #include "dp_int.h"
+#include "sv_hdr.h"
 
-#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,14 +98,6 @@ static int find_gid_index(struct ibv_context *ctx, const union ibv_gid *gid)
 	return found;
 }
 
-static void ipv4_mapped(union ibv_gid *gid, const uint8_t *addr4)
-{
-	memset(gid, 0, sizeof(*gid));
-	gid->raw[10] = 0xff;
-	gid->raw[11] = 0xff;
-	memcpy(&gid->raw[12], addr4, 4);
-}
-
 /*
  * Fills ah_attr to answer the sender of wc (a UD receive whose first 40
  * bytes are grh).  Returns 0, or -1 with errno EINVAL when the header is
@@ -139,18 +131,16 @@ SV_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
 		const uint8_t *raw = (const uint8_t *)grh;
 		const uint8_t *ip4 = raw + 20;
 
-		if ((raw[0] >> 4) == 6) {
-			uint32_t vtf = ntohl(grh->version_tclass_flow);
-
-			sgid = grh->sgid;
-			dgid = grh->dgid;
-			tclass = (uint8_t)(vtf >> 20);
-			flow = vtf & 0xfffff;
+		if (__grh_ipver(raw) == 6) {
+			memcpy(sgid.raw, grh_sgid(raw), 16);
+			memcpy(dgid.raw, grh_dgid(raw), 16);
+			tclass = __grh_tclass(raw);
+			flow = __grh_flow(raw);
 		} else if (ip4[0] == 0x45) {
-			/* IPv4: source at 12, destination at 16. */
-			ipv4_mapped(&sgid, ip4 + 12);
-			ipv4_mapped(&dgid, ip4 + 16);
-			tclass = ip4[1];
+			/* IPv4 in the last 20 bytes (sv_resp.c make_grh). */
+			sv_gid_set_v4(sgid.raw, ip4_saddr(ip4));
+			sv_gid_set_v4(dgid.raw, ip4_daddr(ip4));
+			tclass = __ip4_tos(ip4);
 		} else {
 			errno = EINVAL;
 			return -1;

@@ -9,6 +9,7 @@
 
 #include "verbs_int.h"
 #include "sv_engine.h"
+#include "sv_opcode.h"
 
 /* An address handle: what a UD send needs, resolved at create time. */
 struct sv_ah {
@@ -59,9 +60,8 @@ void sv_wq_free(struct sv_wq *wq);
 
 /* qp_ex.c: fills the wr_* pointers of a QP created with send_ops_flags. */
 void sv_qp_ex_init(struct sv_qp *qp);
-/* The opcodes a QP type accepts on its send queue (bitmask of
- * 1 << enum ibv_wr_opcode). */
-uint32_t sv_qp_send_opcodes(enum ibv_qp_type type);
+/* The opcodes a QP type accepts on its send queue: sv_wr_takes
+ * (sv_opcode.h). */
 
 /*
  * Live objects that async events may name (dp_obj.c).  The async socket may

@@ -48,46 +48,23 @@ void sv_wq_free(struct sv_wq *wq)
 	wq->buf = NULL;
 }
 
-#define OP(x) (1u << IBV_WR_##x)
-
-uint32_t sv_qp_send_opcodes(enum ibv_qp_type type)
-{
-	uint32_t ud = OP(SEND) | OP(SEND_WITH_IMM);
-	uint32_t uc = ud | OP(RDMA_WRITE) | OP(RDMA_WRITE_WITH_IMM) |
-		      OP(LOCAL_INV) | OP(BIND_MW);
-
-	switch (type) {
-	case IBV_QPT_UD:
-		return ud;
-	case IBV_QPT_UC:
-		return uc;
-	case IBV_QPT_RC:
-		return uc | OP(SEND_WITH_INV) | OP(RDMA_READ) |
-		       OP(ATOMIC_CMP_AND_SWP) | OP(ATOMIC_FETCH_AND_ADD);
-	default:
-		return 0;
-	}
-}
-
-/* Opcodes whose payload may be inline (IBV_SEND_INLINE is ignored on the
- * others, as hardware does). */
-#define INLINE_OPS (OP(SEND) | OP(SEND_WITH_IMM) | OP(SEND_WITH_INV) | \
-		    OP(RDMA_WRITE) | OP(RDMA_WRITE_WITH_IMM))
-
 int sv_post_one_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 {
 	struct sv_send_wqe *w;
 	uint32_t op = (uint32_t)wr->opcode, flags = wr->send_flags;
+	const struct sv_wrinfo *wi = sv_wrinfo(op);
 	int is_inline;
 
 	/* Sends need RTS (or SQD/SQE/ERR, where they wait or flush). */
 	if (sv_qp_state(qp) < IBV_QPS_RTS)
 		return EINVAL;
-	if (op >= 32 || !(sv_qp_send_opcodes(qp->type) & (1u << op)))
+	if (!sv_wr_takes(qp->type, op))
 		return EINVAL;
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
 		return EINVAL;
-	is_inline = (flags & IBV_SEND_INLINE) && (INLINE_OPS & (1u << op));
+	/* IBV_SEND_INLINE is ignored where there is no payload to send, as
+	 * hardware does. */
+	is_inline = (flags & IBV_SEND_INLINE) && (wi->flags & SV_WR_INLINE);
 	if (is_inline) {
 		uint64_t len = 0;
 
@@ -111,7 +88,7 @@ int sv_post_one_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 		flags &= ~(uint32_t)IBV_SEND_INLINE;
 	w->send_flags = flags;
 	w->imm_data = wr->imm_data;
-	if (op == IBV_WR_SEND_WITH_INV || op == IBV_WR_LOCAL_INV)
+	if (wi->flags & SV_WR_INV)
 		w->invalidate_rkey = wr->invalidate_rkey;
 	if (is_inline) {
 		uint8_t *dst = sv_send_wqe_inline(&qp->sq, w);
@@ -128,27 +105,18 @@ int sv_post_one_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 			memcpy(w->sge, wr->sg_list,
 			       (size_t)wr->num_sge * sizeof(struct ibv_sge));
 	}
-	switch (op) {
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-	case IBV_WR_RDMA_READ:
-		w->remote_addr = wr->wr.rdma.remote_addr;
-		w->rkey = wr->wr.rdma.rkey;
-		break;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+	if (wi->flags & SV_WR_ATOMIC) {
 		w->remote_addr = wr->wr.atomic.remote_addr;
 		w->rkey = wr->wr.atomic.rkey;
 		w->compare_add = wr->wr.atomic.compare_add;
 		w->swap = wr->wr.atomic.swap;
-		break;
-	case IBV_WR_BIND_MW:
+	} else if (wi->flags & SV_WR_REMOTE) {
+		w->remote_addr = wr->wr.rdma.remote_addr;
+		w->rkey = wr->wr.rdma.rkey;
+	} else if (op == IBV_WR_BIND_MW) {
 		w->mw = wr->bind_mw.mw;
 		w->mw_new_rkey = wr->bind_mw.rkey;
 		w->bind_info = wr->bind_mw.bind_info;
-		break;
-	default:
-		break;
 	}
 	if (qp->type == IBV_QPT_UD) {
 		struct sv_ah *ah = to_svah(wr->wr.ud.ah);

@@ -71,7 +71,7 @@ static struct sv_send_wqe *new_wqe(struct sv_qp *qp, enum ibv_wr_opcode op)
 	if (qp->wr_err)
 		return NULL;
 	if (sv_qp_state(qp) < IBV_QPS_RTS ||
-	    !(sv_qp_send_opcodes(qp->type) & (1u << op))) {
+	    !sv_wr_takes(qp->type, op)) {
 		fail(qp, EINVAL);
 		return NULL;
 	}

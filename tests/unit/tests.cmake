@@ -11,6 +11,15 @@ target_link_libraries(test_roce PRIVATE sv_common)
 add_test(NAME test_roce COMMAND test_roce)
 set_tests_properties(test_roce PROPERTIES TIMEOUT 60 LABELS unit)
 
+# The packet codec (src/common/sv_hdr.h, sv_roce.c) against hand-written
+# IBTA/IP/UDP bytes and an independently computed frame; the work-request
+# opcode table against the transport opcode table (src/engine/sv_opcode.c).
+add_executable(test_hdr ${U}/test_hdr.c ${CMAKE_SOURCE_DIR}/src/engine/sv_opcode.c)
+target_include_directories(test_hdr PRIVATE ${CMAKE_SOURCE_DIR}/src/engine)
+target_link_libraries(test_hdr PRIVATE sv_common)
+add_test(NAME test_hdr COMMAND test_hdr)
+set_tests_properties(test_hdr PROPERTIES TIMEOUT 60 LABELS unit)
+
 add_executable(test_port_tab ${U}/test_port_tab.c
   ${CMAKE_SOURCE_DIR}/src/daemon/port_tab.c)
 target_include_directories(test_port_tab PRIVATE ${CMAKE_SOURCE_DIR}/src/daemon
