@@ -2,9 +2,12 @@
 /*
  * The engine: everything that moves bytes between QPs of processes on one
  * host (docs/architecture.md "Data path").  This file is its lifecycle:
- * attach and detach, MR holds, fork, the QP and object tables, and the QP
- * hooks src/verbs calls.  Links are eng_link.c, the progress thread
- * eng_progress.c, remote memory eng_rmem.c, views of other processes' QPs
+ * attach and detach, MR holds, fork, and the QP and context hooks that
+ * start or end it.  The QP and object tables and the other QP hooks
+ * src/verbs calls (modify, post) are eng_qp.c; which way a work request
+ * goes is decided in sv_path.c, with the tunables in sv_tune.h.  Links
+ * are eng_link.c, the progress thread eng_progress.c (the rings it drains:
+ * eng_inbound.c), remote memory eng_rmem.c, views of other processes' QPs
  * eng_peer.c, the shared queues sv_queue.c; the transport is sv_req.c
  * (requester), sv_direct.c (direct execution), sv_resp.c (responder),
  * sv_comp.c (completer); keys.c finds and moves the memory behind keys.
@@ -80,7 +83,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sv_roce.h"
 #include "sv_sock.h"
 
 static struct sv_engine *the_engine;
@@ -107,216 +109,6 @@ int sv_direct_enabled(void)
 		direct_on = !(e && !strcmp(e, "0")) && !sv_fault_init();
 	}
 	return direct_on;
-}
-
-/* -------------------------------------------------------- QP table -- */
-
-static uint32_t qhash(uint32_t qpn, uint32_t cap)
-{
-	return (qpn * 2654435761u) & (cap - 1);
-}
-
-struct sv_qp *sv_eng_qp(struct sv_engine *eng, uint32_t qpn)
-{
-	if (!eng->qcap)
-		return NULL;
-	for (uint32_t i = qhash(qpn, eng->qcap);; i = (i + 1) & (eng->qcap - 1)) {
-		if (!eng->qtab[i].qp)
-			return NULL;
-		if (eng->qtab[i].qpn == qpn)
-			return eng->qtab[i].qp;
-	}
-}
-
-/* Must hold qp_lock (write). */
-static int qtab_put(struct sv_engine *eng, uint32_t qpn, struct sv_qp *qp)
-{
-	if ((eng->nqps + 1) * 2 > eng->qcap) {
-		uint32_t ncap = eng->qcap ? eng->qcap * 2 : 64;
-		struct sv_qpent *n = calloc(ncap, sizeof(*n)), *o = eng->qtab;
-		uint32_t ocap = eng->qcap;
-
-		if (!n)
-			return -ENOMEM;
-		eng->qtab = n;
-		eng->qcap = ncap;
-		for (uint32_t i = 0; i < ocap; i++)
-			if (o[i].qp) {
-				uint32_t j = qhash(o[i].qpn, ncap);
-
-				while (n[j].qp)
-					j = (j + 1) & (ncap - 1);
-				n[j] = o[i];
-			}
-		free(o);
-	}
-	uint32_t i = qhash(qpn, eng->qcap);
-
-	while (eng->qtab[i].qp)
-		i = (i + 1) & (eng->qcap - 1);
-	eng->qtab[i].qpn = qpn;
-	eng->qtab[i].qp = qp;
-	eng->nqps++;
-	return 0;
-}
-
-/* Must hold qp_lock (write).  Backward-shift deletion keeps probes short
- * without tombstones. */
-static void qtab_del(struct sv_engine *eng, uint32_t qpn)
-{
-	uint32_t mask = eng->qcap - 1, i, j;
-
-	if (!eng->qcap)
-		return;
-	for (i = qhash(qpn, eng->qcap);; i = (i + 1) & mask) {
-		if (!eng->qtab[i].qp)
-			return;
-		if (eng->qtab[i].qpn == qpn)
-			break;
-	}
-	eng->qtab[i].qp = NULL;
-	eng->nqps--;
-	for (j = (i + 1) & mask; eng->qtab[j].qp; j = (j + 1) & mask) {
-		uint32_t h = qhash(eng->qtab[j].qpn, eng->qcap);
-
-		/* Move j back to i if its home is not in (i, j]. */
-		if ((j > i && (h <= i || h > j)) || (j < i && h <= i && h > j)) {
-			eng->qtab[i] = eng->qtab[j];
-			eng->qtab[j].qp = NULL;
-			i = j;
-		}
-	}
-}
-
-/* ---------------------------------------------------- object tables -- */
-
-#define OBJ_SLOT_BITS 20
-
-/* Gives obj an id (slot | generation << 20).  Must hold eng->lock. */
-static int objtab_add(struct sv_objtab *t, void *obj, uint32_t *id)
-{
-	uint32_t i;
-
-	for (i = t->free_hint; i < t->cap && t->obj[i]; i++)
-		;
-	if (i == t->cap) {
-		uint32_t ncap = t->cap ? t->cap * 2 : 64;
-		void **no = realloc(t->obj, ncap * sizeof(*no));
-		uint32_t *ng;
-
-		if (!no || ncap > (1u << OBJ_SLOT_BITS)) {
-			if (no)
-				t->obj = no;
-			return -ENOMEM;
-		}
-		t->obj = no;
-		ng = realloc(t->gen, ncap * sizeof(*ng));
-		if (!ng)
-			return -ENOMEM;
-		t->gen = ng;
-		memset(t->obj + t->cap, 0, (ncap - t->cap) * sizeof(*no));
-		memset(t->gen + t->cap, 0, (ncap - t->cap) * sizeof(*ng));
-		t->cap = ncap;
-	}
-	t->obj[i] = obj;
-	t->gen[i] = (t->gen[i] + 1) & ((1u << (32 - OBJ_SLOT_BITS)) - 1);
-	t->free_hint = i + 1;
-	*id = i | t->gen[i] << OBJ_SLOT_BITS;
-	return 0;
-}
-
-static void *objtab_get(struct sv_objtab *t, uint32_t id)
-{
-	uint32_t i = id & ((1u << OBJ_SLOT_BITS) - 1);
-
-	if (i >= t->cap || t->gen[i] != id >> OBJ_SLOT_BITS)
-		return NULL;
-	return t->obj[i];
-}
-
-static void objtab_del(struct sv_objtab *t, uint32_t id)
-{
-	uint32_t i = id & ((1u << OBJ_SLOT_BITS) - 1);
-
-	if (i < t->cap && t->gen[i] == id >> OBJ_SLOT_BITS) {
-		t->obj[i] = NULL;
-		if (i < t->free_hint)
-			t->free_hint = i;
-	}
-}
-
-int sv_engine_cq_add(struct sv_engine *eng, struct sv_cq *cq)
-{
-	int err;
-
-	pthread_mutex_lock(&eng->lock);
-	err = objtab_add(&eng->cqs, cq, &cq->obj_id);
-	pthread_mutex_unlock(&eng->lock);
-	if (!err)
-		cq->shm->h.obj_id = cq->obj_id;
-	return err;
-}
-
-void sv_engine_cq_del(struct sv_cq *cq)
-{
-	pthread_mutex_lock(&cq->eng->lock);
-	objtab_del(&cq->eng->cqs, cq->obj_id);
-	pthread_mutex_unlock(&cq->eng->lock);
-}
-
-int sv_engine_srq_add(struct sv_engine *eng, struct sv_srq *srq)
-{
-	int err;
-
-	pthread_mutex_lock(&eng->lock);
-	err = objtab_add(&eng->srqs, srq, &srq->obj_id);
-	pthread_mutex_unlock(&eng->lock);
-	if (!err)
-		srq->shm->h.obj_id = srq->obj_id;
-	return err;
-}
-
-void sv_engine_srq_del(struct sv_srq *srq)
-{
-	pthread_mutex_lock(&srq->eng->lock);
-	objtab_del(&srq->eng->srqs, srq->obj_id);
-	pthread_mutex_unlock(&srq->eng->lock);
-}
-
-struct sv_cq *sv_eng_cq(struct sv_engine *eng, uint32_t id, uint64_t cookie)
-{
-	struct sv_cq *cq;
-
-	pthread_mutex_lock(&eng->lock);
-	cq = objtab_get(&eng->cqs, id);
-	if (cq && cq->shm->h.cookie != cookie)
-		cq = NULL;
-	pthread_mutex_unlock(&eng->lock);
-	return cq;
-}
-
-struct sv_srq *sv_eng_srq(struct sv_engine *eng, uint32_t id, uint64_t cookie)
-{
-	struct sv_srq *srq;
-
-	pthread_mutex_lock(&eng->lock);
-	srq = objtab_get(&eng->srqs, id);
-	if (srq && srq->shm->h.cookie != cookie)
-		srq = NULL;
-	pthread_mutex_unlock(&eng->lock);
-	return srq;
-}
-
-void sv_shm_release(void *region)
-{
-	struct sv_shm_hdr *h = region;
-
-	if (!h)
-		return;
-	/* Peers that mapped it see the object is gone before its memory
-	 * goes from under our own feet. */
-	atomic_store_explicit(&h->dead, 1, memory_order_release);
-	sv_shm_unmap(h);
 }
 
 /* ------------------------------------------------ attach / detach -- */
@@ -697,6 +489,7 @@ struct sv_engine *sv_engine_get(const struct sv_ctx_ref *cref)
 	struct sv_engine *eng;
 
 	pthread_once(&atfork_once, register_atfork);
+	sv_tune_init(); /* SOFTVERBS_TUNE, before any engine runs */
 	pthread_mutex_lock(&engine_lock);
 	eng = the_engine;
 	if (!eng) {
@@ -739,7 +532,7 @@ int sv_engine_qp_add(struct sv_engine *eng, struct sv_qp *qp)
 		}
 	}
 	pthread_rwlock_wrlock(&eng->qp_lock);
-	err = qtab_put(eng, qp->qpx.qp_base.qp_num, qp);
+	err = sv_qtab_put(eng, qp->qpx.qp_base.qp_num, qp);
 	pthread_rwlock_unlock(&eng->qp_lock);
 	pthread_mutex_unlock(&eng->lock);
 	if (err) {
@@ -747,179 +540,6 @@ int sv_engine_qp_add(struct sv_engine *eng, struct sv_qp *qp)
 		detach(eng);
 	}
 	return err;
-}
-
-/* An RC/UC QP's path to another host, from its AV (na): a wire link, or
- * NULL (the AV's source GID is not ours, no socket). */
-static struct sv_link *wire_route(struct sv_qp *qp, const struct ibv_qp_attr *na)
-{
-	const struct ibv_global_route *g = &na->ah_attr.grh;
-	struct sv_engine *eng = qp->eng;
-	struct sv_roce_flow f;
-
-	memset(&f, 0, sizeof(f));
-	if (sv_gid_at(eng, g->sgid_index, f.sgid)) {
-		sv_warn("qp %#x: source GID index %u is empty: packets cannot "
-			"leave", qp->qpx.qp_base.qp_num, g->sgid_index);
-		return NULL;
-	}
-	memcpy(f.dgid, g->dgid.raw, 16);
-	f.ipv6 = !(sv_gid_is_v4(f.sgid) && sv_gid_is_v4(f.dgid));
-	f.tclass = g->traffic_class;
-	f.flow_label = g->flow_label & 0xfffff;
-	f.hop_limit = g->hop_limit;
-	f.sport = sv_wire_sport(f.flow_label, qp->qpx.qp_base.qp_num,
-				na->dest_qp_num, 0);
-	f.dport = SV_ROCE_PORT;
-	sv_wire_attach(eng);
-	return sv_wire_link_new(eng, &f);
-}
-
-void sv_engine_qp_route(struct sv_qp *qp, const struct ibv_qp_attr *na,
-			struct sv_link **link, struct sv_peer **peer)
-{
-	struct sv_engine *eng = qp->eng;
-	uint32_t dqpn = na->dest_qp_num;
-	int local;
-
-	*peer = NULL;
-	if (sv_av_remote(eng, &na->ah_attr)) {
-		*link = wire_route(qp, na);
-		return;
-	}
-	/* May fail (peer not there yet): retried at the first send;
-	 * packets to nowhere end in RETRY_EXC_ERR, as on a fabric. */
-	*link = sv_eng_link_for_qpn(eng, dqpn);
-	if (!*link || !sv_direct_enabled())
-		return;
-	pthread_rwlock_rdlock(&eng->qp_lock);
-	local = !!sv_eng_qp(eng, dqpn);
-	pthread_rwlock_unlock(&eng->qp_lock);
-	if (!local)
-		*peer = sv_peer_get(eng, dqpn);
-}
-
-int sv_engine_qp_commit(struct sv_qp *qp, enum ibv_qp_state cur,
-			const struct ibv_qp_attr *na, int attr_mask,
-			struct sv_link *link, struct sv_peer *peer)
-{
-	struct sv_qp_shm *q = qp->shm;
-	struct sv_tr *tr = tr_of(qp);
-	enum ibv_qp_state next = na->qp_state;
-	uint32_t mask = (uint32_t)attr_mask;
-
-	sv_shlock_lock(&q->lock);
-	if (q->state != cur) {
-		/* A responder error moved it to ERR since it was checked. */
-		sv_shlock_unlock(&q->lock);
-		return -EINVAL;
-	}
-	qp->attr = *na;
-	q->access = na->qp_access_flags;
-	q->qkey = na->qkey;
-	q->mtu = qp->type == IBV_QPT_UD ? sv_eng_port_mtu(qp->eng) :
-					 sv_mtu_bytes(na->path_mtu);
-	q->dest_qpn = na->dest_qp_num;
-	q->min_rnr = na->min_rnr_timer;
-	if (mask & IBV_QP_RQ_PSN)
-		q->epsn = na->rq_psn & PSN_MASK;
-	if (next == IBV_QPS_RESET || (next == IBV_QPS_INIT && cur == IBV_QPS_RESET)) {
-		/* RESET empties both queues without completions. */
-		qp->sq.head = qp->sq.tail = qp->sq.next = 0;
-		if (!qp->srq) {
-			atomic_store(&q->rq.head, 0);
-			atomic_store(&q->rq.tail, 0);
-		}
-		q->rflags = 0;
-		q->recv_off = 0;
-		q->wr_left = 0;
-		q->msn = 0;
-		atomic_store(&q->events, 0);
-		qp->attr.sq_draining = 0;
-		sv_peer_put(tr->peer);
-		tr->peer = NULL;
-		{
-			struct sv_link *wl = tr->wlink;
-
-			sv_tr_reset(qp);
-			tr->wlink = wl; /* UD keeps its own; RC/UC: below */
-		}
-		qp->link = NULL;
-	}
-	if (tr) {
-		if ((mask & IBV_QP_PATH_MTU) || qp->type == IBV_QPT_UD)
-			tr->mtu = q->mtu;
-		if (mask & IBV_QP_SQ_PSN) {
-			tr->psn = tr->psn_hi = na->sq_psn & PSN_MASK;
-			tr->last_ack_psn = (tr->psn - 1) & PSN_MASK;
-		}
-		if (mask & IBV_QP_RETRY_CNT)
-			tr->retry_left = na->retry_cnt;
-		if (mask & IBV_QP_RNR_RETRY)
-			tr->rnr_left = na->rnr_retry;
-		if (link) {
-			if (link->w) /* the wire: the QP's own link now */
-				sv_tr_set_wlink(tr, link);
-			qp->link = link;
-			tr->link = link;
-		}
-		if ((mask & IBV_QP_STATE) && next == IBV_QPS_RTR &&
-		    qp->type != IBV_QPT_UD) {
-			sv_peer_put(tr->peer);
-			tr->peer = peer;
-			/* Our own QP, or a peer CMA reaches: directly;
-			 * another host: packets. */
-			tr->direct = !sv_direct_enabled() || (link && link->w) ? -1 :
-				     peer		  ? 1 :
-				     link && link->peer_id == qp->eng->id ? 1 :
-									  0;
-		} else if (peer) {
-			sv_peer_put(peer);
-		}
-	}
-	__atomic_store_n(&q->state, next, __ATOMIC_RELEASE);
-	sv_shlock_unlock(&q->lock);
-	return 0;
-}
-
-/* A UD QP reaches other hosts through a wire link of its own (each
- * packet addressed by its AH) and hears from them on the gateway ring. */
-static void ud_wire(struct sv_qp *qp)
-{
-	struct sv_engine *eng = qp->eng;
-	struct sv_roce_flow f;
-	struct sv_link *l;
-
-	memset(&f, 0, sizeof(f));
-	f.sport = sv_wire_sport(0, qp->qpx.qp_base.qp_num, 0, 1);
-	f.dport = SV_ROCE_PORT;
-	sv_wire_attach(eng);
-	l = sv_wire_link_new(eng, &f);
-	sv_spin_lock(&qp->sq_lock);
-	if (!tr_of(qp)->wlink) {
-		tr_of(qp)->wlink = l;
-		l = NULL;
-	}
-	pthread_spin_unlock(&qp->sq_lock);
-	sv_wire_link_free(l);
-}
-
-void sv_engine_qp_modified(struct sv_qp *qp, enum ibv_qp_state old,
-			   enum ibv_qp_state now)
-{
-	if (now == IBV_QPS_RESET && old != IBV_QPS_RESET) {
-		/* Completions of the old life are gone with it (mlx5 and the
-		 * other providers clean the CQs on RESET). */
-		sv_cq_clean(qp->scq, qp->qpx.qp_base.qp_num);
-		if (qp->rcq != qp->scq)
-			sv_cq_clean(qp->rcq, qp->qpx.qp_base.qp_num);
-	}
-	if (now == IBV_QPS_ERR)
-		sv_engine_flush(qp);
-	if (now == IBV_QPS_RTR && qp->type == IBV_QPT_UD && !tr_of(qp)->wlink)
-		ud_wire(qp);
-	if (now == IBV_QPS_RTS)
-		sv_req_run(qp);
 }
 
 void sv_engine_qp_del(struct sv_qp *qp)
@@ -931,7 +551,7 @@ void sv_engine_qp_del(struct sv_qp *qp)
 		return;
 	pthread_mutex_lock(&eng->lock);
 	pthread_rwlock_wrlock(&eng->qp_lock);
-	qtab_del(eng, qp->qpx.qp_base.qp_num);
+	sv_qtab_del(eng, qp->qpx.qp_base.qp_num);
 	last = eng->nqps == 0;
 	pthread_rwlock_unlock(&eng->qp_lock);
 	pthread_mutex_unlock(&eng->lock);
@@ -964,7 +584,7 @@ void sv_engine_ctx_close(struct ibv_context *ctx)
 		struct sv_qp *qp = eng->qtab[i].qp;
 
 		if (qp && qp->qpx.qp_base.context == ctx) {
-			qtab_del(eng, eng->qtab[i].qpn);
+			sv_qtab_del(eng, eng->qtab[i].qpn);
 			while (atomic_load(&qp->busy))
 				sched_yield();
 			sv_peer_put(tr_of(qp)->peer);
@@ -1066,115 +686,4 @@ int sv_engine_key_check(const struct sv_ctx_ref *cref, uint32_t lkey,
 		return -EFAULT;
 	*local = m.ptr;
 	return 0;
-}
-
-/*
- * Doorbell batching.  A direct execution costs one system call whatever
- * its size, and a system call costs microseconds on a VM: a stream of
- * small posts (a bandwidth test) is worth gathering into one call, a lone
- * post (a latency test, a request) must run at once.  A post that comes
- * within SV_BURST_NS of the end of the previous one is a stream: it waits,
- * and so does every post after it, until SV_DIRECT_BATCH WQEs are queued,
- * the application polls a CQ, or SV_DEFER_NS pass (the progress thread
- * runs them then).
- *
- * Packets (sv_direct_packets_now: the target takes them at once) cost no
- * system call, but each publication moves the ring's cache lines between
- * the CPUs, and one requester run publishes all its packets together
- * (sv_link_batch_begin): a stream of them waits for SV_PKT_BATCH WQEs
- * the same way.  A post after anything came back -- a completion polled,
- * a request received: a ping-pong, the peer waits for this one -- runs at
- * once, however soon it comes.
- */
-void sv_engine_posted(struct sv_qp *qp)
-{
-	struct sv_tr *tr = tr_of(qp);
-	struct sv_engine *eng = qp->eng;
-	uint64_t now;
-	int pk, hold;
-	uint32_t got;
-
-	if (sv_cap_on(eng) && !eng->cap_state) {
-		/* A capture starts: its ring before our packets (the daemon
-		 * is asked, not with a spinlock held). */
-		pthread_spin_unlock(&qp->sq_lock);
-		sv_cap_prepare(eng);
-		sv_spin_lock(&qp->sq_lock);
-	}
-	if (sv_qp_state(qp) == IBV_QPS_ERR) {
-		pthread_spin_unlock(&qp->sq_lock);
-		sv_engine_flush(qp);
-		return;
-	}
-	if (!tr || tr->direct != 1) {
-		pthread_spin_unlock(&qp->sq_lock);
-		if (tr)
-			sv_req_run(qp);
-		return;
-	}
-	got = atomic_load_explicit(&eng->got_seq, memory_order_relaxed);
-	pk = sv_direct_packets_now(qp, tr);
-	if (pk && got != tr->kick_got) {
-		/* Something came back since our last post: a ping-pong,
-		 * the peer waits for this one. */
-		tr->kick_got = got;
-		pthread_spin_unlock(&qp->sq_lock);
-		sv_req_run(qp);
-		return;
-	}
-	hold = !tr->req_busy && sv_qp_state(qp) == IBV_QPS_RTS &&
-	       qp->sq.tail - qp->sq.next < (pk ? SV_PKT_BATCH : SV_DIRECT_BATCH);
-	if (hold && tr->deferred) {
-		/* A stream held already (no run since): it waits for its
-		 * batch, and the progress thread knows (no clock read: one
-		 * costs tens of ns on a VM, a good part of a small packet). */
-		pthread_spin_unlock(&qp->sq_lock);
-		return;
-	}
-	now = sv_now_ns();
-	if (hold && now - tr->kick_end < SV_BURST_NS) {
-		/* A stream: wait for more. */
-		tr->deferred = 1;
-		tr->kick_end = now;
-		pthread_spin_unlock(&qp->sq_lock);
-		if (!atomic_exchange(&eng->deferred, 1))
-			sv_eng_deadline(eng, now + (pk ? SV_ENG_NAP_NS : SV_DEFER_NS));
-		return;
-	}
-	pthread_spin_unlock(&qp->sq_lock);
-	sv_req_run(qp);
-	/* A run of packets is short: its start will do (a clock read is
-	 * tens of ns on a VM, a good part of a small message). */
-	tr->kick_end = pk ? now : sv_now_ns();
-	tr->kick_got = got;
-}
-
-uint64_t sv_eng_run_deferred(struct sv_engine *eng, uint64_t due)
-{
-	uint64_t next = 0;
-	int left = 0;
-
-	if (!atomic_exchange(&eng->deferred, 0))
-		return 0;
-	pthread_rwlock_rdlock(&eng->qp_lock);
-	for (uint32_t i = 0; i < eng->qcap; i++) {
-		struct sv_qp *qp = eng->qtab[i].qp;
-		struct sv_tr *tr;
-		uint64_t at;
-
-		if (!qp || !(tr = tr_of(qp)) || !tr->deferred)
-			continue;
-		at = tr->kick_end + SV_DEFER_NS;
-		if (due && at > due) {
-			left = 1;
-			if (!next || at < next)
-				next = at;
-			continue;
-		}
-		sv_req_run(qp);
-	}
-	pthread_rwlock_unlock(&eng->qp_lock);
-	if (left)
-		atomic_store(&eng->deferred, 1);
-	return next;
 }

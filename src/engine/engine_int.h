@@ -6,12 +6,16 @@
  * engine.c's top comment is the design.
  *
  * Files, by job (as rxe splits its pipeline):
- *   engine.c      attach/detach, MR holds, fork, the QP and object tables,
- *                 QP lifecycle hooks
+ *   engine.c      attach/detach, MR holds, fork, QP creation/destruction
+ *   eng_qp.c      the QP and object tables, the other QP hooks (modify,
+ *                 post)
+ *   sv_path.c     which way a post and a WQE go (sv_path.h); the
+ *                 tunables it reads: sv_tune.c / sv_tune.h
  *   eng_link.c    links between engines (rings), fault injection
  *   eng_rmem.c    memory of another process through its owner's engine
- *   eng_progress.c the progress thread, inbound dispatch, timers, owner
- *                 events, async events, the engine socket
+ *   eng_progress.c the progress thread and its policy, async events, the
+ *                 engine socket
+ *   eng_inbound.c inbound rings and port, dispatch, owner events, timers
  *   eng_peer.c    mapped views of other processes' QPs (direct execution)
  *   sv_queue.c    the shared-memory queues (CQ, RQ, SRQ, QP block)
  *   keys.c        keys -> memory, and the copy engine (CMA, fault-safe)
@@ -33,7 +37,9 @@
 #include "sv_opcode.h"
 #include "sv_keytab.h"
 #include "sv_log.h"
+#include "sv_path.h"
 #include "sv_ring.h"
+#include "sv_tune.h"
 
 /*
  * Takes a spinlock the way a small machine needs: a holder preempted by
@@ -54,20 +60,12 @@ static inline void sv_spin_lock(pthread_spinlock_t *l)
 }
 
 /* ------------------------------------------------------------ limits -- */
+/* Sizes of rings, tables and messages.  The figures the data path's
+ * choices and the progress thread's policy act on are tunables, in one
+ * table: sv_tune.h. */
 #define SV_ENG_RING_BYTES (1u << 20)	/* data bytes of one link direction */
 #define SV_ENG_MAX_INRINGS 1024		/* inbound links of one engine */
 #define SV_ENG_MAX_PKT (4096 + 128)	/* MTU 4096 + every header */
-/* Progress thread policy (eng_progress.c "Progress"). */
-#define SV_ENG_SPIN_NS 100000		/* spin after work (no app poller) */
-#define SV_ENG_INLINE_NS 5000000	/* app polled a CQ this recently */
-#define SV_ENG_NAP_NS 250000		/* ... then look again this often */
-#define SV_ENG_TARGET_NS 10000000	/* ... or sleep armed if it left us
-					   packets this recently */
-#define SV_ENG_LIVE_NS 10000		/* app polled this recently: its
-					   rings are its own */
-#define SV_ENG_BATCH 64			/* packets per ring per pass */
-#define SV_CONTENDED_POLLS 16		/* polls finding a ring busy before
-					 * the poller yields its CPU */
 #define SV_ENG_RESPQ 256		/* queued READ/atomic responses per QP */
 /* Replayable atomic results per QP, by PSN (a power of two): a repeated
  * atomic (a lost response) is answered from here, never re-executed. */
@@ -76,25 +74,6 @@ static inline void sv_spin_lock(pthread_spinlock_t *l)
 #define SV_ENG_MAX_MSG 0x80000000ull	/* SV_MAX_MSG_SZ */
 #define SV_RMEM_CHUNK 65536		/* bytes of one remote memory request */
 #define SV_RMEM_TIMEOUT_NS 30000000000ull /* a living owner that never answers */
-/* Flow control of the packet path (sv_req.c "Window"): packets and bytes
- * a QP may have sent and not seen acknowledged. */
-#define SV_ENG_WINDOW_PKTS 128
-#define SV_ENG_WINDOW_BYTES (256u << 10)
-#define SV_ENG_REQ_BUDGET 64		/* packets one requester run sends */
-#define SV_ENG_ACK_EVERY 16		/* ask for an ACK this often */
-/* Direct execution (sv_direct.c): bytes one requester run moves before it
- * lets others in, and WQEs gathered into one batch. */
-#define SV_DIRECT_BUDGET (4u << 20)
-#define SV_DIRECT_BATCH 64
-#define SV_DIRECT_SMALL 4096 /* up to this, a packet to a spinning target */
-#define SV_STREAM_NS 50000   /* small requests this close: a stream */
-/* Doorbell batching (engine.c sv_engine_posted): a post that comes this
- * soon after the last one waits for more (a stream); the queued run goes
- * at SV_DIRECT_BATCH WQEs, at the next poll of a CQ, or after
- * SV_DEFER_NS (the progress thread). */
-#define SV_BURST_NS 2000
-#define SV_PKT_BATCH 16 /* ... packets: a stream waits for this many */
-#define SV_DEFER_NS 20000
 #define SV_MAX_SEGS (SV_MAX_SGE + 2)	/* ranges of one message side */
 
 /* eng_link.c: faults in every page of a ring mapping (write: a fresh,
@@ -358,18 +337,23 @@ struct sv_engine {
 
 /* engine.c */
 uint64_t sv_now_ns(void);
-/* The QP numbered qpn; caller holds eng->qp_lock (read). */
-struct sv_qp *sv_eng_qp(struct sv_engine *eng, uint32_t qpn);
-/* The CQ / SRQ of ours with this obj_id and cookie, or NULL.  Takes
- * eng->lock. */
-struct sv_cq *sv_eng_cq(struct sv_engine *eng, uint32_t id, uint64_t cookie);
-struct sv_srq *sv_eng_srq(struct sv_engine *eng, uint32_t id, uint64_t cookie);
 /* Whether direct execution is allowed at all (SOFTVERBS_DIRECT, fault
  * injection off). */
 int sv_direct_enabled(void);
 /* The daemon destroyed ufile `ufile` (engine socket message): the MR
  * holds our closed contexts left there end. */
 void sv_holds_ufile_gone(struct sv_engine *eng, uint32_t ufile);
+
+/* eng_qp.c */
+/* The QP numbered qpn; caller holds eng->qp_lock (read). */
+struct sv_qp *sv_eng_qp(struct sv_engine *eng, uint32_t qpn);
+/* Adds / removes QP qpn.  Must hold eng->qp_lock (write). */
+int sv_qtab_put(struct sv_engine *eng, uint32_t qpn, struct sv_qp *qp);
+void sv_qtab_del(struct sv_engine *eng, uint32_t qpn);
+/* The CQ / SRQ of ours with this obj_id and cookie, or NULL.  Takes
+ * eng->lock. */
+struct sv_cq *sv_eng_cq(struct sv_engine *eng, uint32_t id, uint64_t cookie);
+struct sv_srq *sv_eng_srq(struct sv_engine *eng, uint32_t id, uint64_t cookie);
 
 /* eng_link.c */
 /* The link to the engine serving qpn (connecting it), or NULL.  No QP
@@ -714,11 +698,7 @@ struct sv_tr {
 	uint32_t last_ack_psn;
 	uint32_t since_ackreq; /* packets sent since the last AckReq */
 	uint64_t ring_mark; /* producer position when the timer was armed */
-	int direct;	   /* RC/UC: 1 execute on the peer directly, -1 by
-			      packets, 0 not decided yet */
-	int deferred;	   /* posted WQEs wait for a batch (doorbell batching) */
-	uint64_t kick_end; /* when the last post's kick returned (ns) */
-	uint32_t kick_got; /* eng->got_seq then */
+	struct sv_path_state path; /* how WQEs go (sv_path.h: its lock rule) */
 	struct sv_peer *peer; /* RC/UC direct: the peer QP */
 	struct sv_key_cache lkey; /* send_small's local key */
 	/* responder, packet path: under shm->lock */
@@ -768,6 +748,9 @@ static inline void sv_wqe_done(struct sv_send_wqe *w, enum ibv_wc_status st)
 /* sv_req.c */
 /* Runs the requester of qp: sends what it can.  No lock held. */
 void sv_req_run(struct sv_qp *qp);
+/* The same, for a post sv_path_on_post answered SV_POST_RUN (k: what it
+ * saw; the run records its end in tr->path under sq_lock).  No lock held. */
+void sv_req_kick(struct sv_qp *qp, const struct sv_kick *k);
 /* The GRH of a UD packet of ib_len bytes (BTH .. payload) for w: the
  * IPv6 header it has on the wire (payload length: UDP header, packet,
  * pad, ICRC), GIDs, class, label and hop limit from w's AH.  IPv4-mapped
@@ -785,24 +768,30 @@ void sv_ud_grh(const struct sv_send_wqe *w, uint32_t ib_len, uint8_t *h);
 int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
 		 uint64_t *lenp, int keys_later);
 
-/* sv_direct.c: executes w on the peer QP directly (RC/UC through
- * tr->peer, UD through the destination's view).  The caller has asked
- * sv_direct_packets_now first (RC/UC): the WQE goes as a packet when it
- * says so.  Must hold sq_lock.  Returns 0 (dealt with; sq.next is past
- * w already where w completed before the target's receive CQE), 1 (dealt
- * with, sq.next placed by the completer), 2 (not now) or -EAGAIN (use
- * packets). */
-int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w);
-/* Executes the run of RDMA WRITEs or READs at sq.next as one batch
- * (asked after sv_direct_packets_now, as sv_direct_wqe); returns how many
- * it completed (0: go one by one).  Must hold sq_lock. */
+/* sv_direct.c: what became of a WQE given to direct execution. */
+enum sv_direct_out {
+	SV_DIRECT_DONE,	   /* dealt with: the caller moves past w (sq.next is
+			      past it already where w completed before the
+			      target's receive CQE) */
+	SV_DIRECT_PLACED,  /* dealt with (a NAK): the completer placed sq.next */
+	SV_DIRECT_LATER,   /* not now: messages before it wait for their ACK
+			      or retry, and it must not overtake them; the
+			      completer runs the requester again */
+	SV_DIRECT_PACKETS, /* the target cannot take it directly now: packets */
+};
+/* Executes w on the peer QP directly (RC/UC through tr->peer, UD through
+ * the destination's view), as sv_path_choose decided (SV_PATH_DIRECT).
+ * Must hold sq_lock. */
+enum sv_direct_out sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr,
+				 struct sv_send_wqe *w);
+/* Executes the run of RDMA WRITEs or READs at sq.next as one batch, as
+ * sv_path_choose decided (SV_PATH_DIRECT_BATCH); returns how many it
+ * completed (0: declined, go one by one).  Must hold sq_lock. */
 int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr);
 /* eng_link.c: packets committed between these two calls (this thread)
  * are published together at the end (nested: the outermost end). */
 void sv_link_batch_begin(void);
 void sv_link_batch_end(void);
-/* The WQE at sq.next would go as a packet now (no batch to wait for). */
-int sv_direct_packets_now(struct sv_qp *qp, struct sv_tr *tr);
 
 /* sv_comp.c: a response packet (ACK, NAK, read response, atomic ACK)
  * for qp.  Takes sq_lock.  Returns nonzero when qp must be flushed. */

@@ -582,7 +582,7 @@ int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 			 * have ACKed our last SEND just before): read them
 			 * first, as a NIC has them on the wire already. */
 			if (!l->w && inbound_pending(qp->eng, l->peer_id)) {
-				uint64_t soon = now + SV_ENG_NAP_NS;
+				uint64_t soon = now + sv_tune.nap_ns;
 
 				if (!*next || soon < *next)
 					*next = soon;

@@ -19,10 +19,11 @@
  *         UC/UD: lost, the send completes
  *   LOCAL our own buffer faulted: IBV_WC_LOC_PROT_ERR
  *
- * Returns 0 (dealt with: the caller moves on), 1 (the completer placed
- * sq.next itself), 2 (not now: an earlier message waits for its retry,
- * or a big one waits for the ACK of our packets still in the ring)
- * or -EAGAIN (the target is not reachable directly: use packets).
+ * Whether a WQE comes here at all is sv_path.c's choice; what became of
+ * it is enum sv_direct_out (engine_int.h): done, placed by the completer,
+ * later (an earlier message waits for its retry, or a big one waits for
+ * the ACK of our packets still in the ring) or packets (the target cannot
+ * take it directly now).
  *
  * Order.  One requester runs a QP's WQEs in order, and each is complete
  * when the call returns, so a later SEND never overtakes an earlier
@@ -55,85 +56,6 @@ static int ring_idle(struct sv_link *link)
 {
 	return !link || link->tx.pending == atomic_load_explicit(&link->tx.h->head,
 								memory_order_acquire);
-}
-
-/* The operation ends in a receive completion at the target. */
-static int wants_recv(uint32_t op)
-{
-	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM ||
-	       op == IBV_WR_SEND_WITH_INV || op == IBV_WR_RDMA_WRITE_WITH_IMM;
-}
-
-/* The engine at the other end of link consumes its ring now (its
- * application polls, or its thread spins): it has not armed it. */
-static int target_drains(struct sv_link *link)
-{
-	return !atomic_load_explicit(&link->tx.h->armed, memory_order_relaxed);
-}
-
-/*
- * A small message (up to SV_DIRECT_SMALL) to an engine in another process
- * that takes a packet at once, without a system call on either side: a
- * SEND or WRITE with immediate when the target consumes its ring now (its
- * application polls, or its thread spins: the ring is unarmed); a WRITE,
- * READ or atomic, which end in no completion there, only when its thread
- * spins.  Bigger messages go direct: one system call moves them cheaper
- * than a copy into packets and one out.
- */
-static int small_packet(struct sv_link *link, const struct sv_send_wqe *w)
-{
-	if (!link || sv_wqe_bytes(w) > SV_DIRECT_SMALL)
-		return 0;
-	return wants_recv(w->opcode) ? target_drains(link) :
-				       sv_ring_peer_spins(&link->tx);
-}
-
-/* The WQE at sq.next would travel as a packet now (small_packet): holding
- * it back for a direct batch gains nothing.  A hint: no lock needed. */
-int sv_direct_packets_now(struct sv_qp *qp, struct sv_tr *tr)
-{
-	struct sv_link *link = tr->peer ? tr->peer->link : NULL;
-
-	if (!link || qp->sq.tail == qp->sq.next)
-		return 0;
-	return small_packet(link, sv_wq_slot(&qp->sq, qp->sq.next));
-}
-
-/*
- * A small one-sided request was just executed directly on a target whose
- * thread sleeps.  The second such request in a stream (within
- * SV_STREAM_NS of the last) wakes that thread, at most once per
- * SV_ENG_SPIN_NS: awake, it spins a while and the rest of the stream
- * travels as packets (small_packet), at a fraction of a system call
- * each.  A lone request pays nothing extra and needs no CPU of the target.
- */
-static void stream_wakes(struct sv_link *link)
-{
-	uint64_t now, last;
-
-	if (!link || target_drains(link))
-		return; /* its thread (or application) is awake */
-	now = sv_now_ns();
-	last = atomic_exchange_explicit(&link->last_small, now,
-					memory_order_relaxed);
-	if (now - last >= SV_STREAM_NS ||
-	    now - atomic_load_explicit(&link->woken, memory_order_relaxed) <
-		    SV_ENG_SPIN_NS)
-		return;
-	atomic_store_explicit(&link->woken, now, memory_order_relaxed);
-	sv_link_ring(link);
-}
-
-/* Something sent directly is still waiting for its retry (RC). */
-static int drop_pending(struct sv_qp *qp)
-{
-	for (uint32_t i = qp->sq.head; i != qp->sq.next; i++) {
-		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, i);
-
-		if (WQE_STATE(w) != WQE_DONE)
-			return 1;
-	}
-	return 0;
 }
 
 /* Every range of d in another process can be read (one byte each). */
@@ -208,174 +130,169 @@ static int psn_agrees(const struct sv_tr *tr, const struct sv_qp_shm *q)
 	return __atomic_load_n(&q->epsn, __ATOMIC_RELAXED) == tr->psn;
 }
 
-int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
+/*
+ * The target of w, pinned: our own QP (*lq, busy held) or the peer's
+ * view (*peer; UD: a reference the caller puts).  SV_DIRECT_DONE when
+ * found (t filled), else why not: the destination cannot take it
+ * directly now (packets), or w must wait behind our packets.
+ */
+static enum sv_direct_out find_target(struct sv_qp *qp, struct sv_tr *tr,
+				      const struct sv_send_wqe *w,
+				      struct sv_rtgt *t, struct sv_qp **lq,
+				      struct sv_peer **peerp)
 {
 	struct sv_engine *eng = qp->eng;
 	int ud = qp->type == IBV_QPT_UD, rc = qp->type == IBV_QPT_RC;
-	uint32_t op = w->opcode, mtu = tr->mtu ? tr->mtu : 4096, npk;
 	uint32_t dqpn = ud ? w->remote_qpn : qp->dest_qpn;
-	uint32_t idx = qp->sq.next;
-	struct sv_seg segs[SV_MAX_SEGS];
-	struct sv_data data = { .seg = segs };
-	struct early early = { .qp = qp, .tr = tr, .idx = qp->sq.next };
-	struct sv_resp_res res = { .before_cqe = complete_early,
-				   .arg = &early };
-	struct sv_peer *peer = NULL;
-	struct sv_qp *lq;
-	struct sv_rtgt t;
-	struct sv_pkt pkt;
-	uint8_t grh[SV_GRH_BYTES], opc;
-	uint64_t len;
-	int err;
+	struct sv_peer *peer;
 
-	/* (A capture runs: packets, which it sees.) */
-	if ((!ud && tr->direct != 1) || !sv_direct_enabled() || sv_cap_on(eng) ||
-	    (ud && !sv_gid_local(eng, w->dgid.raw)))
-		return -EAGAIN;
+	*lq = NULL;
+	*peerp = NULL;
 	/* A packet to this destination may still sit in a ring: this
 	 * message must not overtake it (UC and UD have no ACK that says it
 	 * landed; RC waits for its ACK below, and for the ring too). */
 	if (!ring_idle(eng->loop))
-		return -EAGAIN;
-	/* (A target that takes a packet at once: the caller asked for RC
-	 * and UC; a UD target once it is looked up, below.) */
-	lq = local_pin(eng, dqpn);
-	if (lq) {
-		sv_rtgt_own(&t, lq);
-	} else {
-		peer = ud ? sv_peer_find(eng, dqpn) : tr->peer;
-		if (!peer)
-			return -EAGAIN;
-		if (atomic_load_explicit(&peer->q->h.dead, memory_order_acquire)) {
-			/* Destroyed (its process may be gone): nobody to
-			 * answer, as on a fabric. */
-			if (ud)
-				sv_peer_put(peer);
-			return -EAGAIN;
-		}
-		if (!ring_idle(peer->link)) {
-			if (ud)
-				sv_peer_put(peer);
-			/* Behind packets of ours that wait for their ACK, a big
-			 * RC message waits too (the completer runs us again)
-			 * rather than join them: as packets it would keep the
-			 * ring busy for the next one, and a stream of big
-			 * messages that once went as packets stayed packets
-			 * (two copies each, not one). */
-			if (rc && sv_wqe_bytes(w) > SV_DIRECT_SMALL &&
-			    drop_pending(qp))
-				return 2;
-			return -EAGAIN;
-		}
-		if (ud && small_packet(peer->link, w)) {
-			/* Its application (or thread) is draining right now: a
-			 * packet in shared memory costs no system call and it
-			 * will take it at once. */
-			sv_peer_put(peer);
-			return -EAGAIN;
-		}
-		if (peer->link && atomic_load(&peer->link->dead)) {
-			/* Its process is gone: packets find out as a fabric
-			 * would (RC: RETRY_EXC_ERR). */
-			if (ud)
-				sv_peer_put(peer);
-			return -EAGAIN;
-		}
-		t = (struct sv_rtgt){ .q = peer->q, .rcq = peer->rcq,
-				      .srq = peer->srq, .peer = peer };
+		return SV_DIRECT_PACKETS;
+	/* (A target that takes a packet at once: sv_path_choose asked for
+	 * RC and UC; a UD target once it is looked up, below.) */
+	*lq = local_pin(eng, dqpn);
+	if (*lq) {
+		sv_rtgt_own(t, *lq);
+		return SV_DIRECT_DONE;
 	}
-	if (rc && drop_pending(qp)) {
-		/* Packets, or a message the target dropped, still wait for
-		 * their answer: they land first. */
-		err = 2;
-		goto out;
+	peer = ud ? sv_peer_find(eng, dqpn) : tr->peer;
+	if (!peer)
+		return SV_DIRECT_PACKETS;
+	if (atomic_load_explicit(&peer->q->h.dead, memory_order_acquire)) {
+		/* Destroyed (its process may be gone): nobody to answer, as
+		 * on a fabric. */
+		goto packets;
 	}
-	if (rc && !psn_agrees(tr, t.q)) {
-		err = -EAGAIN;
-		goto out;
+	if (!ring_idle(peer->link)) {
+		/* Behind packets of ours that wait for their ACK, a big RC
+		 * message waits too (the completer runs us again) rather
+		 * than join them: as packets it would keep the ring busy for
+		 * the next one, and a stream of big messages that once went
+		 * as packets stayed packets (two copies each, not one). */
+		if (rc && sv_wqe_bytes(w) > sv_tune.direct_small &&
+		    sv_path_retry_pending(qp))
+			return SV_DIRECT_LATER; /* (RC: no reference taken) */
+		goto packets;
 	}
-	if (sv_req_start(qp, tr, w, &len, !sv_is_read_or_atomic(op))) {
-		err = 0;
-		goto out; /* finished with a local error */
+	if (ud && sv_path_takes_packet(peer->link, w)) {
+		/* Its application (or thread) is draining right now: a
+		 * packet in shared memory costs no system call and it will
+		 * take it at once. */
+		goto packets;
 	}
+	if (peer->link && atomic_load(&peer->link->dead)) {
+		/* Its process is gone: packets find out as a fabric would
+		 * (RC: RETRY_EXC_ERR). */
+		goto packets;
+	}
+	*t = (struct sv_rtgt){ .q = peer->q, .rcq = peer->rcq,
+			       .srq = peer->srq, .peer = peer };
+	*peerp = peer;
+	return SV_DIRECT_DONE;
+packets:
+	if (ud)
+		sv_peer_put(peer);
+	return SV_DIRECT_PACKETS;
+}
 
-	opc = sv_req_opcode(op, 1, 1) |
-	      (ud ? OPC_UD : qp->type == IBV_QPT_UC ? OPC_UC : 0);
-	memset(&pkt, 0, sizeof(pkt));
-	pkt.opcode = opc;
-	pkt.flags = sv_opcodes[opc].flags;
-	pkt.qpn = dqpn;
-	pkt.se = (w->send_flags & IBV_SEND_SOLICITED) &&
-		 (pkt.flags & (OP_SEND | OP_IMM));
-	pkt.ackreq = 1;
-	pkt.imm = w->imm_data;
-	pkt.inv_rkey = w->invalidate_rkey;
-	if (pkt.flags & (OP_RETH | OP_ATMETH)) {
-		pkt.va = w->remote_addr;
-		pkt.rkey = w->rkey;
-		pkt.dma_len = (uint32_t)len;
+/* The whole message of w as the *_ONLY request its packets would carry
+ * (len bytes; UD: with the GRH written into grh). */
+static void direct_pkt(struct sv_qp *qp, const struct sv_send_wqe *w,
+		       uint64_t len, uint8_t *grh, struct sv_pkt *pkt)
+{
+	int ud = qp->type == IBV_QPT_UD;
+	uint32_t op = w->opcode;
+	uint8_t opc = sv_req_opcode(op, 1, 1) |
+		      (ud ? OPC_UD : qp->type == IBV_QPT_UC ? OPC_UC : 0);
+
+	memset(pkt, 0, sizeof(*pkt));
+	pkt->opcode = opc;
+	pkt->flags = sv_opcodes[opc].flags;
+	pkt->qpn = ud ? w->remote_qpn : qp->dest_qpn;
+	pkt->se = (w->send_flags & IBV_SEND_SOLICITED) &&
+		  (pkt->flags & (OP_SEND | OP_IMM));
+	pkt->ackreq = 1;
+	pkt->imm = w->imm_data;
+	pkt->inv_rkey = w->invalidate_rkey;
+	if (pkt->flags & (OP_RETH | OP_ATMETH)) {
+		pkt->va = w->remote_addr;
+		pkt->rkey = w->rkey;
+		pkt->dma_len = (uint32_t)len;
 	}
 	if (op == IBV_WR_ATOMIC_CMP_AND_SWP) {
-		pkt.comp = w->compare_add;
-		pkt.swap = w->swap;
+		pkt->comp = w->compare_add;
+		pkt->swap = w->swap;
 	} else if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-		pkt.swap = w->compare_add;
+		pkt->swap = w->compare_add;
 	}
 	if (ud) {
-		pkt.qkey = w->remote_qkey;
-		pkt.src_qpn = qp->qpx.qp_base.qp_num;
-		sv_ud_grh(w, sv_op_hdr_len(sv_opcodes[pkt.opcode].flags) +
-				  (uint32_t)len, grh);
-		pkt.grh = grh;
+		pkt->qkey = w->remote_qkey;
+		pkt->src_qpn = qp->qpx.qp_base.qp_num;
+		sv_ud_grh(w, sv_op_hdr_len(pkt->flags) + (uint32_t)len, grh);
+		pkt->grh = grh;
 	}
+}
 
-	/* The initiator's side of the payload. */
+/* The initiator's side of w's payload (SEND/WRITE: the source; READ:
+ * the destination) into data.  Nonzero when w ended there with a local
+ * error. */
+static int direct_payload(struct sv_qp *qp, struct sv_send_wqe *w,
+			  uint64_t len, struct sv_data *data,
+			  struct sv_seg *segs)
+{
+	uint32_t op = w->opcode;
+	int err;
+
 	if (sv_is_read_or_atomic(op) && op != IBV_WR_RDMA_READ) {
-		data.nseg = 0;
-		data.len = 0;
-	} else if (w->send_flags & IBV_SEND_INLINE) {
-		sv_data_local(&data, segs, sv_send_wqe_inline(&qp->sq, w),
+		data->nseg = 0;
+		data->len = 0;
+		return 0;
+	}
+	if (w->send_flags & IBV_SEND_INLINE) {
+		sv_data_local(data, segs, sv_send_wqe_inline(&qp->sq, w),
 			      w->inline_len);
 	} else {
-		err = sv_sge_resolve(eng, w->sge, (int)w->num_sge, qp->pd_id,
+		err = sv_sge_resolve(qp->eng, w->sge, (int)w->num_sge,
+				     qp->pd_id,
 				     op == IBV_WR_RDMA_READ ?
 					     IBV_ACCESS_LOCAL_WRITE : 0,
-				     0, len, &data, segs, SV_MAX_SEGS);
+				     0, len, data, segs, SV_MAX_SEGS);
 		if (err) {
 			sv_wqe_done(w, err < 0 ? IBV_WC_LOC_LEN_ERR :
 						 IBV_WC_LOC_PROT_ERR);
-			err = 0;
-			goto out;
+			return 1;
 		}
 	}
-
 	/* A NIC reads the payload before anything leaves: memory of another
 	 * process behind our lkey that cannot be read is our local error,
 	 * before the target sees the message (and before an RNR). */
-	if (!sv_is_read_or_atomic(op) && !remote_src_ok(&data)) {
+	if (!sv_is_read_or_atomic(op) && !remote_src_ok(data)) {
 		sv_wqe_done(w, IBV_WC_LOC_PROT_ERR);
-		goto out;
+		return 1;
 	}
+	return 0;
+}
 
-	npk = sv_is_read_or_atomic(op) && op != IBV_WR_RDMA_READ ? 1 :
-	      len ? (uint32_t)((len + mtu - 1) / mtu) : 1;
-	w->first_psn = tr->psn;
-	w->last_psn = (tr->psn + npk - 1) & PSN_MASK;
-	w->bytes_sent = len;
-	if (!ud)
-		tr->psn = (tr->psn + npk) & PSN_MASK;
+/* What the target's responder said about w (at idx), as the completer
+ * takes an ACK or a NAK. */
+static enum sv_direct_out outcome(struct sv_qp *qp, struct sv_tr *tr,
+				  struct sv_send_wqe *w, uint32_t idx,
+				  const struct sv_resp_res *res, int early_done)
+{
+	int rc = qp->type == IBV_QPT_RC;
+	uint32_t op = w->opcode;
 
-	res.npsn = npk;
-	sv_resp_direct(eng, &t, &pkt, &data, &res);
-	if (peer && !wants_recv(op) && len <= SV_DIRECT_SMALL)
-		stream_wakes(peer->link);
-	err = 0;
-	switch (res.kind) {
+	switch (res->kind) {
 	case SV_ROUT_ACK:
-		if (early.done)
+		if (early_done)
 			break; /* completed (and retired) already */
 		if (sv_is_read_or_atomic(op) && op != IBV_WR_RDMA_READ) {
-			enum ibv_wc_status st = sv_comp_atomic_result(qp, w, res.orig);
+			enum ibv_wc_status st = sv_comp_atomic_result(qp, w, res->orig);
 
 			if (st != IBV_WC_SUCCESS) {
 				sv_wqe_done(w, st);
@@ -391,11 +308,10 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 	case SV_ROUT_RNR:
 		if (rc) {
 			w->state = WQE_SENT;
-			sv_comp_nak(qp, tr, idx, res.syn, w->first_psn);
-			err = 1; /* the completer placed sq.next */
-		} else {
-			sv_wqe_done(w, IBV_WC_SUCCESS); /* UC/UD: lost */
+			sv_comp_nak(qp, tr, idx, res->syn, w->first_psn);
+			return SV_DIRECT_PLACED;
 		}
+		sv_wqe_done(w, IBV_WC_SUCCESS); /* UC/UD: lost */
 		break;
 	case SV_ROUT_DROP:
 		if (rc)
@@ -407,20 +323,76 @@ int sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w)
 		sv_wqe_done(w, IBV_WC_LOC_PROT_ERR);
 		break;
 	}
+	return SV_DIRECT_DONE;
+}
+
+enum sv_direct_out sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr,
+				 struct sv_send_wqe *w)
+{
+	int ud = qp->type == IBV_QPT_UD, rc = qp->type == IBV_QPT_RC;
+	uint32_t op = w->opcode, mtu = tr->mtu ? tr->mtu : 4096, npk;
+	uint32_t idx = qp->sq.next;
+	struct sv_seg segs[SV_MAX_SEGS];
+	struct sv_data data = { .seg = segs };
+	struct early early = { .qp = qp, .tr = tr, .idx = qp->sq.next };
+	struct sv_resp_res res = { .before_cqe = complete_early,
+				   .arg = &early };
+	struct sv_peer *peer;
+	struct sv_qp *lq;
+	struct sv_rtgt t;
+	struct sv_pkt pkt;
+	uint8_t grh[SV_GRH_BYTES];
+	uint64_t len;
+	enum sv_direct_out out;
+
+	out = find_target(qp, tr, w, &t, &lq, &peer);
+	if (out != SV_DIRECT_DONE)
+		return out;
+	if (rc && sv_path_retry_pending(qp)) {
+		/* Packets, or a message the target dropped, still wait for
+		 * their answer: they land first. */
+		out = SV_DIRECT_LATER;
+		goto out;
+	}
+	if (rc && !psn_agrees(tr, t.q)) {
+		out = SV_DIRECT_PACKETS;
+		goto out;
+	}
+	if (sv_req_start(qp, tr, w, &len, !sv_is_read_or_atomic(op)))
+		goto out; /* finished with a local error */
+	direct_pkt(qp, w, len, grh, &pkt);
+	if (direct_payload(qp, w, len, &data, segs))
+		goto out;
+
+	npk = sv_is_read_or_atomic(op) && op != IBV_WR_RDMA_READ ? 1 :
+	      len ? (uint32_t)((len + mtu - 1) / mtu) : 1;
+	w->first_psn = tr->psn;
+	w->last_psn = (tr->psn + npk - 1) & PSN_MASK;
+	w->bytes_sent = len;
+	if (!ud)
+		tr->psn = (tr->psn + npk) & PSN_MASK;
+
+	res.npsn = npk;
+	sv_resp_direct(qp->eng, &t, &pkt, &data, &res);
+	if (peer)
+		sv_path_after_direct(peer->link, op, len);
+	out = outcome(qp, tr, w, idx, &res, early.done);
 out:
 	if (lq)
 		atomic_fetch_sub(&lq->busy, 1);
 	if (ud)
 		sv_peer_put(peer);
-	return err;
+	return out;
 }
 
 /*
  * The RDMA WRITEs (no immediate) or the RDMA READs waiting at sq.next,
  * executed as one batch (sv_resp_rw_batch: one transfer for all of
- * them).  Must hold sq_lock.  Returns how many it completed (the caller
- * moves sq.next past them); 0 when there is no run of two or more, or the
- * target would refuse one: the caller then goes one by one.  A READ's
+ * them), as sv_path_choose decided: RC/UC reaching the peer directly, two
+ * WQEs or more queued, no capture, no retry pending.  Must hold sq_lock.
+ * Returns how many it completed (the caller moves sq.next past them); 0
+ * when there is no run of two or more, or the target would refuse one:
+ * the caller then goes one by one.  A READ's
  * ordering rules hold: each is complete before the next starts, so no
  * fence and no max_rd_atomic can be waiting.
  */
@@ -429,6 +401,7 @@ int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr)
 	struct sv_engine *eng = qp->eng;
 	struct sv_drw ws[SV_DIRECT_BATCH];
 	struct sv_seg segs[SV_DIRECT_BATCH * 2];
+	uint64_t most = sv_tune.direct_batch;
 	const struct sv_send_wqe *first;
 	uint32_t mtu = tr->mtu ? tr->mtu : 4096, avail, op;
 	uint64_t bytes = 0;
@@ -437,13 +410,10 @@ int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr)
 	int n = 0, nseg = 0, k, read;
 
 	avail = qp->sq.tail - qp->sq.next;
-	if (avail < 2 || tr->direct != 1 || qp->type == IBV_QPT_UD ||
-	    sv_cap_on(eng) || (qp->type == IBV_QPT_RC && drop_pending(qp)))
-		return 0;
 	first = sv_wq_slot(&qp->sq, qp->sq.next);
 	op = first->opcode;
 	read = op == IBV_WR_RDMA_READ;
-	for (uint32_t i = 0; i < avail && n < SV_DIRECT_BATCH; i++) {
+	for (uint32_t i = 0; i < avail && (uint64_t)n < most; i++) {
 		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, qp->sq.next + i);
 		struct sv_data d;
 		uint64_t len;
@@ -463,7 +433,7 @@ int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr)
 			break; /* its error is the single path's to report */
 		}
 		len = d.len;
-		if (!len || len > SV_ENG_MAX_MSG || bytes + len > SV_DIRECT_BUDGET ||
+		if (!len || len > SV_ENG_MAX_MSG || bytes + len > sv_tune.direct_budget ||
 		    (!read && !remote_src_ok(&d)))
 			break;
 		ws[n] = (struct sv_drw){ .va = w->remote_addr, .rkey = w->rkey,
@@ -492,8 +462,8 @@ int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr)
 		    sv_resp_rw_batch(eng, &t, ws, n, read, mtu) : 0;
 	if (lq)
 		atomic_fetch_sub(&lq->busy, 1);
-	else if (bytes / (uint64_t)n <= SV_DIRECT_SMALL)
-		stream_wakes(tr->peer->link);
+	else
+		sv_path_after_direct(tr->peer->link, op, bytes / (uint64_t)n);
 	for (int i = 0; i < k; i++) {
 		uint32_t idx = qp->sq.next + (uint32_t)i;
 		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, idx);

@@ -10,11 +10,14 @@
  * Keys are checked here when a WQE starts (not when it was posted), so a
  * dereg or rereg between post and execution is honoured.
  *
- * Window.  On the packet path an RC QP has at most SV_ENG_WINDOW_PKTS
- * packets sent and not acknowledged; it asks for an ACK every
- * SV_ENG_ACK_EVERY packets and on the last of each message, so the window
+ * Which way each WQE goes is sv_path.c's choice (sv_path_choose); the
+ * run below switches on it and carries it out.
+ *
+ * Window.  On the packet path an RC QP has at most window_pkts packets
+ * (sv_tune.h) sent and not acknowledged; it asks for an ACK every
+ * ack_every packets and on the last of each message, so the window
  * reopens while a long message is still going out.  One run sends at most
- * SV_ENG_REQ_BUDGET packets and leaves the rest to the progress thread:
+ * req_budget packets and leaves the rest to the progress thread:
  * a thread that handles an ACK never runs a whole queue inside it, and a
  * loss resends at most a window.
  */
@@ -153,15 +156,6 @@ static enum step local_op(struct sv_qp *qp, struct sv_send_wqe *w,
 	return STEP_UNLOCKED;
 }
 
-/* The window of unacknowledged packets is full (RC, packet path). */
-static int window_full(struct sv_qp *qp, struct sv_tr *tr)
-{
-	uint32_t out = (uint32_t)psn_diff(tr->psn, tr->last_ack_psn) - 1;
-
-	return qp->type == IBV_QPT_RC && out < (1u << 23) &&
-	       out >= SV_ENG_WINDOW_PKTS;
-}
-
 /* The WQE's first checks (once, when it starts).  Returns nonzero when
  * it finished (with an error status) right there. */
 int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
@@ -259,7 +253,7 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 					tr->psn;
 		uint8_t *p;
 
-		if (window_full(qp, tr))
+		if (sv_path_window_full(qp, tr))
 			return STEP_BLOCKED;
 		p = link ? sv_link_reserve(link, hl, 0, &dead) : NULL;
 		if (link && !p && !dead) {
@@ -291,11 +285,11 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 			      (ud ? OPC_UD : qp->type == IBV_QPT_UC ? OPC_UC : 0);
 		unsigned hl = sv_op_hdr_len(sv_opcodes[opc].flags) +
 			      (ud ? SV_GRH_BYTES : 0);
-		int ackreq = last || tr->since_ackreq + 1 >= SV_ENG_ACK_EVERY;
+		int ackreq = last || tr->since_ackreq + 1 >= sv_tune.ack_every;
 		uint8_t *p;
 		int err = 0;
 
-		if (*budget <= 0 || window_full(qp, tr)) {
+		if (*budget <= 0 || sv_path_window_full(qp, tr)) {
 			w->state = WQE_SENDING;
 			if (*budget <= 0)
 				tr->blocked = 1;
@@ -361,36 +355,24 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 }
 
 /*
- * A new SEND or WRITE of one small packet to a target that takes it at
- * once (sv_direct_packets_now), on an RC ring: the whole of a message-rate
- * test.  send_wqe does the same with every case it must handle (big
- * messages, lost routes, the direct paths, errors); this does the one case
- * in one pass and leaves the rest to it: 1 = sent, 0 = send_wqe's (an
- * error among them: it ends the WQE with its status).  Must hold sq_lock.
+ * Sends w, a new SEND or WRITE of one small packet, on the QP's ring
+ * link, as sv_path_choose decided (SV_PATH_SMALL_PKT: the whole of a
+ * message-rate test).  send_wqe does the same with every case it must
+ * handle (big messages, lost routes, errors); this does the one case in
+ * one pass: 1 = sent, 0 = declined (its key or the ring said no: the next
+ * way is asked, and an error among them ends the WQE there).  Must hold
+ * sq_lock.
  */
 static int send_small(struct sv_qp *qp, struct sv_tr *tr,
 		      struct sv_send_wqe *w)
 {
 	struct sv_link *link = qp->link;
-	uint32_t op = w->opcode, mtu = tr->mtu ? tr->mtu : 4096, len;
 	int inl = !!(w->send_flags & IBV_SEND_INLINE), dead;
+	uint32_t len = inl ? w->inline_len : w->num_sge ? w->sge[0].length : 0;
 	struct sv_mem m = { .ptr = NULL };
 	unsigned hl;
 	uint8_t opc, *p;
 
-	if ((op != IBV_WR_RDMA_WRITE && op != IBV_WR_SEND) ||
-	    (w->send_flags & IBV_SEND_FENCE) || !link || link->w)
-		return 0;
-	if (inl)
-		len = w->inline_len;
-	else if (w->num_sge <= 1)
-		len = w->num_sge ? w->sge[0].length : 0;
-	else
-		return 0;
-	if (len > SV_DIRECT_SMALL || len > mtu || window_full(qp, tr) ||
-	    (tr->direct == 1 ? !tr->peer || !sv_direct_packets_now(qp, tr) :
-			       tr->direct != -1))
-		return 0;
 	if (!inl && len &&
 	    !(m.ptr = sv_key_cached_local(qp->eng, &tr->lkey, w->sge[0].lkey,
 					  qp->pd_id, w->sge[0].addr, len, 0)) &&
@@ -399,7 +381,7 @@ static int send_small(struct sv_qp *qp, struct sv_tr *tr,
 				   &m) ||
 	     !m.ptr))
 		return 0;
-	opc = sv_req_opcode(op, 1, 1);
+	opc = sv_req_opcode(w->opcode, 1, 1);
 	hl = sv_op_hdr_len(sv_opcodes[opc].flags);
 	p = sv_link_reserve(link, hl + len, 0, &dead);
 	if (!p)
@@ -424,28 +406,6 @@ static int send_small(struct sv_qp *qp, struct sv_tr *tr,
 	return 1;
 }
 
-/* w (new, at `idx`) must wait for the READs and atomics before it: a
- * fence waits for all of them, a READ or atomic while max_rd_atomic are
- * outstanding.  Walks back from idx and stops at the answer, and only
- * for the WQEs that can wait: a stream of WRITEs or SENDs pays nothing. */
-static int reads_block(struct sv_qp *qp, uint32_t idx,
-		       const struct sv_send_wqe *w)
-{
-	int fence = (w->send_flags & IBV_SEND_FENCE) != 0;
-	uint32_t n = 0, max = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
-
-	if (!fence && !sv_is_read_or_atomic(w->opcode))
-		return 0;
-	for (uint32_t i = idx; i != qp->sq.head;) {
-		const struct sv_send_wqe *p = sv_wq_slot(&qp->sq, --i);
-
-		if (WQE_STATE(p) != WQE_DONE && WQE_STATE(p) != WQE_NEW &&
-		    sv_is_read_or_atomic(p->opcode) && (fence || ++n >= max))
-			return 1;
-	}
-	return 0;
-}
-
 /* RC/UC whose peer was not known at RTR: find it now (the daemon is
  * asked with the SQ lock dropped).  Must hold sq_lock; may drop it. */
 static void route_late(struct sv_qp *qp, struct sv_tr *tr)
@@ -456,7 +416,7 @@ static void route_late(struct sv_qp *qp, struct sv_tr *tr)
 	pthread_spin_unlock(&qp->sq_lock);
 	sv_engine_qp_route(qp, &qp->attr, &link, &peer);
 	sv_spin_lock(&qp->sq_lock);
-	if (tr->direct || !link) {
+	if (tr->path.reach != SV_REACH_UNKNOWN || !link) {
 		sv_peer_put(peer);
 		if (link && link->w)
 			sv_wire_link_free(link);
@@ -467,14 +427,123 @@ static void route_late(struct sv_qp *qp, struct sv_tr *tr)
 	qp->link = link;
 	tr->link = link;
 	tr->peer = peer;
-	tr->direct = peer || link->peer_id == qp->eng->id ? 1 : -1;
+	tr->path.reach = sv_path_reach(qp, link, peer, 1);
+}
+
+/* After w went out (send_wqe's step s, or executed directly: STEP_NEXT):
+ * moves sq.next past it and arms the timer, or ends the run.  Must hold
+ * sq_lock. */
+static enum step wqe_sent(struct sv_qp *qp, struct sv_tr *tr,
+			  struct sv_send_wqe *w, uint32_t idx, enum step s)
+{
+	if (s == STEP_BLOCKED)
+		return STEP_BLOCKED;
+	if (s == STEP_UNLOCKED)
+		return STEP_NEXT;
+	if (WQE_STATE(w) == WQE_DONE && WQE_STATUS(w) &&
+	    qp->type == IBV_QPT_RC) {
+		/* Local error: the QP stops here; it retires (and errors
+		 * the QP) after what is before it. */
+		if (qp->sq.next == idx)
+			qp->sq.next++;
+		tr->stopped = 1;
+		return STEP_BLOCKED;
+	}
+	if (qp->sq.next == idx)
+		qp->sq.next++;
+	if (qp->type == IBV_QPT_RC && WQE_STATE(w) != WQE_DONE)
+		sv_comp_arm_timer(qp, tr);
+	return STEP_NEXT;
+}
+
+/* The WQE at sq.next goes the way sv_path_choose says; a way that
+ * declines hands it to the next.  STEP_NEXT: the run goes on;
+ * STEP_BLOCKED: it stops here.  Must hold sq_lock (a local operation
+ * drops it meanwhile). */
+static enum step req_wqe(struct sv_qp *qp, struct sv_tr *tr,
+			 enum ibv_qp_state st, int *budget)
+{
+	uint32_t idx = qp->sq.next;
+	struct sv_send_wqe *w = sv_wq_slot(&qp->sq, idx);
+	enum sv_wqe_path p = sv_path_choose(qp, tr, w, st, *budget,
+					    SV_PATH_SMALL_PKT);
+	int k;
+
+	for (;;) {
+		switch (p) {
+		case SV_PATH_DONE:
+			/* A local op kept by a rewind, or a READ whose
+			 * missing responses came before its resend: its
+			 * PSNs stay used. */
+			if (w->opcode != IBV_WR_BIND_MW &&
+			    w->opcode != IBV_WR_LOCAL_INV &&
+			    psn_diff((w->last_psn + 1) & PSN_MASK, tr->psn) > 0)
+				tr->psn = (w->last_psn + 1) & PSN_MASK;
+			qp->sq.next++;
+			return STEP_NEXT;
+		case SV_PATH_STOP:
+		case SV_PATH_WAIT: /* the completer runs us again */
+			return STEP_BLOCKED;
+		case SV_PATH_BUDGET:
+			tr->blocked = 1;
+			return STEP_BLOCKED;
+		case SV_PATH_LOCAL_ERR:
+			sv_wqe_done(w, IBV_WC_LOC_QP_OP_ERR);
+			qp->sq.next++;
+			return STEP_NEXT;
+		case SV_PATH_LOCAL:
+			local_op(qp, w, idx);
+			return STEP_NEXT;
+		case SV_PATH_SMALL_PKT:
+			if (send_small(qp, tr, w)) {
+				qp->sq.next++;
+				(*budget)--;
+				return STEP_NEXT;
+			}
+			p = sv_path_choose(qp, tr, w, st, *budget,
+					   SV_PATH_DIRECT_BATCH);
+			continue;
+		case SV_PATH_DIRECT_BATCH:
+			k = sv_direct_rw_batch(qp, tr);
+			if (k) {
+				qp->sq.next += (uint32_t)k;
+				*budget -= k;
+				return STEP_NEXT;
+			}
+			p = sv_path_choose(qp, tr, w, st, *budget,
+					   SV_PATH_DIRECT);
+			continue;
+		case SV_PATH_DIRECT:
+			switch (sv_direct_wqe(qp, tr, w)) {
+			case SV_DIRECT_DONE:
+				(*budget)--;
+				return wqe_sent(qp, tr, w, idx, STEP_NEXT);
+			case SV_DIRECT_PLACED:
+				return STEP_NEXT;
+			case SV_DIRECT_LATER:
+				return STEP_BLOCKED;
+			case SV_DIRECT_PACKETS:
+				break;
+			}
+			p = SV_PATH_PACKET;
+			continue;
+		case SV_PATH_PACKET:
+			return wqe_sent(qp, tr, w, idx,
+					send_wqe(qp, tr, w, budget));
+		}
+	}
 }
 
 void sv_req_run(struct sv_qp *qp)
 {
+	sv_req_kick(qp, NULL);
+}
+
+void sv_req_kick(struct sv_qp *qp, const struct sv_kick *k)
+{
 	struct sv_tr *tr = tr_of(qp);
 	uint64_t new_deadline = 0, timer0;
-	int flush = 0, budget = SV_ENG_REQ_BUDGET;
+	int flush = 0, budget = (int)sv_tune.req_budget;
 	enum ibv_qp_state st;
 
 	if (!tr)
@@ -488,109 +557,26 @@ void sv_req_run(struct sv_qp *qp)
 	sv_spin_lock(&qp->sq_lock);
 	if (tr->req_busy) {
 		tr->req_again = 1;
+		if (k && k->record)
+			sv_path_kicked(tr, k);
 		pthread_spin_unlock(&qp->sq_lock);
 		return;
 	}
 	tr->req_busy = 1;
-	tr->deferred = 0;
+	__atomic_store_n(&tr->path.held, 0, __ATOMIC_RELAXED);
 	sv_link_batch_begin();
 	timer0 = tr->timer_at;
-	if (qp->type != IBV_QPT_UD && !tr->direct && qp->sq.next != qp->sq.tail &&
-	    sv_direct_enabled())
+	if (qp->type != IBV_QPT_UD && tr->path.reach == SV_REACH_UNKNOWN &&
+	    qp->sq.next != qp->sq.tail && sv_direct_enabled())
 		route_late(qp, tr);
 	do {
 		tr->req_again = 0;
 		tr->blocked = 0;
 		while (((st = sv_qp_state(qp)) == IBV_QPS_RTS ||
 			st == IBV_QPS_SQD) &&
-		       !tr->rnr_at && !tr->stopped && qp->sq.next != qp->sq.tail) {
-			uint32_t idx = qp->sq.next;
-			struct sv_send_wqe *w = sv_wq_slot(&qp->sq, idx);
-			enum step s;
-			int r, pk;
-
-			if (WQE_STATE(w) == WQE_DONE) {
-				/* A local op kept by a rewind, or a READ whose
-				 * missing responses came before its resend:
-				 * its PSNs stay used. */
-				if (w->opcode != IBV_WR_BIND_MW &&
-				    w->opcode != IBV_WR_LOCAL_INV &&
-				    psn_diff((w->last_psn + 1) & PSN_MASK, tr->psn) > 0)
-					tr->psn = (w->last_psn + 1) & PSN_MASK;
-				qp->sq.next++;
-				continue;
-			}
-			/* SQD: finish what started, start nothing new. */
-			if (st == IBV_QPS_SQD && WQE_STATE(w) == WQE_NEW)
-				break;
-			if (WQE_STATE(w) == WQE_NEW && qp->type == IBV_QPT_RC &&
-			    budget > 0 && send_small(qp, tr, w)) {
-				qp->sq.next++;
-				budget--;
-				continue;
-			}
-			if (WQE_STATE(w) == WQE_NEW && reads_block(qp, idx, w))
-				break; /* the completer runs us again */
-			if (w->opcode == IBV_WR_BIND_MW ||
-			    w->opcode == IBV_WR_LOCAL_INV) {
-				if (qp->type == IBV_QPT_UD) {
-					sv_wqe_done(w, IBV_WC_LOC_QP_OP_ERR);
-					qp->sq.next++;
-					continue;
-				}
-				local_op(qp, w, idx);
-				continue;
-			}
-			if (budget <= 0) {
-				tr->blocked = 1;
-				break;
-			}
-			/* A packet the target takes at once (sv_direct.c):
-			 * asked here, before the direct paths' big frames. */
-			pk = WQE_STATE(w) == WQE_NEW &&
-			     qp->type != IBV_QPT_UD && tr->peer &&
-			     sv_direct_packets_now(qp, tr);
-			if ((w->opcode == IBV_WR_RDMA_WRITE ||
-			     w->opcode == IBV_WR_RDMA_READ) && !pk &&
-			    WQE_STATE(w) == WQE_NEW && tr->direct == 1) {
-				int k = sv_direct_rw_batch(qp, tr);
-
-				if (k) {
-					qp->sq.next += (uint32_t)k;
-					budget -= k;
-					continue;
-				}
-			}
-			r = tr->direct >= 0 && WQE_STATE(w) == WQE_NEW && !pk ?
-				    sv_direct_wqe(qp, tr, w) : -EAGAIN;
-			if (r == 1)
-				continue; /* the completer placed sq.next */
-			if (r == 2)
-				break;
-			if (r == 0) {
-				budget -= 1;
-				s = STEP_NEXT;
-			} else {
-				s = send_wqe(qp, tr, w, &budget);
-			}
-			if (s == STEP_BLOCKED)
-				break;
-			if (s == STEP_UNLOCKED)
-				continue;
-			if (WQE_STATE(w) == WQE_DONE && WQE_STATUS(w) &&
-			    qp->type == IBV_QPT_RC) {
-				/* Local error: the QP stops here; it retires
-				 * (and errors the QP) after what is before it. */
-				if (qp->sq.next == idx)
-					qp->sq.next++;
-				tr->stopped = 1;
-				break;
-			}
-			if (qp->sq.next == idx)
-				qp->sq.next++;
-			if (qp->type == IBV_QPT_RC && WQE_STATE(w) != WQE_DONE)
-				sv_comp_arm_timer(qp, tr);
-		}
+		       !tr->rnr_at && !tr->stopped && qp->sq.next != qp->sq.tail &&
+		       req_wqe(qp, tr, st, &budget) == STEP_NEXT)
+			;
 		sv_comp_retire(qp);
 		if (sv_qp_state(qp) == IBV_QPS_ERR && qp->sq.head != qp->sq.tail)
 			flush = 1;
@@ -599,6 +585,8 @@ void sv_req_run(struct sv_qp *qp)
 	if (tr->timer_at && tr->timer_at != timer0)
 		new_deadline = tr->timer_at;
 	tr->req_busy = 0;
+	if (k && k->record)
+		sv_path_kicked(tr, k);
 	sv_link_batch_end();
 	pthread_spin_unlock(&qp->sq_lock);
 	sv_wire_flush(qp->eng);

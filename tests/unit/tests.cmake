@@ -48,3 +48,10 @@ target_include_directories(test_cm_mad PRIVATE ${CMAKE_SOURCE_DIR}/src/daemon)
 target_link_libraries(test_cm_mad PRIVATE sv_common)
 add_test(NAME test_cm_mad COMMAND test_cm_mad)
 set_tests_properties(test_cm_mad PROPERTIES TIMEOUT 60 LABELS unit)
+
+# The engine's tunables and SOFTVERBS_TUNE (src/engine/sv_tune.c).
+add_executable(test_tune ${U}/test_tune.c ${CMAKE_SOURCE_DIR}/src/engine/sv_tune.c)
+target_include_directories(test_tune PRIVATE ${CMAKE_SOURCE_DIR}/src/engine)
+target_link_libraries(test_tune PRIVATE sv_common pthread)
+add_test(NAME test_tune COMMAND test_tune)
+set_tests_properties(test_tune PROPERTIES TIMEOUT 60 LABELS unit)

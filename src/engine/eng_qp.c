@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine's QPs and objects (engine.c "Design" is the whole picture):
+ * the tables that find them by number (QPs by QPN, CQs and SRQs by
+ * obj_id), and the QP hooks src/verbs calls between creation and
+ * destruction -- routing and committing a modify, the state changes, and
+ * a post (sv_engine_posted), which does what sv_path_on_post decides.
+ * Creation and destruction themselves attach and detach the engine:
+ * engine.c.
+ */
+#include "engine_int.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sv_roce.h"
+
+/* -------------------------------------------------------- QP table -- */
+
+static uint32_t qhash(uint32_t qpn, uint32_t cap)
+{
+	return (qpn * 2654435761u) & (cap - 1);
+}
+
+struct sv_qp *sv_eng_qp(struct sv_engine *eng, uint32_t qpn)
+{
+	if (!eng->qcap)
+		return NULL;
+	for (uint32_t i = qhash(qpn, eng->qcap);; i = (i + 1) & (eng->qcap - 1)) {
+		if (!eng->qtab[i].qp)
+			return NULL;
+		if (eng->qtab[i].qpn == qpn)
+			return eng->qtab[i].qp;
+	}
+}
+
+/* Must hold qp_lock (write). */
+int sv_qtab_put(struct sv_engine *eng, uint32_t qpn, struct sv_qp *qp)
+{
+	if ((eng->nqps + 1) * 2 > eng->qcap) {
+		uint32_t ncap = eng->qcap ? eng->qcap * 2 : 64;
+		struct sv_qpent *n = calloc(ncap, sizeof(*n)), *o = eng->qtab;
+		uint32_t ocap = eng->qcap;
+
+		if (!n)
+			return -ENOMEM;
+		eng->qtab = n;
+		eng->qcap = ncap;
+		for (uint32_t i = 0; i < ocap; i++)
+			if (o[i].qp) {
+				uint32_t j = qhash(o[i].qpn, ncap);
+
+				while (n[j].qp)
+					j = (j + 1) & (ncap - 1);
+				n[j] = o[i];
+			}
+		free(o);
+	}
+	uint32_t i = qhash(qpn, eng->qcap);
+
+	while (eng->qtab[i].qp)
+		i = (i + 1) & (eng->qcap - 1);
+	eng->qtab[i].qpn = qpn;
+	eng->qtab[i].qp = qp;
+	eng->nqps++;
+	return 0;
+}
+
+/* Must hold qp_lock (write).  Backward-shift deletion keeps probes short
+ * without tombstones. */
+void sv_qtab_del(struct sv_engine *eng, uint32_t qpn)
+{
+	uint32_t mask = eng->qcap - 1, i, j;
+
+	if (!eng->qcap)
+		return;
+	for (i = qhash(qpn, eng->qcap);; i = (i + 1) & mask) {
+		if (!eng->qtab[i].qp)
+			return;
+		if (eng->qtab[i].qpn == qpn)
+			break;
+	}
+	eng->qtab[i].qp = NULL;
+	eng->nqps--;
+	for (j = (i + 1) & mask; eng->qtab[j].qp; j = (j + 1) & mask) {
+		uint32_t h = qhash(eng->qtab[j].qpn, eng->qcap);
+
+		/* Move j back to i if its home is not in (i, j]. */
+		if ((j > i && (h <= i || h > j)) || (j < i && h <= i && h > j)) {
+			eng->qtab[i] = eng->qtab[j];
+			eng->qtab[j].qp = NULL;
+			i = j;
+		}
+	}
+}
+
+/* ---------------------------------------------------- object tables -- */
+
+#define OBJ_SLOT_BITS 20
+
+/* Gives obj an id (slot | generation << 20).  Must hold eng->lock. */
+static int objtab_add(struct sv_objtab *t, void *obj, uint32_t *id)
+{
+	uint32_t i;
+
+	for (i = t->free_hint; i < t->cap && t->obj[i]; i++)
+		;
+	if (i == t->cap) {
+		uint32_t ncap = t->cap ? t->cap * 2 : 64;
+		void **no = realloc(t->obj, ncap * sizeof(*no));
+		uint32_t *ng;
+
+		if (!no || ncap > (1u << OBJ_SLOT_BITS)) {
+			if (no)
+				t->obj = no;
+			return -ENOMEM;
+		}
+		t->obj = no;
+		ng = realloc(t->gen, ncap * sizeof(*ng));
+		if (!ng)
+			return -ENOMEM;
+		t->gen = ng;
+		memset(t->obj + t->cap, 0, (ncap - t->cap) * sizeof(*no));
+		memset(t->gen + t->cap, 0, (ncap - t->cap) * sizeof(*ng));
+		t->cap = ncap;
+	}
+	t->obj[i] = obj;
+	t->gen[i] = (t->gen[i] + 1) & ((1u << (32 - OBJ_SLOT_BITS)) - 1);
+	t->free_hint = i + 1;
+	*id = i | t->gen[i] << OBJ_SLOT_BITS;
+	return 0;
+}
+
+static void *objtab_get(struct sv_objtab *t, uint32_t id)
+{
+	uint32_t i = id & ((1u << OBJ_SLOT_BITS) - 1);
+
+	if (i >= t->cap || t->gen[i] != id >> OBJ_SLOT_BITS)
+		return NULL;
+	return t->obj[i];
+}
+
+static void objtab_del(struct sv_objtab *t, uint32_t id)
+{
+	uint32_t i = id & ((1u << OBJ_SLOT_BITS) - 1);
+
+	if (i < t->cap && t->gen[i] == id >> OBJ_SLOT_BITS) {
+		t->obj[i] = NULL;
+		if (i < t->free_hint)
+			t->free_hint = i;
+	}
+}
+
+int sv_engine_cq_add(struct sv_engine *eng, struct sv_cq *cq)
+{
+	int err;
+
+	pthread_mutex_lock(&eng->lock);
+	err = objtab_add(&eng->cqs, cq, &cq->obj_id);
+	pthread_mutex_unlock(&eng->lock);
+	if (!err)
+		cq->shm->h.obj_id = cq->obj_id;
+	return err;
+}
+
+void sv_engine_cq_del(struct sv_cq *cq)
+{
+	pthread_mutex_lock(&cq->eng->lock);
+	objtab_del(&cq->eng->cqs, cq->obj_id);
+	pthread_mutex_unlock(&cq->eng->lock);
+}
+
+int sv_engine_srq_add(struct sv_engine *eng, struct sv_srq *srq)
+{
+	int err;
+
+	pthread_mutex_lock(&eng->lock);
+	err = objtab_add(&eng->srqs, srq, &srq->obj_id);
+	pthread_mutex_unlock(&eng->lock);
+	if (!err)
+		srq->shm->h.obj_id = srq->obj_id;
+	return err;
+}
+
+void sv_engine_srq_del(struct sv_srq *srq)
+{
+	pthread_mutex_lock(&srq->eng->lock);
+	objtab_del(&srq->eng->srqs, srq->obj_id);
+	pthread_mutex_unlock(&srq->eng->lock);
+}
+
+struct sv_cq *sv_eng_cq(struct sv_engine *eng, uint32_t id, uint64_t cookie)
+{
+	struct sv_cq *cq;
+
+	pthread_mutex_lock(&eng->lock);
+	cq = objtab_get(&eng->cqs, id);
+	if (cq && cq->shm->h.cookie != cookie)
+		cq = NULL;
+	pthread_mutex_unlock(&eng->lock);
+	return cq;
+}
+
+struct sv_srq *sv_eng_srq(struct sv_engine *eng, uint32_t id, uint64_t cookie)
+{
+	struct sv_srq *srq;
+
+	pthread_mutex_lock(&eng->lock);
+	srq = objtab_get(&eng->srqs, id);
+	if (srq && srq->shm->h.cookie != cookie)
+		srq = NULL;
+	pthread_mutex_unlock(&eng->lock);
+	return srq;
+}
+
+void sv_shm_release(void *region)
+{
+	struct sv_shm_hdr *h = region;
+
+	if (!h)
+		return;
+	/* Peers that mapped it see the object is gone before its memory
+	 * goes from under our own feet. */
+	atomic_store_explicit(&h->dead, 1, memory_order_release);
+	sv_shm_unmap(h);
+}
+
+/* ----------------------------------------------------- QP hooks -- */
+
+/* An RC/UC QP's path to another host, from its AV (na): a wire link, or
+ * NULL (the AV's source GID is not ours, no socket). */
+static struct sv_link *wire_route(struct sv_qp *qp, const struct ibv_qp_attr *na)
+{
+	const struct ibv_global_route *g = &na->ah_attr.grh;
+	struct sv_engine *eng = qp->eng;
+	struct sv_roce_flow f;
+
+	memset(&f, 0, sizeof(f));
+	if (sv_gid_at(eng, g->sgid_index, f.sgid)) {
+		sv_warn("qp %#x: source GID index %u is empty: packets cannot "
+			"leave", qp->qpx.qp_base.qp_num, g->sgid_index);
+		return NULL;
+	}
+	memcpy(f.dgid, g->dgid.raw, 16);
+	f.ipv6 = !(sv_gid_is_v4(f.sgid) && sv_gid_is_v4(f.dgid));
+	f.tclass = g->traffic_class;
+	f.flow_label = g->flow_label & 0xfffff;
+	f.hop_limit = g->hop_limit;
+	f.sport = sv_wire_sport(f.flow_label, qp->qpx.qp_base.qp_num,
+				na->dest_qp_num, 0);
+	f.dport = SV_ROCE_PORT;
+	sv_wire_attach(eng);
+	return sv_wire_link_new(eng, &f);
+}
+
+void sv_engine_qp_route(struct sv_qp *qp, const struct ibv_qp_attr *na,
+			struct sv_link **link, struct sv_peer **peer)
+{
+	struct sv_engine *eng = qp->eng;
+	uint32_t dqpn = na->dest_qp_num;
+	int local;
+
+	*peer = NULL;
+	if (sv_av_remote(eng, &na->ah_attr)) {
+		*link = wire_route(qp, na);
+		return;
+	}
+	/* May fail (peer not there yet): retried at the first send;
+	 * packets to nowhere end in RETRY_EXC_ERR, as on a fabric. */
+	*link = sv_eng_link_for_qpn(eng, dqpn);
+	if (!*link || !sv_direct_enabled())
+		return;
+	pthread_rwlock_rdlock(&eng->qp_lock);
+	local = !!sv_eng_qp(eng, dqpn);
+	pthread_rwlock_unlock(&eng->qp_lock);
+	if (!local)
+		*peer = sv_peer_get(eng, dqpn);
+}
+
+int sv_engine_qp_commit(struct sv_qp *qp, enum ibv_qp_state cur,
+			const struct ibv_qp_attr *na, int attr_mask,
+			struct sv_link *link, struct sv_peer *peer)
+{
+	struct sv_qp_shm *q = qp->shm;
+	struct sv_tr *tr = tr_of(qp);
+	enum ibv_qp_state next = na->qp_state;
+	uint32_t mask = (uint32_t)attr_mask;
+
+	sv_shlock_lock(&q->lock);
+	if (q->state != cur) {
+		/* A responder error moved it to ERR since it was checked. */
+		sv_shlock_unlock(&q->lock);
+		return -EINVAL;
+	}
+	qp->attr = *na;
+	q->access = na->qp_access_flags;
+	q->qkey = na->qkey;
+	q->mtu = qp->type == IBV_QPT_UD ? sv_eng_port_mtu(qp->eng) :
+					 sv_mtu_bytes(na->path_mtu);
+	q->dest_qpn = na->dest_qp_num;
+	q->min_rnr = na->min_rnr_timer;
+	if (mask & IBV_QP_RQ_PSN)
+		q->epsn = na->rq_psn & PSN_MASK;
+	if (next == IBV_QPS_RESET || (next == IBV_QPS_INIT && cur == IBV_QPS_RESET)) {
+		/* RESET empties both queues without completions. */
+		qp->sq.head = qp->sq.tail = qp->sq.next = 0;
+		if (!qp->srq) {
+			atomic_store(&q->rq.head, 0);
+			atomic_store(&q->rq.tail, 0);
+		}
+		q->rflags = 0;
+		q->recv_off = 0;
+		q->wr_left = 0;
+		q->msn = 0;
+		atomic_store(&q->events, 0);
+		qp->attr.sq_draining = 0;
+		sv_peer_put(tr->peer);
+		tr->peer = NULL;
+		{
+			struct sv_link *wl = tr->wlink;
+
+			sv_tr_reset(qp);
+			tr->wlink = wl; /* UD keeps its own; RC/UC: below */
+		}
+		qp->link = NULL;
+	}
+	if (tr) {
+		if ((mask & IBV_QP_PATH_MTU) || qp->type == IBV_QPT_UD)
+			tr->mtu = q->mtu;
+		if (mask & IBV_QP_SQ_PSN) {
+			tr->psn = tr->psn_hi = na->sq_psn & PSN_MASK;
+			tr->last_ack_psn = (tr->psn - 1) & PSN_MASK;
+		}
+		if (mask & IBV_QP_RETRY_CNT)
+			tr->retry_left = na->retry_cnt;
+		if (mask & IBV_QP_RNR_RETRY)
+			tr->rnr_left = na->rnr_retry;
+		if (link) {
+			if (link->w) /* the wire: the QP's own link now */
+				sv_tr_set_wlink(tr, link);
+			qp->link = link;
+			tr->link = link;
+		}
+		if ((mask & IBV_QP_STATE) && next == IBV_QPS_RTR &&
+		    qp->type != IBV_QPT_UD) {
+			sv_peer_put(tr->peer);
+			tr->peer = peer;
+			tr->path.reach = sv_path_reach(qp, link, peer, 0);
+		} else if (peer) {
+			sv_peer_put(peer);
+		}
+	}
+	__atomic_store_n(&q->state, next, __ATOMIC_RELEASE);
+	sv_shlock_unlock(&q->lock);
+	return 0;
+}
+
+/* A UD QP reaches other hosts through a wire link of its own (each
+ * packet addressed by its AH) and hears from them on the gateway ring. */
+static void ud_wire(struct sv_qp *qp)
+{
+	struct sv_engine *eng = qp->eng;
+	struct sv_roce_flow f;
+	struct sv_link *l;
+
+	memset(&f, 0, sizeof(f));
+	f.sport = sv_wire_sport(0, qp->qpx.qp_base.qp_num, 0, 1);
+	f.dport = SV_ROCE_PORT;
+	sv_wire_attach(eng);
+	l = sv_wire_link_new(eng, &f);
+	sv_spin_lock(&qp->sq_lock);
+	if (!tr_of(qp)->wlink) {
+		tr_of(qp)->wlink = l;
+		l = NULL;
+	}
+	pthread_spin_unlock(&qp->sq_lock);
+	sv_wire_link_free(l);
+}
+
+void sv_engine_qp_modified(struct sv_qp *qp, enum ibv_qp_state old,
+			   enum ibv_qp_state now)
+{
+	if (now == IBV_QPS_RESET && old != IBV_QPS_RESET) {
+		/* Completions of the old life are gone with it (mlx5 and the
+		 * other providers clean the CQs on RESET). */
+		sv_cq_clean(qp->scq, qp->qpx.qp_base.qp_num);
+		if (qp->rcq != qp->scq)
+			sv_cq_clean(qp->rcq, qp->qpx.qp_base.qp_num);
+	}
+	if (now == IBV_QPS_ERR)
+		sv_engine_flush(qp);
+	if (now == IBV_QPS_RTR && qp->type == IBV_QPT_UD && !tr_of(qp)->wlink)
+		ud_wire(qp);
+	if (now == IBV_QPS_RTS)
+		sv_req_run(qp);
+}
+
+/* ------------------------------------------------------------ posts -- */
+
+void sv_engine_posted(struct sv_qp *qp)
+{
+	struct sv_engine *eng = qp->eng;
+	enum sv_post_action act;
+	struct sv_kick k;
+
+	if (sv_cap_on(eng) && !eng->cap_state) {
+		/* A capture starts: its ring before our packets (the daemon
+		 * is asked, not with a spinlock held). */
+		pthread_spin_unlock(&qp->sq_lock);
+		sv_cap_prepare(eng);
+		sv_spin_lock(&qp->sq_lock);
+	}
+	act = sv_path_on_post(qp, &k);
+	pthread_spin_unlock(&qp->sq_lock);
+	switch (act) {
+	case SV_POST_NOTHING:
+		return;
+	case SV_POST_FLUSH:
+		sv_engine_flush(qp);
+		return;
+	case SV_POST_HOLD:
+		if (!atomic_exchange(&eng->deferred, 1))
+			sv_eng_deadline(eng, k.due);
+		return;
+	case SV_POST_RUN:
+		sv_req_kick(qp, &k);
+		return;
+	}
+}
+
+uint64_t sv_eng_run_deferred(struct sv_engine *eng, uint64_t due)
+{
+	uint64_t next = 0;
+	int left = 0;
+
+	if (!atomic_exchange(&eng->deferred, 0))
+		return 0;
+	pthread_rwlock_rdlock(&eng->qp_lock);
+	for (uint32_t i = 0; i < eng->qcap; i++) {
+		struct sv_qp *qp = eng->qtab[i].qp;
+		struct sv_tr *tr;
+		uint64_t at;
+
+		/* A look without sq_lock (sv_path.h): the run takes it. */
+		if (!qp || !(tr = tr_of(qp)) ||
+		    !__atomic_load_n(&tr->path.held, __ATOMIC_RELAXED))
+			continue;
+		at = __atomic_load_n(&tr->path.kick_end, __ATOMIC_RELAXED) +
+		     sv_tune.defer_ns;
+		if (due && at > due) {
+			left = 1;
+			if (!next || at < next)
+				next = at;
+			continue;
+		}
+		sv_req_run(qp);
+	}
+	pthread_rwlock_unlock(&eng->qp_lock);
+	if (left)
+		atomic_store(&eng->deferred, 1);
+	return next;
+}
