@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The connection manager inside softverbsd: what the kernel's rdma_ucm,
- * rdma_cm (cma.c) and ib_cm (cm.c) do for librdmacm, in three files:
+ * rdma_cm (cma.c) and ib_cm (cm.c) do for librdmacm:
  *
  *   cm.c       event channels, ids and their lifetimes, events, timers,
  *              the ops that need no address or connection logic
  *   cm_addr.c  addresses: local GIDs, port spaces, bind, resolve_addr,
  *              resolve_route, listen
- *   cm_ib.c    the IB CM protocol (IBTA 12): REQ/MRA/REJ/REP/RTU/DREQ/DREP
+ *   cm_ib*.c   the IB CM protocol (IBTA 12): REQ/MRA/REJ/REP/RTU/DREQ/DREP
  *              and SIDR_REQ/SIDR_REP between CM instances, the QP
- *              attributes they decide, connect/accept/reject/disconnect
+ *              attributes they decide, connect/accept/reject/disconnect;
+ *              cm_ib.c holds the connections and the design, the others
+ *              one subject each (map: cm_ib_int.h)
  *
  *   cm_route.c the route and the neighbour towards another host
  *              (rdma_resolve_addr between hosts, the kernel's addr.c)
@@ -253,19 +255,16 @@ struct svd_cm_msg {
 			uint32_t ece_vendor_id, ece_attr_mod;
 			uint8_t private_data[CM_REP_PDATA];
 		} rep;
-		struct { /* RTU, 12.6.9 */
+		/* RTU, 12.6.9, and DREP, 12.6.11: the same fields. */
+		struct svd_cm_reply {
 			uint32_t local_comm_id, remote_comm_id;
 			uint8_t private_data[CM_RTU_PDATA];
-		} rtu;
+		} rtu, drep;
 		struct { /* DREQ, 12.6.10 */
 			uint32_t local_comm_id, remote_comm_id;
 			uint32_t remote_qpn_eecn;
 			uint8_t private_data[CM_DREQ_PDATA];
 		} dreq;
-		struct { /* DREP, 12.6.11 */
-			uint32_t local_comm_id, remote_comm_id;
-			uint8_t private_data[CM_DREP_PDATA];
-		} drep;
 		struct { /* SIDR_REQ, 12.11.1 */
 			uint32_t request_id;
 			uint16_t pkey;
