@@ -128,6 +128,11 @@ static inline void sv_shlock_unlock(struct sv_shlock *l)
  * | head       | completions ever consumed                 | owner        |
  * | armed      | 0, SV_CQ_ARM_ALL or SV_CQ_ARM_SOLICITED   | owner/prod.  |
  * | entries    | max x struct ibv_wc at entries_off        | producers    |
+ * | stamps_off | 0, or where max x uint64_t stamps start   | owner        |
+ * | stamps     | CLOCK_MONOTONIC ns each entry was made at | producers    |
+ *
+ * A CQ created with a timestamp wc_flag (ibv_create_cq_ex) has stamps: the
+ * producer reads the clock under the lock, so they never go backwards.
  */
 struct sv_cq_shm {
 	struct sv_shm_hdr h;
@@ -137,7 +142,8 @@ struct sv_cq_shm {
 	uint32_t overflowed;
 	uint32_t pad0;
 	uint64_t entries_off;
-	uint8_t pad1[64 - 24];
+	uint64_t stamps_off;
+	uint8_t pad1[64 - 32];
 	_Atomic uint64_t tail;
 	uint8_t pad2[64 - 8];
 	_Atomic uint64_t head;
@@ -151,6 +157,12 @@ static_assert(offsetof(struct sv_cq_shm, head) == 256, "cq shm layout");
 static inline struct ibv_wc *sv_cq_entry(struct sv_cq_shm *c, uint64_t i)
 {
 	return (struct ibv_wc *)((char *)c + c->entries_off) + (i % c->cap);
+}
+
+/* Entry i's stamp; only when stamps_off is set. */
+static inline uint64_t *sv_cq_stamp(struct sv_cq_shm *c, uint64_t i)
+{
+	return (uint64_t *)((char *)c + c->stamps_off) + (i % c->cap);
 }
 
 /* --------------------------------------------------- receive queues -- */

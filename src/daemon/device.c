@@ -201,8 +201,10 @@ void svd_query_device(struct ibv_device_attr_ex *ax)
 		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE;
 	ax->odp_caps.per_transport_caps.ud_odp_caps =
 		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV;
-	ax->completion_timestamp_mask = 0;
-	ax->hca_core_clock = 0;
+	/* Completion stamps are CLOCK_MONOTONIC ns (src/verbs/cq.c): a
+	 * 1 GHz clock of 64 bits. */
+	ax->completion_timestamp_mask = UINT64_MAX;
+	ax->hca_core_clock = 1000000; /* kHz */
 	ax->device_cap_flags_ex = a->device_cap_flags;
 	ax->raw_packet_caps = 0;
 	ax->max_dm_size = SV_MAX_DM_SIZE;

@@ -92,7 +92,11 @@ static int cregion_ok(const struct sv_cq_shm *c)
 {
 	return c->entries_off >= sizeof(*c) &&
 	       c->entries_off + (uint64_t)c->max * sizeof(struct ibv_wc) <=
-		       c->h.size;
+		       c->h.size &&
+	       (!c->stamps_off ||
+		(c->stamps_off >= sizeof(*c) &&
+		 c->stamps_off + (uint64_t)c->max * sizeof(uint64_t) <=
+			 c->h.size));
 }
 
 static int sregion_ok(const struct sv_srq_shm *s)

@@ -72,6 +72,7 @@ struct sv_cq {
 	pthread_spinlock_t poll_lock; /* the consumer side */
 	uint64_t wc_flags;	    /* ibv_create_cq_ex's wc_flags */
 	struct ibv_wc cur;	    /* entry being read with ibv_next_poll */
+	uint64_t cur_stamp;	    /* its stamp (CLOCK_MONOTONIC ns) */
 	atomic_uint usecnt;	    /* QPs using it: destroy -> EBUSY */
 	struct sv_engine *eng;
 	struct sv_ctx_ref cref;
@@ -94,15 +95,17 @@ static inline struct sv_cq *to_svcq(struct ibv_cq *cq)
 #define SV_CQP_EVENT 1u	   /* the CQ was armed: a completion event */
 #define SV_CQP_OVERFLOW 2u /* first lost completion: IBV_EVENT_CQ_ERR */
 
-/* sv_queue.c: the CQ region for cqe entries (room for SV_MAX_CQE, sparse);
- * sets cq->shm and cq->fd.  0 or a negative errno. */
-int sv_cq_shm_create(struct sv_cq *cq, uint32_t cqe);
+/* sv_queue.c: the CQ region for cqe entries (room for SV_MAX_CQE, sparse),
+ * with a completion stamp per entry when stamps; sets cq->shm and cq->fd.
+ * 0 or a negative errno. */
+int sv_cq_shm_create(struct sv_cq *cq, uint32_t cqe, int stamps);
 /* Adds one completion (takes c->lock); returns SV_CQP_* bits.  A full CQ
  * loses the entry (real hardware behaviour). */
 unsigned sv_cq_produce(struct sv_cq_shm *c, const struct ibv_wc *wc,
 		       int solicited);
-/* Owner: pops up to n entries.  Must hold cq->poll_lock. */
-int sv_cq_consume(struct sv_cq *cq, int n, struct ibv_wc *wc);
+/* Owner: pops up to n entries, and their stamps (CLOCK_MONOTONIC ns, 0 on
+ * a CQ without) into stamp when not NULL.  Must hold cq->poll_lock. */
+int sv_cq_consume(struct sv_cq *cq, int n, struct ibv_wc *wc, uint64_t *stamp);
 /* Owner: arms the CQ (ibv_req_notify_cq). */
 void sv_cq_arm(struct sv_cq *cq, int solicited_only);
 /* Owner: removes the completions of QP qpn (the QP went to RESET).  Takes

@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 int sv_shlock_init(struct sv_shlock *l)
@@ -122,10 +123,11 @@ static uint32_t cq_room(uint32_t cqe)
 	return room > SV_MAX_CQE ? SV_MAX_CQE : (uint32_t)room;
 }
 
-int sv_cq_shm_create(struct sv_cq *cq, uint32_t cqe)
+int sv_cq_shm_create(struct sv_cq *cq, uint32_t cqe, int stamps)
 {
 	uint32_t room = cq_room(cqe);
-	size_t size = sizeof(struct sv_cq_shm) + (size_t)room * sizeof(struct ibv_wc);
+	size_t ents = sizeof(struct sv_cq_shm) + (size_t)room * sizeof(struct ibv_wc);
+	size_t size = ents + (stamps ? (size_t)room * sizeof(uint64_t) : 0);
 	struct sv_cq_shm *c = sv_shm_create(SV_SHM_CQ, size, &cq->fd);
 
 	if (!c)
@@ -139,6 +141,7 @@ int sv_cq_shm_create(struct sv_cq *cq, uint32_t cqe)
 	c->max = room;
 	c->cap = cqe;
 	c->entries_off = sizeof(*c);
+	c->stamps_off = stamps ? ents : 0;
 	cq->shm = c;
 	return 0;
 }
@@ -162,6 +165,14 @@ unsigned sv_cq_produce(struct sv_cq_shm *c, const struct ibv_wc *wc,
 		return ret;
 	}
 	*sv_cq_entry(c, tail) = *wc;
+	if (c->stamps_off) {
+		struct timespec ts;
+
+		/* Under the lock: the stamps of one CQ never go backwards. */
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		*sv_cq_stamp(c, tail) =
+			(uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	}
 	atomic_store_explicit(&c->tail, tail + 1, memory_order_release);
 	armed = atomic_load_explicit(&c->armed, memory_order_relaxed);
 	if (armed == SV_CQ_ARM_ALL ||
@@ -174,7 +185,7 @@ unsigned sv_cq_produce(struct sv_cq_shm *c, const struct ibv_wc *wc,
 	return ret;
 }
 
-int sv_cq_consume(struct sv_cq *cq, int n, struct ibv_wc *wc)
+int sv_cq_consume(struct sv_cq *cq, int n, struct ibv_wc *wc, uint64_t *stamp)
 {
 	struct sv_cq_shm *c = cq->shm;
 	uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
@@ -185,8 +196,11 @@ int sv_cq_consume(struct sv_cq *cq, int n, struct ibv_wc *wc)
 	 * garbage: nothing to read. */
 	if (tail <= head || tail - head > c->cap)
 		return 0;
-	for (; i < n && head != tail; i++, head++)
+	for (; i < n && head != tail; i++, head++) {
 		wc[i] = *sv_cq_entry(c, head);
+		if (stamp)
+			stamp[i] = c->stamps_off ? *sv_cq_stamp(c, head) : 0;
+	}
 	atomic_store_explicit(&c->head, head, memory_order_release);
 	return i;
 }
@@ -215,24 +229,36 @@ static int cq_rewrite(struct sv_cq_shm *c, uint32_t new_cap, uint32_t qpn,
 	uint64_t head = atomic_load(&c->head), tail = atomic_load(&c->tail);
 	uint64_t n = tail > head && tail - head <= c->cap ? tail - head : 0;
 	struct ibv_wc *tmp = n ? malloc(n * sizeof(*tmp)) : NULL;
+	uint64_t *ts = n && c->stamps_off ? malloc(n * sizeof(*ts)) : NULL;
 	uint64_t kept = 0;
 
-	if (n && !tmp)
+	if (n && (!tmp || (c->stamps_off && !ts))) {
+		free(tmp);
+		free(ts);
 		return -1;
+	}
 	for (uint64_t i = 0; i < n; i++) {
 		struct ibv_wc *e = sv_cq_entry(c, head + i);
 
-		if (!clean || e->qp_num != qpn)
-			tmp[kept++] = *e;
+		if (clean && e->qp_num == qpn)
+			continue;
+		if (ts)
+			ts[kept] = *sv_cq_stamp(c, head + i);
+		tmp[kept++] = *e;
 	}
 	if (kept > new_cap) {
 		free(tmp);
+		free(ts);
 		return -1;
 	}
 	c->cap = new_cap;
-	for (uint64_t i = 0; i < kept; i++)
+	for (uint64_t i = 0; i < kept; i++) {
 		*sv_cq_entry(c, i) = tmp[i];
+		if (ts)
+			*sv_cq_stamp(c, i) = ts[i];
+	}
 	free(tmp);
+	free(ts);
 	atomic_store(&c->head, 0);
 	atomic_store(&c->tail, kept);
 	return (int)kept;

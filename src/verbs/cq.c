@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 static struct sv_channel *to_svchan(struct ibv_comp_channel *ch)
@@ -133,34 +134,39 @@ SV_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 
 /* ---------------------------------------------------------- the ring -- */
 
-/* Pops up to n entries. */
-static int take(struct sv_cq *cq, int n, struct ibv_wc *wc)
+/* Pops up to n entries (and their stamps into stamp, when not NULL). */
+static int take(struct sv_cq *cq, int n, struct ibv_wc *wc, uint64_t *stamp)
 {
 	int got;
 
 	pthread_spin_lock(&cq->poll_lock);
-	got = sv_cq_consume(cq, n, wc);
+	got = sv_cq_consume(cq, n, wc, stamp);
 	pthread_spin_unlock(&cq->poll_lock);
 	return got;
 }
 
-static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
+static int poll_stamped(struct sv_cq *cq, int n, struct ibv_wc *wc,
+			uint64_t *stamp)
 {
-	struct sv_cq *cq = to_svcq(ibcq);
 	int got;
 
 	if (n < 0)
 		return -EINVAL;
 	sv_engine_note_poll(cq->eng);
-	got = take(cq, n, wc);
+	got = take(cq, n, wc, stamp);
 	if (got == 0 && n > 0) {
 		/* Poll first: an empty CQ drives the engine inline. */
 		sv_engine_progress(cq->eng);
-		got = take(cq, n, wc);
+		got = take(cq, n, wc, stamp);
 	}
 	if (got > 0)
 		sv_engine_note_got(cq->eng);
 	return got;
+}
+
+static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
+{
+	return poll_stamped(to_svcq(ibcq), n, wc, NULL);
 }
 
 static int req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
@@ -184,7 +190,7 @@ static int start_poll(struct ibv_cq_ex *ex, struct ibv_poll_cq_attr *attr)
 
 	if (attr->comp_mask)
 		return EINVAL;
-	if (poll_cq(ibv_cq_ex_to_cq(ex), 1, &cq->cur) != 1)
+	if (poll_stamped(cq, 1, &cq->cur, &cq->cur_stamp) != 1)
 		return ENOENT;
 	load_cur(cq);
 	return 0;
@@ -194,7 +200,7 @@ static int next_poll(struct ibv_cq_ex *ex)
 {
 	struct sv_cq *cq = (struct sv_cq *)ex;
 
-	if (take(cq, 1, &cq->cur) != 1)
+	if (take(cq, 1, &cq->cur, &cq->cur_stamp) != 1)
 		return ENOENT;
 	load_cur(cq);
 	return 0;
@@ -224,11 +230,37 @@ READ_WC(uint32_t, slid)
 READ_WC(uint8_t, sl)
 READ_WC(uint8_t, dlid_path_bits)
 
+/* The completion's stamp in the device's clock: CLOCK_MONOTONIC in ns
+ * (hca_core_clock 1,000,000 kHz, query.c), taken when the completion was
+ * made. */
+static uint64_t read_completion_ts(struct ibv_cq_ex *ex)
+{
+	return ((struct sv_cq *)ex)->cur_stamp;
+}
+
+/* The same instant in CLOCK_REALTIME ns, converted with the clocks' offset
+ * at this call (as hardware converts with its clock's current parameters):
+ * the stamps of one CQ stay monotone unless the wall clock is set. */
+static uint64_t read_completion_wallclock_ns(struct ibv_cq_ex *ex)
+{
+	struct timespec mono, real;
+	int64_t off;
+
+	clock_gettime(CLOCK_REALTIME, &real);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	off = ((int64_t)real.tv_sec - (int64_t)mono.tv_sec) * 1000000000 +
+	      ((int64_t)real.tv_nsec - (int64_t)mono.tv_nsec);
+	return ((struct sv_cq *)ex)->cur_stamp + (uint64_t)off;
+}
+
 /* ------------------------------------------------------ create/destroy -- */
 
-/* The wc_flags this device fills (timestamps, VLANs, flow tags and tag
- * matching are not: asking for them is EOPNOTSUPP). */
-#define SV_WC_FLAGS ((uint64_t)IBV_WC_STANDARD_FLAGS)
+/* The wc_flags this device fills (VLANs, flow tags and tag matching are
+ * not: asking for them is EOPNOTSUPP). */
+#define SV_WC_STAMPS                                                           \
+	((uint64_t)(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |                      \
+		    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK))
+#define SV_WC_FLAGS ((uint64_t)IBV_WC_STANDARD_FLAGS | SV_WC_STAMPS)
 
 static struct sv_cq *cq_new(struct ibv_context *ctx,
 			    const struct ibv_cq_init_attr_ex *a)
@@ -257,7 +289,7 @@ static struct sv_cq *cq_new(struct ibv_context *ctx,
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return sv_null_errno(-ENOMEM);
-	err = sv_cq_shm_create(cq, a->cqe);
+	err = sv_cq_shm_create(cq, a->cqe, !!(a->wc_flags & SV_WC_STAMPS));
 	if (err)
 		goto err_free;
 	cq->wc_flags = a->wc_flags;
@@ -305,6 +337,11 @@ static struct sv_cq *cq_new(struct ibv_context *ctx,
 		cq->ex.read_sl = read_sl;
 	if (a->wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
 		cq->ex.read_dlid_path_bits = read_dlid_path_bits;
+	if (a->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
+		cq->ex.read_completion_ts = read_completion_ts;
+	if (a->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+		cq->ex.read_completion_wallclock_ns =
+			read_completion_wallclock_ns;
 	if (a->channel) {
 		pthread_mutex_lock(&ctx->mutex);
 		a->channel->refcnt++;

@@ -40,7 +40,7 @@ sv_c_test(test_engine_direct ${D}/test_engine_direct.c TIMEOUT 180)
 # wire's): SOFTVERBS_DIRECT=0 turns direct execution off.
 foreach(t test_engine_rc test_engine_err test_engine_mw test_engine_rmem
           test_engine_events test_engine_owner test_engine_conform
-          test_engine_direct test_srq test_qp)
+          test_engine_direct test_srq test_qp test_cq)
   sv_c_test_env(${t}_packets ${t} SOFTVERBS_DIRECT=0)
 endforeach()
 sv_c_test(test_ud_wc ${D}/test_ud_wc.c TIMEOUT 60)
