@@ -40,8 +40,7 @@
 /* The operation ends in a receive completion at the target. */
 static int wants_recv(uint32_t op)
 {
-	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM ||
-	       op == IBV_WR_SEND_WITH_INV || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+	return !!(sv_wrinfo(op)->flags & SV_WR_RECV); /* sv_opcode.h */
 }
 
 /* The engine at the other end of link consumes its ring now (its
