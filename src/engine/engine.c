@@ -166,7 +166,8 @@ static int start_thread(struct sv_engine *eng)
 }
 
 /* SOFTVERBS_PTRACE_PEERS=1: let any process of our uid use CMA on us
- * where Yama's ptrace_scope 1 would refuse it (README "CMA and Yama"). */
+ * where Yama's ptrace_scope 1 would refuse it (docs/user-guide.md
+ * "CMA and Yama"). */
 static void allow_peers(void)
 {
 	const char *e = getenv("SOFTVERBS_PTRACE_PEERS");
