@@ -771,14 +771,11 @@ int cma_send_accept(struct cma_id_private *idp,
 			return -1;
 		if (param && idp->id.qp_type == IBV_QPT_UD)
 			req.p.qkey = 0; /* the default Q_Key */
-		/* ECE: ours if set, else agree with the peer's. */
-		if (idp->local_ece.vendor_id) {
-			req.p.ece_vendor_id = idp->local_ece.vendor_id;
-			req.p.ece_attr_mod = idp->local_ece.options;
-		} else {
-			req.p.ece_vendor_id = idp->remote_ece.vendor_id;
-			req.p.ece_attr_mod = idp->remote_ece.options;
-		}
+		/* ECE: the answer to the peer's offer, in its vendor's name:
+		 * the options accepted here (rdma_set_local_ece, or the QP's:
+		 * cma_qp.c init_ece), none when nothing was accepted. */
+		req.p.ece_vendor_id = idp->remote_ece.vendor_id;
+		req.p.ece_attr_mod = idp->local_ece.options;
 	}
 	return cma_call(idp->id.channel, SV_OP_CM_ACCEPT, &req, sizeof(req),
 			NULL, 0);

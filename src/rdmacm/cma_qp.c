@@ -202,6 +202,30 @@ SV_EXPORT void rdma_destroy_srq(struct rdma_cm_id *id)
 	destroy_cqs(id);
 }
 
+/*
+ * A QP made on id takes part in ECE as rdma-core's does: its ECE is what id
+ * offers (rdma_connect's REQ), and on the passive side, made after the REQ,
+ * the options the peer offered are set on it; those it accepts are what the
+ * REP answers (rdma_accept).  A QP without ECE (EOPNOTSUPP) changes nothing.
+ */
+static void init_ece(struct rdma_cm_id *id, struct ibv_qp *qp)
+{
+	struct cma_id_private *idp = to_idp(id);
+	struct ibv_ece ece = { 0 };
+
+	if (ibv_query_ece(qp, &ece))
+		return;
+	idp->local_ece.vendor_id = ece.vendor_id;
+	idp->local_ece.options = ece.options;
+	if (!idp->remote_ece.vendor_id)
+		return;
+	ece.vendor_id = idp->remote_ece.vendor_id;
+	ece.options = idp->remote_ece.options;
+	ece.comp_mask = 0;
+	if (!ibv_set_ece(qp, &ece))
+		idp->local_ece.options = ece.options;
+}
+
 SV_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id,
 				struct ibv_qp_init_attr_ex *attr)
 {
@@ -242,6 +266,7 @@ SV_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id,
 					  init_conn_qp(id, qp);
 	if (ret)
 		goto err_qp;
+	init_ece(id, qp);
 	id->pd = qp->pd;
 	id->qp = qp;
 	return 0;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Public verbs the device does not implement (yet): ECE, and the data
- * ordering query.  Each answers the way the verb reports errors, so every
+ * Public verbs the device does not implement (yet): the data ordering
+ * query.  Each answers the way the verb reports errors, so every
  * program linked against rdma-core v44 loads and fails cleanly.
  * The data-path families live in cq.c, qp.c, srq.c, ah.c and mw.c.
  */
@@ -14,14 +14,3 @@ SV_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp,
 	return 0;
 }
 
-SV_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
-{
-	errno = EOPNOTSUPP;
-	return EOPNOTSUPP;
-}
-
-SV_EXPORT int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
-{
-	errno = EOPNOTSUPP;
-	return EOPNOTSUPP;
-}

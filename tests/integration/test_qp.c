@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* QPs: the modify state machine and its masks, query round trips, create
- * limits, post-time validation, flush on ERR, QPNs, use counts. */
+ * limits, post-time validation, flush on ERR, QPNs, use counts, ECE. */
 #include "dp_util.h"
 
 static void walk(enum ibv_qp_type type)
@@ -613,6 +613,41 @@ SV_TEST(parent_domain_traffic)
 	CHECK_EQ(ibv_dealloc_pd(par.pd), 0);
 	dp_close(&d);
 	munmap(buf, 4096);
+}
+
+/*
+ * ECE: the QP's is this device's vendor id (0xffffff: no IEEE OUI) with no
+ * options, which it has none of; ibv_set_ece answers as rdma-core and its
+ * providers do (no vendor: EOPNOTSUPP; comp_mask or another vendor: EINVAL)
+ * and gives back the options it accepted: none.
+ */
+SV_TEST(ece)
+{
+	struct ibv_ece e;
+	struct ibv_qp *qp;
+	struct dp d;
+
+	dp_open(&d, 4);
+	qp = dp_qp(&d, IBV_QPT_RC, NULL, 1, 0);
+	memset(&e, 0xa5, sizeof(e));
+	CHECK_EQ(ibv_query_ece(qp, &e), 0);
+	CHECK_EQ(e.vendor_id, 0xffffff);
+	CHECK_EQ(e.options, 0);
+	CHECK_EQ(e.comp_mask, 0);
+	e = (struct ibv_ece){ .vendor_id = 0, .options = 1 };
+	CHECK_EQ(ibv_set_ece(qp, &e), EOPNOTSUPP);
+	e = (struct ibv_ece){ .vendor_id = 0x15b3, .options = 1 };
+	CHECK_EQ(ibv_set_ece(qp, &e), EINVAL);
+	e = (struct ibv_ece){ .vendor_id = 0xffffff, .comp_mask = 1 };
+	CHECK_EQ(ibv_set_ece(qp, &e), EINVAL);
+	e = (struct ibv_ece){ .vendor_id = 0xffffff, .options = 0x30000005 };
+	CHECK_EQ(ibv_set_ece(qp, &e), 0);
+	CHECK_EQ(e.options, 0); /* none accepted */
+	CHECK_EQ(ibv_query_ece(qp, &e), 0);
+	CHECK_EQ(e.vendor_id, 0xffffff);
+	CHECK_EQ(e.options, 0);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	dp_close(&d);
 }
 
 SV_TEST_MAIN()

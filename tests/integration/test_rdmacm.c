@@ -257,6 +257,82 @@ SV_TEST(reject_and_private_data_limits)
 	rdma_destroy_event_channel(cch);
 }
 
+/*
+ * ECE in the CM exchange, as rdma-core's librdmacm carries it: with
+ * external QPs (rdma_set_local_ece) the REQ offers the active side's and
+ * the REP answers in the offer's vendor id with the passive side's options;
+ * with rdma_create_qp the QP's ECE is offered, and the passive side's QP,
+ * made after the REQ, accepts only options it supports (none here).
+ */
+SV_TEST(ece_exchange)
+{
+	struct rdma_event_channel *sch = chan(), *cch = chan();
+	struct ibv_qp_init_attr qa = cm_qp_attr(IBV_QPT_RC);
+	struct ibv_ece e = { .vendor_id = 0xffffff, .options = 0x5 }, got;
+	struct rdma_cm_id *l, *c, *s;
+	struct rdma_cm_event *ev;
+	struct rdma_conn_param cp;
+	uint16_t port = 0;
+
+	l = cm_listen(sch, RDMA_PS_TCP, "127.0.0.1", &port);
+	c = cm_resolved(cch, RDMA_PS_TCP, "127.0.0.1", port);
+	/* rdma_set_local_ece: a vendor id, no comp_mask, no QP on the id. */
+	got = (struct ibv_ece){ 0 };
+	errno = 0;
+	CHECK_EQ(rdma_set_local_ece(c, &got), -1);
+	CHECK_EQ(errno, EINVAL);
+	CHECK_EQ(rdma_set_local_ece(c, &e), 0);
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = 0x123;
+	cp.responder_resources = 1;
+	cp.initiator_depth = 1;
+	CHECK_EQ(rdma_connect(c, &cp), 0);
+	ev = CM_EXPECT(sch, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+	s = ev->id;
+	CHECK_EQ(rdma_ack_cm_event(ev), 0);
+	CHECK_EQ(rdma_get_remote_ece(s, &got), 0);
+	CHECK_EQ(got.vendor_id, 0xffffff);
+	CHECK_EQ(got.options, 0x5);
+	e.options = 0x1;
+	CHECK_EQ(rdma_set_local_ece(s, &e), 0);
+	cp.qp_num = 0x456;
+	CHECK_EQ(rdma_accept(s, &cp), 0);
+	ev = CM_EXPECT(cch, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
+	CHECK_EQ(rdma_ack_cm_event(ev), 0);
+	CHECK_EQ(rdma_get_remote_ece(c, &got), 0);
+	CHECK_EQ(got.vendor_id, 0xffffff);
+	CHECK_EQ(got.options, 0x1);
+	CHECK_EQ(rdma_destroy_id(c), 0);
+	CHECK_EQ(rdma_destroy_id(s), 0);
+
+	/* With QPs made by rdma_create_qp: the active QP's ECE is offered
+	 * (no options), the passive side accepts none. */
+	c = cm_resolved(cch, RDMA_PS_TCP, "127.0.0.1", port);
+	CHECK_EQ(cm_create_qp(c, &qa), 0);
+	memset(&cp, 0, sizeof(cp));
+	cp.responder_resources = 1;
+	cp.initiator_depth = 1;
+	CHECK_EQ(rdma_connect(c, &cp), 0);
+	ev = CM_EXPECT(sch, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+	s = ev->id;
+	CHECK_EQ(rdma_ack_cm_event(ev), 0);
+	CHECK_EQ(rdma_get_remote_ece(s, &got), 0);
+	CHECK_EQ(got.vendor_id, 0xffffff);
+	CHECK_EQ(got.options, 0);
+	CHECK_EQ(cm_create_qp(s, &qa), 0);
+	CHECK_EQ(rdma_accept(s, &cp), 0);
+	CM_EXPECT_ACK(cch, RDMA_CM_EVENT_ESTABLISHED, 0);
+	CM_EXPECT_ACK(sch, RDMA_CM_EVENT_ESTABLISHED, 0);
+	CHECK_EQ(c->qp->state, IBV_QPS_RTS);
+	rdma_destroy_qp(c);
+	rdma_destroy_qp(s);
+	CHECK_EQ(rdma_destroy_id(c), 0);
+	CHECK_EQ(rdma_destroy_id(s), 0);
+	CHECK_EQ(rdma_destroy_id(l), 0);
+	rdma_destroy_event_channel(sch);
+	rdma_destroy_event_channel(cch);
+}
+
 /* The first IPv4 address of this host that is not loopback, or NULL. */
 static const char *own_ipv4(char *buf, size_t len)
 {
