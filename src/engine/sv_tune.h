@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 /* The most WQEs one direct batch takes (the arrays of sv_direct.c and
- * sv_resp.c are this long); direct_batch may only be lower. */
+ * sv_resp_exec.c are this long); direct_batch may only be lower. */
 #define SV_DIRECT_BATCH 64
 
 /*

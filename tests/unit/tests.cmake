@@ -55,3 +55,15 @@ target_include_directories(test_tune PRIVATE ${CMAKE_SOURCE_DIR}/src/engine)
 target_link_libraries(test_tune PRIVATE sv_common pthread)
 add_test(NAME test_tune COMMAND test_tune)
 set_tests_properties(test_tune PROPERTIES TIMEOUT 60 LABELS unit)
+
+# The responder's checks and decisions (src/engine/sv_resp_check.c) on a
+# responder block of the test's own: PSN classes across the 2^24 wrap,
+# duplicates (the atomic replay cache, a repeated READ), opcode sequence,
+# the NAK each refusal answers with, RNR.
+add_executable(test_resp ${U}/test_resp.c
+  ${CMAKE_SOURCE_DIR}/src/engine/sv_resp_check.c
+  ${CMAKE_SOURCE_DIR}/src/engine/sv_opcode.c)
+target_include_directories(test_resp PRIVATE ${CMAKE_SOURCE_DIR}/src/engine)
+target_link_libraries(test_resp PRIVATE sv_common)
+add_test(NAME test_resp COMMAND test_resp)
+set_tests_properties(test_resp PROPERTIES TIMEOUT 60 LABELS unit)
