@@ -48,9 +48,9 @@ void sv_cap_prepare(struct sv_engine *eng)
 
 	if (!sv_cap_on(eng) || eng->cap_state)
 		return;
-	pthread_mutex_lock(&eng->wire_lock);
+	sv_lock_mutex(&eng->wire_lock, SV_LOCK_WIRE);
 	if (eng->cap_state) {
-		pthread_mutex_unlock(&eng->wire_lock);
+		sv_unlock_mutex(&eng->wire_lock);
 		return;
 	}
 	fd = memfd_create("softverbs-capture", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -82,11 +82,11 @@ void sv_cap_prepare(struct sv_engine *eng)
 	eng->cap_len = size;
 	eng->cap_db = db;
 	__atomic_store_n(&eng->cap_state, 1, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&eng->wire_lock);
+	sv_unlock_mutex(&eng->wire_lock);
 	return;
 fail:
 	eng->cap_state = -1;
-	pthread_mutex_unlock(&eng->wire_lock);
+	sv_unlock_mutex(&eng->wire_lock);
 }
 
 void sv_cap_free(struct sv_engine *eng)
@@ -121,11 +121,11 @@ void sv_cap(struct sv_engine *eng, uint32_t dir, uint32_t qpn,
 	r.flow = *f;
 	if (!r.flow.dport)
 		r.flow.dport = SV_ROCE_PORT;
-	sv_spin_lock(&eng->cap_lock);
+	sv_lock_spin(&eng->cap_lock, SV_LOCK_TX);
 	p = sv_ring_reserve(&eng->cap_prod, (uint32_t)sizeof(r) + len + pad,
 			    SV_REC_CAPTURE);
 	if (!p) {
-		pthread_spin_unlock(&eng->cap_lock);
+		sv_unlock_spin(&eng->cap_lock);
 		return; /* the daemon is behind: this copy is lost */
 	}
 	memcpy(p, &r, sizeof(r));
@@ -134,7 +134,7 @@ void sv_cap(struct sv_engine *eng, uint32_t dir, uint32_t qpn,
 	/* The pad count the packet has on the wire. */
 	p[sizeof(r) + 1] = (uint8_t)((p[sizeof(r) + 1] & ~0x30) | pad << 4);
 	ring = sv_ring_commit(&eng->cap_prod);
-	pthread_spin_unlock(&eng->cap_lock);
+	sv_unlock_spin(&eng->cap_lock);
 	if (ring) {
 		uint64_t one = 1;
 

@@ -345,7 +345,7 @@ int sv_eng_drain_all(struct sv_engine *eng, int *contended, int *silent)
 	int n = 0, wire = wire_rx_begin(eng), nw = 0;
 
 	n += sv_rmem_serve(eng);
-	pthread_rwlock_rdlock(&eng->qp_lock);
+	sv_lock_read(&eng->qp_lock, SV_LOCK_QPTAB);
 	/* The rings first: what another reader of the port forwarded to us
 	 * is older than what the port holds now. */
 	for (unsigned i = 0; i < nin; i++)
@@ -363,7 +363,7 @@ int sv_eng_drain_all(struct sv_engine *eng, int *contended, int *silent)
 					 memory_order_relaxed))
 			sv_qp_owner_events(t.qp[i]);
 	}
-	pthread_rwlock_unlock(&eng->qp_lock);
+	sv_unlock_rw(&eng->qp_lock);
 	if (wire) {
 		wire_forward(eng, nw, fwd);
 		/* Empty: rest.  A few packets of a stream: let more
@@ -395,7 +395,7 @@ uint64_t sv_eng_scan_qps(struct sv_engine *eng, uint64_t now, int *busy)
 	struct sv_qp *flush[32];
 	int nflush = 0;
 
-	pthread_rwlock_rdlock(&eng->qp_lock);
+	sv_lock_read(&eng->qp_lock, SV_LOCK_QPTAB);
 	for (uint32_t i = 0; i < eng->qcap; i++) {
 		struct sv_qp *qp = eng->qtab[i].qp;
 		struct sv_tr *tr;
@@ -416,6 +416,6 @@ uint64_t sv_eng_scan_qps(struct sv_engine *eng, uint64_t now, int *busy)
 	}
 	for (int i = 0; i < nflush; i++)
 		sv_engine_flush(flush[i]);
-	pthread_rwlock_unlock(&eng->qp_lock);
+	sv_unlock_rw(&eng->qp_lock);
 	return next;
 }

@@ -244,25 +244,25 @@ struct sv_link *sv_eng_link_for_qpn(struct sv_engine *eng, uint32_t qpn)
 	struct sv_link *l = NULL;
 	uint32_t peer = 0, slot = qpn & 255;
 
-	pthread_rwlock_rdlock(&eng->qp_lock);
+	sv_lock_read(&eng->qp_lock, SV_LOCK_QPTAB);
 	if (sv_eng_qp(eng, qpn))
 		peer = eng->id;
-	pthread_rwlock_unlock(&eng->qp_lock);
+	sv_unlock_rw(&eng->qp_lock);
 
-	pthread_mutex_lock(&eng->lock);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	if (!peer && eng->dcache[slot].qpn == qpn && eng->dcache[slot].engine_id)
 		peer = eng->dcache[slot].engine_id;
-	pthread_mutex_unlock(&eng->lock);
+	sv_unlock_mutex(&eng->lock);
 	if (!peer) {
 		peer = sv_lookup_engine(eng, qpn, 0, NULL);
 		if (!peer)
 			return NULL;
 	}
-	pthread_mutex_lock(&eng->lock);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	eng->dcache[slot].qpn = qpn;
 	eng->dcache[slot].engine_id = peer;
 	l = sv_link_get(eng, peer);
-	pthread_mutex_unlock(&eng->lock);
+	sv_unlock_mutex(&eng->lock);
 	return l;
 }
 
@@ -421,11 +421,11 @@ uint8_t *sv_link_reserve_type(struct sv_link *link, uint32_t len,
 	*dead = atomic_load_explicit(&link->dead, memory_order_relaxed);
 	if (*dead)
 		return NULL;
-	sv_spin_lock(&link->tx_lock);
+	sv_lock_spin(&link->tx_lock, SV_LOCK_TX);
 	link->cur_prev = link->tx.pending;
 	p = sv_ring_reserve(&link->tx, len, type);
 	if (!p) {
-		pthread_spin_unlock(&link->tx_lock);
+		sv_unlock_spin(&link->tx_lock);
 		return NULL;
 	}
 	link->cur = p;
@@ -483,9 +483,9 @@ void sv_link_batch_end(void)
 		struct sv_link *l = lazy.link[i];
 		int ring;
 
-		sv_spin_lock(&l->tx_lock);
+		sv_lock_spin(&l->tx_lock, SV_LOCK_TX);
 		ring = sv_ring_commit(&l->tx);
-		pthread_spin_unlock(&l->tx_lock);
+		sv_unlock_spin(&l->tx_lock);
 		if (ring)
 			sv_link_ring(l);
 	}
@@ -515,12 +515,12 @@ void sv_link_commit(struct sv_link *link)
 		return;
 	}
 	if (lazy_keep(link)) {
-		pthread_spin_unlock(&link->tx_lock);
+		sv_unlock_spin(&link->tx_lock);
 		return;
 	}
 	ring = fault.on ? fault_commit(link) : sv_ring_commit(&link->tx);
 
-	pthread_spin_unlock(&link->tx_lock);
+	sv_unlock_spin(&link->tx_lock);
 	if (ring)
 		sv_link_ring(link);
 }
@@ -542,5 +542,5 @@ void sv_link_abort(struct sv_link *link)
 		return;
 	}
 	link->tx.pending = link->cur_prev; /* this record only */
-	pthread_spin_unlock(&link->tx_lock);
+	sv_unlock_spin(&link->tx_lock);
 }

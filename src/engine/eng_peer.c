@@ -56,9 +56,9 @@ static void prune_locked(struct sv_engine *eng, uint32_t dead_engine)
 
 void sv_peer_prune(struct sv_engine *eng, uint32_t dead_engine)
 {
-	pthread_mutex_lock(&eng->peer_lock);
+	sv_lock_mutex(&eng->peer_lock, SV_LOCK_PEER);
 	prune_locked(eng, dead_engine);
-	pthread_mutex_unlock(&eng->peer_lock);
+	sv_unlock_mutex(&eng->peer_lock);
 }
 
 void sv_peer_clear(struct sv_engine *eng)
@@ -166,22 +166,22 @@ struct sv_peer *sv_peer_get(struct sv_engine *eng, uint32_t qpn)
 {
 	struct sv_peer *p;
 
-	pthread_mutex_lock(&eng->peer_lock);
+	sv_lock_mutex(&eng->peer_lock, SV_LOCK_PEER);
 	for (p = eng->peers; p; p = p->next)
 		if (p->qpn == qpn && !peer_stale(p)) {
 			atomic_fetch_add(&p->refs, 1);
-			pthread_mutex_unlock(&eng->peer_lock);
+			sv_unlock_mutex(&eng->peer_lock);
 			return p;
 		}
 	prune_locked(eng, 0);
-	pthread_mutex_unlock(&eng->peer_lock);
+	sv_unlock_mutex(&eng->peer_lock);
 
 	p = peer_map(eng, qpn);
 	if (!p)
 		return NULL;
-	pthread_mutex_lock(&eng->lock);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	p->link = sv_link_get(eng, p->engine_id);
-	pthread_mutex_unlock(&eng->lock);
+	sv_unlock_mutex(&eng->lock);
 	/* Direct execution needs CMA to the owner (its memory is reached
 	 * that way), which the owner's region proves readable. */
 	if (!p->link || !sv_cma_probe(p->pid, p->q->h.owner_va, SV_SHM_QP)) {
@@ -189,10 +189,10 @@ struct sv_peer *sv_peer_get(struct sv_engine *eng, uint32_t qpn)
 		return NULL;
 	}
 	atomic_store(&p->refs, 1);
-	pthread_mutex_lock(&eng->peer_lock);
+	sv_lock_mutex(&eng->peer_lock, SV_LOCK_PEER);
 	p->next = eng->peers;
 	eng->peers = p;
-	pthread_mutex_unlock(&eng->peer_lock);
+	sv_unlock_mutex(&eng->peer_lock);
 	return p;
 }
 
@@ -286,13 +286,13 @@ struct sv_peer *sv_peer_find(struct sv_engine *eng, uint32_t qpn)
 {
 	struct sv_peer *p;
 
-	pthread_mutex_lock(&eng->peer_lock);
+	sv_lock_mutex(&eng->peer_lock, SV_LOCK_PEER);
 	for (p = eng->peers; p; p = p->next)
 		if (p->qpn == qpn && !peer_stale(p)) {
 			atomic_fetch_add(&p->refs, 1);
 			break;
 		}
-	pthread_mutex_unlock(&eng->peer_lock);
+	sv_unlock_mutex(&eng->peer_lock);
 	return p;
 }
 
@@ -302,9 +302,9 @@ void sv_peer_learn(struct sv_engine *eng, uint32_t qpn)
 	uint32_t slot = qpn & 255;
 	int local;
 
-	pthread_rwlock_rdlock(&eng->qp_lock);
+	sv_lock_read(&eng->qp_lock, SV_LOCK_QPTAB);
 	local = !!sv_eng_qp(eng, qpn);
-	pthread_rwlock_unlock(&eng->qp_lock);
+	sv_unlock_rw(&eng->qp_lock);
 	if (local || eng->nodirect[slot] == qpn + 1)
 		return;
 	p = sv_peer_find(eng, qpn);

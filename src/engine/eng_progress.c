@@ -78,16 +78,16 @@ void sv_eng_async(struct sv_engine *eng, const struct sv_ctx_ref *cref,
 	ev->element = (uint64_t)(uintptr_t)element;
 	/* async_lock is a leaf: the responder raises events with QP locks
 	 * held. */
-	pthread_mutex_lock(&eng->async_lock);
+	sv_lock_mutex(&eng->async_lock, SV_LOCK_ASYNC);
 	if (!eng->thread_running) {
-		pthread_mutex_unlock(&eng->async_lock);
+		sv_unlock_mutex(&eng->async_lock);
 		async_send(ev); /* no thread: our caller holds no lock */
 		free(ev);
 		return;
 	}
 	*eng->async_tail = ev;
 	eng->async_tail = &ev->next;
-	pthread_mutex_unlock(&eng->async_lock);
+	sv_unlock_mutex(&eng->async_lock);
 	if (write(eng->doorbell, &one, sizeof(one)) < 0)
 		sv_dbg("doorbell: %s", strerror(errno));
 }
@@ -106,14 +106,14 @@ void sv_eng_async_drain(struct sv_engine *eng)
 	struct sv_async_ev *ev;
 
 	for (;;) {
-		pthread_mutex_lock(&eng->async_lock);
+		sv_lock_mutex(&eng->async_lock, SV_LOCK_ASYNC);
 		ev = eng->async_head;
 		if (ev) {
 			eng->async_head = ev->next;
 			if (!eng->async_head)
 				eng->async_tail = &eng->async_head;
 		}
-		pthread_mutex_unlock(&eng->async_lock);
+		sv_unlock_mutex(&eng->async_lock);
 		if (!ev)
 			return;
 		async_send(ev);
@@ -152,37 +152,37 @@ void sv_eng_want_work(struct sv_engine *eng)
 static void device_gone(struct sv_engine *eng)
 {
 	atomic_store(&eng->device_gone, 1);
-	pthread_rwlock_rdlock(&eng->qp_lock);
+	sv_lock_read(&eng->qp_lock, SV_LOCK_QPTAB);
 	for (uint32_t i = 0; i < eng->qcap; i++) {
 		struct sv_qp *qp = eng->qtab[i].qp;
 
 		if (!qp)
 			continue;
-		sv_shlock_lock(&qp->shm->lock);
+		sv_lock_shm(&qp->shm->lock, SV_LOCK_RESP);
 		if (qp->shm->state != IBV_QPS_RESET)
 			sv_qshm_set_err(qp->shm);
-		sv_shlock_unlock(&qp->shm->lock);
+		sv_unlock_shm(&qp->shm->lock);
 		atomic_fetch_or(&qp->shm->events, SV_QEV_FLUSH);
 	}
-	pthread_rwlock_unlock(&eng->qp_lock);
+	sv_unlock_rw(&eng->qp_lock);
 	atomic_store(&eng->work, 1);
 }
 
 static void peer_gone(struct sv_engine *eng, uint32_t peer)
 {
-	pthread_mutex_lock(&eng->lock);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	for (struct sv_link *l = eng->links; l; l = l->next)
 		if (l->peer_id == peer)
 			atomic_store(&l->dead, 1);
 	for (int i = 0; i < 256; i++)
 		if (eng->dcache[i].engine_id == peer)
 			eng->dcache[i].engine_id = 0;
-	pthread_mutex_unlock(&eng->lock);
-	pthread_mutex_lock(&eng->rmem_lock);
+	sv_unlock_mutex(&eng->lock);
+	sv_lock_mutex(&eng->rmem_lock, SV_LOCK_RMEM);
 	for (struct sv_link *l = eng->rlinks; l; l = l->next)
 		if (l->peer_id == peer)
 			atomic_store(&l->dead, 1);
-	pthread_mutex_unlock(&eng->rmem_lock);
+	sv_unlock_mutex(&eng->rmem_lock);
 	sv_peer_prune(eng, peer);
 	atomic_store(&eng->work, 1);
 }
@@ -205,15 +205,15 @@ static void sock_readable(struct sv_engine *eng)
 			/* The daemon is gone: every link is. */
 			sv_warn("engine %u: the device went away", eng->id);
 			epoll_ctl(eng->epfd, EPOLL_CTL_DEL, eng->sock, NULL);
-			pthread_mutex_lock(&eng->lock);
+			sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 			for (struct sv_link *l = eng->links; l; l = l->next)
 				if (l->peer_id != eng->id)
 					atomic_store(&l->dead, 1);
-			pthread_mutex_unlock(&eng->lock);
-			pthread_mutex_lock(&eng->rmem_lock);
+			sv_unlock_mutex(&eng->lock);
+			sv_lock_mutex(&eng->rmem_lock, SV_LOCK_RMEM);
 			for (struct sv_link *l = eng->rlinks; l; l = l->next)
 				atomic_store(&l->dead, 1);
-			pthread_mutex_unlock(&eng->rmem_lock);
+			sv_unlock_mutex(&eng->rmem_lock);
 			device_gone(eng);
 			return;
 		}
@@ -250,7 +250,7 @@ static void sock_readable(struct sv_engine *eng)
 		sv_map_touch(map, m.ring_size, 0);
 		/* The ring's own size, then (newer peers) a request box. */
 		ring_len = ((const struct sv_ring_hdr *)map)->size;
-		pthread_mutex_lock(&eng->lock);
+		sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 		if ((ring_len != m.ring_size &&
 		     ring_len + SV_RMEM_BOX_BYTES != m.ring_size) ||
 		    sv_add_inring(eng, map, m.ring_size, ring_len,
@@ -259,7 +259,7 @@ static void sock_readable(struct sv_engine *eng)
 				eng->id, m.peer);
 			munmap(map, m.ring_size);
 		}
-		pthread_mutex_unlock(&eng->lock);
+		sv_unlock_mutex(&eng->lock);
 	}
 }
 
@@ -627,7 +627,7 @@ void sv_engine_take_arrived(struct sv_engine *eng)
 {
 	int contended;
 
-	if (!eng || !eng->attached || pthread_rwlock_tryrdlock(&eng->attach_lock))
+	if (!eng || !eng->attached || sv_trylock_read(&eng->attach_lock, SV_LOCK_ATTACH))
 		return;
 	/* Until the rings are empty (a few batches at most: a ring holds
 	 * what the peer sent before it saw our last answers).  A ring
@@ -643,15 +643,15 @@ void sv_engine_take_arrived(struct sv_engine *eng)
 		    (sv_eng_drain_all(eng, &contended, NULL) <= 0 && !contended))
 			break;
 		if (contended) {
-			pthread_rwlock_wrlock(&eng->qp_lock);
-			pthread_rwlock_unlock(&eng->qp_lock);
+			sv_lock_write(&eng->qp_lock, SV_LOCK_QPTAB);
+			sv_unlock_rw(&eng->qp_lock);
 		}
 	}
 	/* A drain that emptied the rings before ours may still be sending
 	 * its ACKs. */
-	pthread_rwlock_wrlock(&eng->qp_lock);
-	pthread_rwlock_unlock(&eng->qp_lock);
-	pthread_rwlock_unlock(&eng->attach_lock);
+	sv_lock_write(&eng->qp_lock, SV_LOCK_QPTAB);
+	sv_unlock_rw(&eng->qp_lock);
+	sv_unlock_rw(&eng->attach_lock);
 }
 
 static __thread unsigned contended_polls;
@@ -660,7 +660,7 @@ void sv_engine_progress(struct sv_engine *eng)
 {
 	int contended = 0;
 
-	if (!eng || !eng->attached || pthread_rwlock_tryrdlock(&eng->attach_lock))
+	if (!eng || !eng->attached || sv_trylock_read(&eng->attach_lock, SV_LOCK_ATTACH))
 		return;
 	atomic_store_explicit(&eng->last_inline, sv_now_ns(),
 			      memory_order_relaxed);
@@ -676,7 +676,7 @@ void sv_engine_progress(struct sv_engine *eng)
 			sv_eng_scan_qps(eng, sv_now_ns(), &busy);
 		}
 	}
-	pthread_rwlock_unlock(&eng->attach_lock);
+	sv_unlock_rw(&eng->attach_lock);
 	/* A ring with packets held by another thread of ours: mostly the
 	 * progress thread busy on the other CPU, which is done in a moment
 	 * (the application polls again anyway).  Only when that goes on

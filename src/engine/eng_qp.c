@@ -157,9 +157,9 @@ int sv_engine_cq_add(struct sv_engine *eng, struct sv_cq *cq)
 {
 	int err;
 
-	pthread_mutex_lock(&eng->lock);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	err = objtab_add(&eng->cqs, cq, &cq->obj_id);
-	pthread_mutex_unlock(&eng->lock);
+	sv_unlock_mutex(&eng->lock);
 	if (!err)
 		cq->shm->h.obj_id = cq->obj_id;
 	return err;
@@ -167,18 +167,18 @@ int sv_engine_cq_add(struct sv_engine *eng, struct sv_cq *cq)
 
 void sv_engine_cq_del(struct sv_cq *cq)
 {
-	pthread_mutex_lock(&cq->eng->lock);
+	sv_lock_mutex(&cq->eng->lock, SV_LOCK_ENGINE);
 	objtab_del(&cq->eng->cqs, cq->obj_id);
-	pthread_mutex_unlock(&cq->eng->lock);
+	sv_unlock_mutex(&cq->eng->lock);
 }
 
 int sv_engine_srq_add(struct sv_engine *eng, struct sv_srq *srq)
 {
 	int err;
 
-	pthread_mutex_lock(&eng->lock);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	err = objtab_add(&eng->srqs, srq, &srq->obj_id);
-	pthread_mutex_unlock(&eng->lock);
+	sv_unlock_mutex(&eng->lock);
 	if (!err)
 		srq->shm->h.obj_id = srq->obj_id;
 	return err;
@@ -186,20 +186,20 @@ int sv_engine_srq_add(struct sv_engine *eng, struct sv_srq *srq)
 
 void sv_engine_srq_del(struct sv_srq *srq)
 {
-	pthread_mutex_lock(&srq->eng->lock);
+	sv_lock_mutex(&srq->eng->lock, SV_LOCK_ENGINE);
 	objtab_del(&srq->eng->srqs, srq->obj_id);
-	pthread_mutex_unlock(&srq->eng->lock);
+	sv_unlock_mutex(&srq->eng->lock);
 }
 
 struct sv_cq *sv_eng_cq(struct sv_engine *eng, uint32_t id, uint64_t cookie)
 {
 	struct sv_cq *cq;
 
-	pthread_mutex_lock(&eng->lock);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	cq = objtab_get(&eng->cqs, id);
 	if (cq && cq->shm->h.cookie != cookie)
 		cq = NULL;
-	pthread_mutex_unlock(&eng->lock);
+	sv_unlock_mutex(&eng->lock);
 	return cq;
 }
 
@@ -207,11 +207,11 @@ struct sv_srq *sv_eng_srq(struct sv_engine *eng, uint32_t id, uint64_t cookie)
 {
 	struct sv_srq *srq;
 
-	pthread_mutex_lock(&eng->lock);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	srq = objtab_get(&eng->srqs, id);
 	if (srq && srq->shm->h.cookie != cookie)
 		srq = NULL;
-	pthread_mutex_unlock(&eng->lock);
+	sv_unlock_mutex(&eng->lock);
 	return srq;
 }
 
@@ -272,9 +272,9 @@ void sv_engine_qp_route(struct sv_qp *qp, const struct ibv_qp_attr *na,
 	*link = sv_eng_link_for_qpn(eng, dqpn);
 	if (!*link || !sv_direct_enabled())
 		return;
-	pthread_rwlock_rdlock(&eng->qp_lock);
+	sv_lock_read(&eng->qp_lock, SV_LOCK_QPTAB);
 	local = !!sv_eng_qp(eng, dqpn);
-	pthread_rwlock_unlock(&eng->qp_lock);
+	sv_unlock_rw(&eng->qp_lock);
 	if (!local)
 		*peer = sv_peer_get(eng, dqpn);
 }
@@ -288,10 +288,10 @@ int sv_engine_qp_commit(struct sv_qp *qp, enum ibv_qp_state cur,
 	enum ibv_qp_state next = na->qp_state;
 	uint32_t mask = (uint32_t)attr_mask;
 
-	sv_shlock_lock(&q->lock);
+	sv_lock_shm(&q->lock, SV_LOCK_RESP);
 	if (q->state != cur) {
 		/* A responder error moved it to ERR since it was checked. */
-		sv_shlock_unlock(&q->lock);
+		sv_unlock_shm(&q->lock);
 		return -EINVAL;
 	}
 	qp->attr = *na;
@@ -353,7 +353,7 @@ int sv_engine_qp_commit(struct sv_qp *qp, enum ibv_qp_state cur,
 		}
 	}
 	__atomic_store_n(&q->state, next, __ATOMIC_RELEASE);
-	sv_shlock_unlock(&q->lock);
+	sv_unlock_shm(&q->lock);
 	return 0;
 }
 
@@ -370,12 +370,12 @@ static void ud_wire(struct sv_qp *qp)
 	f.dport = SV_ROCE_PORT;
 	sv_wire_attach(eng);
 	l = sv_wire_link_new(eng, &f);
-	sv_spin_lock(&qp->sq_lock);
+	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 	if (!tr_of(qp)->wlink) {
 		tr_of(qp)->wlink = l;
 		l = NULL;
 	}
-	pthread_spin_unlock(&qp->sq_lock);
+	sv_unlock_spin(&qp->sq_lock);
 	sv_wire_link_free(l);
 }
 
@@ -408,12 +408,12 @@ void sv_engine_posted(struct sv_qp *qp)
 	if (sv_cap_on(eng) && !eng->cap_state) {
 		/* A capture starts: its ring before our packets (the daemon
 		 * is asked, not with a spinlock held). */
-		pthread_spin_unlock(&qp->sq_lock);
+		sv_unlock_spin(&qp->sq_lock);
 		sv_cap_prepare(eng);
-		sv_spin_lock(&qp->sq_lock);
+		sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 	}
 	act = sv_path_on_post(qp, &k);
-	pthread_spin_unlock(&qp->sq_lock);
+	sv_unlock_spin(&qp->sq_lock);
 	switch (act) {
 	case SV_POST_NOTHING:
 		return;
@@ -437,7 +437,7 @@ uint64_t sv_eng_run_deferred(struct sv_engine *eng, uint64_t due)
 
 	if (!atomic_exchange(&eng->deferred, 0))
 		return 0;
-	pthread_rwlock_rdlock(&eng->qp_lock);
+	sv_lock_read(&eng->qp_lock, SV_LOCK_QPTAB);
 	for (uint32_t i = 0; i < eng->qcap; i++) {
 		struct sv_qp *qp = eng->qtab[i].qp;
 		struct sv_tr *tr;
@@ -457,7 +457,7 @@ uint64_t sv_eng_run_deferred(struct sv_engine *eng, uint64_t due)
 		}
 		sv_req_run(qp);
 	}
-	pthread_rwlock_unlock(&eng->qp_lock);
+	sv_unlock_rw(&eng->qp_lock);
 	if (left)
 		atomic_store(&eng->deferred, 1);
 	return next;

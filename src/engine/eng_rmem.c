@@ -57,15 +57,15 @@ int sv_rmem_call(struct sv_engine *eng, pid_t pid, uint32_t op, uint32_t key,
 
 	if (len > SV_RMEM_CHUNK)
 		return -EINVAL;
-	pthread_mutex_lock(&eng->rmem_lock);
+	sv_lock_mutex(&eng->rmem_lock, SV_LOCK_RMEM);
 	l = rlink_get(eng, pid);
-	pthread_mutex_unlock(&eng->rmem_lock);
+	sv_unlock_mutex(&eng->rmem_lock);
 	if (!l)
 		return -EHOSTDOWN;
-	pthread_mutex_lock(&l->box_lock);
+	sv_lock_mutex(&l->box_lock, SV_LOCK_BOX);
 	b = l->box;
 	if (atomic_load(&l->dead)) {
-		pthread_mutex_unlock(&l->box_lock);
+		sv_unlock_mutex(&l->box_lock);
 		return -EHOSTDOWN;
 	}
 	b->op = op;
@@ -77,7 +77,7 @@ int sv_rmem_call(struct sv_engine *eng, pid_t pid, uint32_t op, uint32_t key,
 	b->result = -EIO;
 	b->seq++;
 	if (op == SV_RMEM_WRITE && sv_safe_copy(b->data, buf, len)) {
-		pthread_mutex_unlock(&l->box_lock);
+		sv_unlock_mutex(&l->box_lock);
 		return -EFAULT;
 	}
 	atomic_store_explicit(&b->state, SV_RMEM_REQ, memory_order_release);
@@ -109,7 +109,7 @@ int sv_rmem_call(struct sv_engine *eng, pid_t pid, uint32_t op, uint32_t key,
 		    now - t0 > SV_RMEM_TIMEOUT_NS) {
 			/* The box may still be claimed: never reuse it. */
 			atomic_store(&l->dead, 1);
-			pthread_mutex_unlock(&l->box_lock);
+			sv_unlock_mutex(&l->box_lock);
 			return -EHOSTDOWN;
 		}
 	}
@@ -119,7 +119,7 @@ int sv_rmem_call(struct sv_engine *eng, pid_t pid, uint32_t op, uint32_t key,
 	if (!err && orig)
 		*orig = b->orig;
 	atomic_store_explicit(&b->state, SV_RMEM_IDLE, memory_order_relaxed);
-	pthread_mutex_unlock(&l->box_lock);
+	sv_unlock_mutex(&l->box_lock);
 	return err;
 }
 
@@ -175,9 +175,9 @@ int sv_rmem_serve(struct sv_engine *eng)
 		/* Read-held as for the rings: ibv_dereg_mr waits for a copy
 		 * under a key checked before it (a reader may be ours
 		 * already: the lock prefers readers). */
-		pthread_rwlock_rdlock(&eng->qp_lock);
+		sv_lock_read(&eng->qp_lock, SV_LOCK_QPTAB);
 		rmem_exec(eng, in->box);
-		pthread_rwlock_unlock(&eng->qp_lock);
+		sv_unlock_rw(&eng->qp_lock);
 		atomic_store_explicit(&in->box->state, SV_RMEM_DONE,
 				      memory_order_release);
 		n++;

@@ -117,7 +117,7 @@ int sv_gid_local(struct sv_engine *eng, const uint8_t gid[16])
 	if (!p || is_loopback(gid))
 		return 1;
 	seq = atomic_load_explicit(&p->seq, memory_order_acquire);
-	pthread_mutex_lock(&eng->port_lock);
+	sv_lock_mutex(&eng->port_lock, SV_LOCK_PORT);
 	if (seq != eng->port_seq || !eng->port_copy) {
 		if (!eng->port_copy)
 			eng->port_copy = calloc(1, sizeof(*eng->port_copy));
@@ -127,11 +127,11 @@ int sv_gid_local(struct sv_engine *eng, const uint8_t gid[16])
 	}
 	if (!eng->port_copy || !eng->port_copy->gen) {
 		/* Nothing published (an older daemon): all is here. */
-		pthread_mutex_unlock(&eng->port_lock);
+		sv_unlock_mutex(&eng->port_lock);
 		return 1;
 	}
 	local = sv_port_gid_local(eng->port_copy, gid);
-	pthread_mutex_unlock(&eng->port_lock);
+	sv_unlock_mutex(&eng->port_lock);
 	return local;
 }
 
@@ -190,9 +190,9 @@ int sv_wire_attach(struct sv_engine *eng)
 	struct sv_wire_rxb *rxb = NULL;
 	void *map = MAP_FAILED;
 
-	pthread_mutex_lock(&eng->wire_lock);
+	sv_lock_mutex(&eng->wire_lock, SV_LOCK_WIRE);
 	if (eng->wire_attached) {
-		pthread_mutex_unlock(&eng->wire_lock);
+		sv_unlock_mutex(&eng->wire_lock);
 		return 0;
 	}
 	err = sv_call(&c);
@@ -219,11 +219,11 @@ int sv_wire_attach(struct sv_engine *eng)
 		err = -EPROTO;
 		goto out;
 	}
-	pthread_mutex_lock(&eng->lock);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	err = eng->attached ? sv_add_inring(eng, map, rep.ring_size,
 					    rep.ring_size, 0, 0, 1) :
 			      -ENOTCONN;
-	pthread_mutex_unlock(&eng->lock);
+	sv_unlock_mutex(&eng->lock);
 	if (err)
 		goto out;
 	map = MAP_FAILED; /* the inring's now */
@@ -251,7 +251,7 @@ out:
 	for (int i = 0; i < 3; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	pthread_mutex_unlock(&eng->wire_lock);
+	sv_unlock_mutex(&eng->wire_lock);
 	if (err)
 		sv_warn("no packets from other hosts: %s", strerror(-err));
 	return err;
@@ -332,12 +332,12 @@ static int sock_get(struct sv_wire *w, uint16_t sport, uint16_t *bound)
 	struct sv_wire_sock *n;
 	int fd;
 
-	pthread_mutex_lock(&w->sock_lock);
+	sv_lock_mutex(&w->sock_lock, SV_LOCK_PORT);
 	for (uint32_t i = 0; i < w->nsocks; i++)
 		if (w->socks[i].sport == sport) {
 			fd = w->socks[i].fd;
 			*bound = w->socks[i].bound;
-			pthread_mutex_unlock(&w->sock_lock);
+			sv_unlock_mutex(&w->sock_lock);
 			return fd;
 		}
 	*bound = 0;
@@ -354,7 +354,7 @@ static int sock_get(struct sv_wire *w, uint16_t sport, uint16_t *bound)
 				(struct sv_wire_sock){ sport, *bound, fd };
 		}
 	}
-	pthread_mutex_unlock(&w->sock_lock);
+	sv_unlock_mutex(&w->sock_lock);
 	return fd;
 }
 
@@ -365,10 +365,10 @@ static struct sv_wire *wire_get(struct sv_engine *eng)
 	struct sv_wire *w;
 	int fd;
 
-	pthread_mutex_lock(&eng->wire_lock);
+	sv_lock_mutex(&eng->wire_lock, SV_LOCK_WIRE);
 	w = eng->wire;
 	if (w) {
-		pthread_mutex_unlock(&eng->wire_lock);
+		sv_unlock_mutex(&eng->wire_lock);
 		return w;
 	}
 	w = calloc(1, sizeof(*w));
@@ -381,7 +381,7 @@ static struct sv_wire *wire_get(struct sv_engine *eng)
 			close(fd);
 		eng->wire = w;
 	}
-	pthread_mutex_unlock(&eng->wire_lock);
+	sv_unlock_mutex(&eng->wire_lock);
 	return w;
 }
 
@@ -610,10 +610,10 @@ void sv_wire_flush(struct sv_engine *eng)
 
 	if (!w || !__atomic_load_n(&w->n, __ATOMIC_RELAXED))
 		return;
-	sv_spin_lock(&w->lock);
+	sv_lock_spin(&w->lock, SV_LOCK_TX);
 	flush_locked(w, eng->wshm);
 	left = w->n != 0;
-	pthread_spin_unlock(&w->lock);
+	sv_unlock_spin(&w->lock);
 	if (left)
 		sv_eng_want_work(eng);
 }
@@ -634,12 +634,12 @@ uint8_t *sv_wire_reserve(struct sv_link *l, uint32_t len, uint32_t type,
 	*dead = 0;
 	if (!w || len + 8 > SLOT_BYTES)
 		return NULL;
-	sv_spin_lock(&w->lock);
+	sv_lock_spin(&w->lock, SV_LOCK_TX);
 	/* Room for a duplicate too (fault injection). */
 	if (w->n + 2 > SV_WIRE_SLOTS)
 		flush_locked(w, l->eng->wshm);
 	if (w->n + 2 > SV_WIRE_SLOTS) {
-		pthread_spin_unlock(&w->lock);
+		sv_unlock_spin(&w->lock);
 		sv_eng_want_work(l->eng);
 		return NULL;
 	}
@@ -655,7 +655,7 @@ void sv_wire_abort(struct sv_link *l)
 	struct sv_wire *w = l->eng->wire;
 
 	w->cur = NULL;
-	pthread_spin_unlock(&w->lock);
+	sv_unlock_spin(&w->lock);
 }
 
 void sv_wire_commit(struct sv_link *l)
@@ -712,5 +712,5 @@ void sv_wire_commit(struct sv_link *l)
 		w->n++;
 		break;
 	}
-	pthread_spin_unlock(&w->lock);
+	sv_unlock_spin(&w->lock);
 }

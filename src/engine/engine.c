@@ -231,9 +231,9 @@ static int attach(struct sv_engine *eng)
 		eng->attached = 0;
 		goto err_close;
 	}
-	pthread_mutex_lock(&eng->async_lock);
+	sv_lock_mutex(&eng->async_lock, SV_LOCK_ASYNC);
 	eng->thread_running = 1;
-	pthread_mutex_unlock(&eng->async_lock);
+	sv_unlock_mutex(&eng->async_lock);
 	sv_dbg("engine %u attached (pid %d)", eng->id, (int)eng->pid);
 	return 0;
 
@@ -372,7 +372,7 @@ void sv_holds_ufile_gone(struct sv_engine *eng, uint32_t ufile)
 	pthread_t t;
 	int last;
 
-	pthread_mutex_lock(&eng->lock);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	while ((h = *pp)) {
 		if (!h->ctx && h->ufile == ufile &&
 		    h->instance == eng->instance) {
@@ -384,7 +384,7 @@ void sv_holds_ufile_gone(struct sv_engine *eng, uint32_t ufile)
 		pp = &h->next;
 	}
 	last = eng->attached && !engine_wanted(eng) && !detaching;
-	pthread_mutex_unlock(&eng->lock);
+	sv_unlock_mutex(&eng->lock);
 	if (!last || pthread_attr_init(&attr))
 		return;
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -398,23 +398,23 @@ static void detach(struct sv_engine *eng)
 {
 	uint64_t one = 1;
 
-	pthread_mutex_lock(&eng->lock);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	if (!eng->attached || engine_wanted(eng) || detaching) {
-		pthread_mutex_unlock(&eng->lock);
+		sv_unlock_mutex(&eng->lock);
 		return;
 	}
 	detaching = 1;
 	atomic_store(&eng->stop, 1);
 	if (write(eng->stopfd, &one, sizeof(one)) < 0)
 		sv_dbg("stopfd: %s", strerror(errno));
-	pthread_mutex_lock(&eng->async_lock);
+	sv_lock_mutex(&eng->async_lock, SV_LOCK_ASYNC);
 	eng->thread_running = 0;
-	pthread_mutex_unlock(&eng->async_lock);
-	pthread_mutex_unlock(&eng->lock);
+	sv_unlock_mutex(&eng->async_lock);
+	sv_unlock_mutex(&eng->lock);
 	pthread_join(eng->thread, NULL);
 	sv_eng_async_drain(eng);
-	pthread_rwlock_wrlock(&eng->attach_lock);
-	pthread_mutex_lock(&eng->lock);
+	sv_lock_write(&eng->attach_lock, SV_LOCK_ATTACH);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	if (!engine_wanted(eng)) {
 		release_all(eng, 1);
 		sv_dbg("engine %u detached", eng->id);
@@ -423,14 +423,14 @@ static void detach(struct sv_engine *eng)
 		 * thread. */
 		atomic_store(&eng->stop, 0);
 		if (!start_thread(eng)) {
-			pthread_mutex_lock(&eng->async_lock);
+			sv_lock_mutex(&eng->async_lock, SV_LOCK_ASYNC);
 			eng->thread_running = 1;
-			pthread_mutex_unlock(&eng->async_lock);
+			sv_unlock_mutex(&eng->async_lock);
 		}
 	}
 	detaching = 0;
-	pthread_mutex_unlock(&eng->lock);
-	pthread_rwlock_unlock(&eng->attach_lock);
+	sv_unlock_mutex(&eng->lock);
+	sv_unlock_rw(&eng->attach_lock);
 }
 
 static void init_locks(struct sv_engine *eng)
@@ -444,7 +444,16 @@ static void init_locks(struct sv_engine *eng)
 	pthread_mutex_init(&eng->wire_rx_lock, NULL);
 	pthread_spin_init(&eng->cap_lock, PTHREAD_PROCESS_PRIVATE);
 	pthread_rwlock_init(&eng->attach_lock, NULL);
-	pthread_rwlock_init(&eng->qp_lock, NULL);
+	/* Readers first, even over a waiting writer: the order of
+	 * sv_lock.h rests on it (glibc's default, made explicit). */
+	{
+		pthread_rwlockattr_t a;
+
+		pthread_rwlockattr_init(&a);
+		pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_READER_NP);
+		pthread_rwlock_init(&eng->qp_lock, &a);
+		pthread_rwlockattr_destroy(&a);
+	}
 }
 
 /* A fork()ed child has its own engine: forget the parent's (its rings
@@ -523,19 +532,22 @@ int sv_engine_qp_add(struct sv_engine *eng, struct sv_qp *qp)
 
 	if (err)
 		return err;
-	pthread_mutex_lock(&eng->lock);
+	/* qp_lock before eng->lock (sv_lock.h): a reader of the table may
+	 * wait for eng->lock, so its holder must never wait for readers. */
+	sv_lock_write(&eng->qp_lock, SV_LOCK_QPTAB);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	if (!eng->attached) {
 		err = attach(eng);
 		if (err) {
-			pthread_mutex_unlock(&eng->lock);
+			sv_unlock_mutex(&eng->lock);
+			sv_unlock_rw(&eng->qp_lock);
 			sv_tr_free(qp);
 			return err;
 		}
 	}
-	pthread_rwlock_wrlock(&eng->qp_lock);
 	err = sv_qtab_put(eng, qp->qpx.qp_base.qp_num, qp);
-	pthread_rwlock_unlock(&eng->qp_lock);
-	pthread_mutex_unlock(&eng->lock);
+	sv_unlock_mutex(&eng->lock);
+	sv_unlock_rw(&eng->qp_lock);
 	if (err) {
 		sv_tr_free(qp);
 		detach(eng);
@@ -550,20 +562,20 @@ void sv_engine_qp_del(struct sv_qp *qp)
 
 	if (!eng || !qp->tr)
 		return;
-	pthread_mutex_lock(&eng->lock);
-	pthread_rwlock_wrlock(&eng->qp_lock);
+	sv_lock_write(&eng->qp_lock, SV_LOCK_QPTAB);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE); /* nqps: engine_wanted */
 	sv_qtab_del(eng, qp->qpx.qp_base.qp_num);
 	last = eng->nqps == 0;
-	pthread_rwlock_unlock(&eng->qp_lock);
-	pthread_mutex_unlock(&eng->lock);
+	sv_unlock_mutex(&eng->lock);
+	sv_unlock_rw(&eng->qp_lock);
 	/* Another of our QPs may be executing on this one right now. */
 	while (atomic_load(&qp->busy))
 		sched_yield();
 	/* Peers that mapped it stop delivering (the region goes dead when
 	 * the caller releases it). */
-	sv_shlock_lock(&qp->shm->lock);
+	sv_lock_shm(&qp->shm->lock, SV_LOCK_RESP);
 	__atomic_store_n(&qp->shm->state, IBV_QPS_RESET, __ATOMIC_RELEASE);
-	sv_shlock_unlock(&qp->shm->lock);
+	sv_unlock_shm(&qp->shm->lock);
 	sv_peer_put(tr_of(qp)->peer);
 	sv_wire_link_free(tr_of(qp)->wlink);
 	sv_tr_free(qp);
@@ -579,26 +591,36 @@ void sv_engine_ctx_close(struct ibv_context *ctx)
 	if (!eng)
 		return;
 	sv_engine_take_arrived(eng); /* for QPs still open on ctx */
-	pthread_mutex_lock(&eng->lock);
-	pthread_rwlock_wrlock(&eng->qp_lock);
-	for (uint32_t i = 0; i < eng->qcap;) {
-		struct sv_qp *qp = eng->qtab[i].qp;
+	/* One QP at a time out of the table; its pins are waited for and
+	 * its state freed with no lock held (sv_lock.h: a writer of qp_lock
+	 * never waits for a pin, whose holder may want eng->lock). */
+	for (;;) {
+		struct sv_qp *qp = NULL;
 
-		if (qp && qp->qpx.qp_base.context == ctx) {
-			sv_qtab_del(eng, eng->qtab[i].qpn);
-			while (atomic_load(&qp->busy))
-				sched_yield();
-			sv_peer_put(tr_of(qp)->peer);
-			sv_wire_link_free(tr_of(qp)->wlink);
-			sv_tr_free(qp);
-			continue; /* the slot may hold a moved entry now */
-		}
-		i++;
+		sv_lock_write(&eng->qp_lock, SV_LOCK_QPTAB);
+		for (uint32_t i = 0; i < eng->qcap && !qp; i++)
+			if (eng->qtab[i].qp &&
+			    eng->qtab[i].qp->qpx.qp_base.context == ctx) {
+				qp = eng->qtab[i].qp;
+				sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
+				sv_qtab_del(eng, eng->qtab[i].qpn);
+				sv_unlock_mutex(&eng->lock);
+			}
+		sv_unlock_rw(&eng->qp_lock);
+		if (!qp)
+			break;
+		while (atomic_load(&qp->busy))
+			sched_yield();
+		sv_peer_put(tr_of(qp)->peer);
+		sv_wire_link_free(tr_of(qp)->wlink);
+		sv_tr_free(qp);
 	}
+	sv_lock_write(&eng->qp_lock, SV_LOCK_QPTAB);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	hold_ctx_close(ctx);
 	last = !engine_wanted(eng);
-	pthread_rwlock_unlock(&eng->qp_lock);
-	pthread_mutex_unlock(&eng->lock);
+	sv_unlock_mutex(&eng->lock);
+	sv_unlock_rw(&eng->qp_lock);
 	if (last)
 		detach(eng);
 }
@@ -611,12 +633,12 @@ int sv_engine_mr_hold(const struct sv_ctx_ref *cref)
 
 	if (!eng)
 		return -errno;
-	pthread_mutex_lock(&eng->lock);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	h = hold_find(cref->ctx);
 	if (!h) {
 		h = calloc(1, sizeof(*h));
 		if (!h) {
-			pthread_mutex_unlock(&eng->lock);
+			sv_unlock_mutex(&eng->lock);
 			return -ENOMEM;
 		}
 		h->ctx = cref->ctx;
@@ -631,7 +653,7 @@ int sv_engine_mr_hold(const struct sv_ctx_ref *cref)
 		h->nmr++;
 		mr_holds_total++;
 	}
-	pthread_mutex_unlock(&eng->lock);
+	sv_unlock_mutex(&eng->lock);
 	return err;
 }
 
@@ -642,7 +664,7 @@ void sv_engine_mr_release(const struct sv_ctx_ref *cref)
 
 	if (!eng)
 		return;
-	pthread_mutex_lock(&eng->lock);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	h = hold_find(cref->ctx);
 	if (!h || !h->nmr) {
 		/* Moved to another view of the ufile (rereg CHANGE_PD). */
@@ -655,15 +677,15 @@ void sv_engine_mr_release(const struct sv_ctx_ref *cref)
 		h->nmr--;
 		mr_holds_total--;
 	}
-	pthread_mutex_unlock(&eng->lock);
+	sv_unlock_mutex(&eng->lock);
 	/* What the engine's threads execute from rings, the port and the
 	 * timers (responses being copied out of our memory among them), and
 	 * the accesses to our memory we serve for other processes
 	 * (eng_rmem.c), run with qp_lock read-held: once we had it for
 	 * writing, every copy under a key looked up before the dereg is
 	 * done. */
-	pthread_rwlock_wrlock(&eng->qp_lock);
-	pthread_rwlock_unlock(&eng->qp_lock);
+	sv_lock_write(&eng->qp_lock, SV_LOCK_QPTAB);
+	sv_unlock_rw(&eng->qp_lock);
 }
 
 int sv_engine_key_check(const struct sv_ctx_ref *cref, uint32_t lkey,
@@ -676,10 +698,10 @@ int sv_engine_key_check(const struct sv_ctx_ref *cref, uint32_t lkey,
 
 	if (!eng)
 		return -errno;
-	pthread_mutex_lock(&eng->lock);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	if (!eng->attached)
 		err = attach(eng);
-	pthread_mutex_unlock(&eng->lock);
+	sv_unlock_mutex(&eng->lock);
 	if (err)
 		return err;
 	if (len > UINT64_MAX - va ||

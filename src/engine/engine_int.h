@@ -36,28 +36,11 @@
 #include "sv_hdr.h"
 #include "sv_opcode.h"
 #include "sv_keytab.h"
+#include "sv_lock.h"
 #include "sv_log.h"
 #include "sv_path.h"
 #include "sv_ring.h"
 #include "sv_tune.h"
-
-/*
- * Takes a spinlock the way a small machine needs: a holder preempted by
- * us on our own CPU (the application, by the progress thread) releases
- * it only if we give the CPU back, so after a short spin we yield instead
- * of burning a whole time slice.
- */
-static inline void sv_spin_lock(pthread_spinlock_t *l)
-{
-	for (unsigned i = 0; pthread_spin_trylock(l); i++) {
-		if (i >= 64)
-			sched_yield();
-#if defined(__x86_64__) || defined(__i386__)
-		else
-			__builtin_ia32_pause();
-#endif
-	}
-}
 
 /* ------------------------------------------------------------ limits -- */
 /* Sizes of rings, tables and messages.  The figures the data path's

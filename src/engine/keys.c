@@ -219,15 +219,15 @@ static uint8_t *obj_map(struct sv_engine *eng, uint32_t key, uint64_t obj_id,
 	int fd = -1;
 	void *p;
 
-	pthread_mutex_lock(&eng->lock);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	for (uint32_t i = 0; i < eng->nmaps; i++)
 		if (eng->maps[i].obj_id == obj_id) {
 			*len = eng->maps[i].len;
 			p = eng->maps[i].base;
-			pthread_mutex_unlock(&eng->lock);
+			sv_unlock_mutex(&eng->lock);
 			return p;
 		}
-	pthread_mutex_unlock(&eng->lock);
+	sv_unlock_mutex(&eng->lock);
 
 	c.rfds = &fd;
 	c.max_rfds = 1;
@@ -241,10 +241,10 @@ static uint8_t *obj_map(struct sv_engine *eng, uint32_t key, uint64_t obj_id,
 	close(fd);
 	if (p == MAP_FAILED)
 		return NULL;
-	pthread_mutex_lock(&eng->lock);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	m = realloc(eng->maps, (eng->nmaps + 1) * sizeof(*m));
 	if (!m) {
-		pthread_mutex_unlock(&eng->lock);
+		sv_unlock_mutex(&eng->lock);
 		munmap(p, rep.map_len);
 		return NULL;
 	}
@@ -253,7 +253,7 @@ static uint8_t *obj_map(struct sv_engine *eng, uint32_t key, uint64_t obj_id,
 	m[eng->nmaps].base = p;
 	m[eng->nmaps].len = rep.map_len;
 	eng->nmaps++;
-	pthread_mutex_unlock(&eng->lock);
+	sv_unlock_mutex(&eng->lock);
 	*len = rep.map_len;
 	return p;
 }

@@ -51,10 +51,10 @@ uint32_t sv_mtu_bytes(enum ibv_mtu mtu)
 /* Moves our QP to ERR.  Must hold sq_lock. */
 static void set_err(struct sv_qp *qp)
 {
-	sv_shlock_lock(&qp->shm->lock);
+	sv_lock_shm(&qp->shm->lock, SV_LOCK_RESP);
 	if (qp->shm->state != IBV_QPS_RESET)
 		sv_qshm_set_err(qp->shm);
-	sv_shlock_unlock(&qp->shm->lock);
+	sv_unlock_shm(&qp->shm->lock);
 }
 
 static void push_send_cqe(struct sv_qp *qp, struct sv_send_wqe *w,
@@ -493,11 +493,11 @@ int sv_comp_packet(struct sv_qp *qp, const struct sv_pkt *pkt)
 	enum ibv_qp_state st;
 	int flush = 0, kick = 0;
 
-	sv_spin_lock(&qp->sq_lock);
+	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 	st = sv_qp_state(qp);
 	if (qp->type != IBV_QPT_RC || !tr ||
 	    (st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_SQE)) {
-		pthread_spin_unlock(&qp->sq_lock);
+		sv_unlock_spin(&qp->sq_lock);
 		return 0;
 	}
 	if ((pkt->flags & OP_AETH) &&
@@ -517,7 +517,7 @@ int sv_comp_packet(struct sv_qp *qp, const struct sv_pkt *pkt)
 		kick = !tr->rnr_at;
 	rnr = tr->rnr_at;
 	timer = tr->timer_at;
-	pthread_spin_unlock(&qp->sq_lock);
+	sv_unlock_spin(&qp->sq_lock);
 	if (rnr)
 		sv_eng_deadline(qp->eng, rnr);
 	else if (timer)
@@ -569,7 +569,7 @@ int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 	    !__atomic_load_n(&tr->rnr_at, __ATOMIC_RELAXED) &&
 	    sv_qp_state(qp) != IBV_QPS_ERR)
 		return 0;
-	sv_spin_lock(&qp->sq_lock);
+	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 	st = sv_qp_state(qp);
 	if (qp->type == IBV_QPT_RC && outstanding(qp) &&
 	    (st == IBV_QPS_RTS || st == IBV_QPS_SQD)) {
@@ -626,7 +626,7 @@ int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 		*next = tr->timer_at;
 	if (tr->rnr_at && (!*next || tr->rnr_at < *next))
 		*next = tr->rnr_at;
-	pthread_spin_unlock(&qp->sq_lock);
+	sv_unlock_spin(&qp->sq_lock);
 	return flush;
 }
 
@@ -638,9 +638,9 @@ void sv_engine_flush(struct sv_qp *qp)
 	/* A NAK the responder queued when it moved the QP to ERR goes out
 	 * first: the requester must hear why (as a NIC NAKs, then errors). */
 	sv_resp_flush(qp);
-	sv_spin_lock(&qp->sq_lock);
+	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 	if (sv_qp_state(qp) != IBV_QPS_ERR) {
-		pthread_spin_unlock(&qp->sq_lock);
+		sv_unlock_spin(&qp->sq_lock);
 		return;
 	}
 	/* Send queue: what finished keeps its status, the rest flushes. */
@@ -665,10 +665,10 @@ void sv_engine_flush(struct sv_qp *qp)
 	}
 	/* The receive side: the receive being filled, then the queue. */
 	sv_rtgt_own(&t, qp);
-	sv_shlock_lock(&qp->shm->lock);
+	sv_lock_shm(&qp->shm->lock, SV_LOCK_RESP);
 	sv_resp_flush_rq(qp->eng, &t);
-	sv_shlock_unlock(&qp->shm->lock);
-	pthread_spin_unlock(&qp->sq_lock);
+	sv_unlock_shm(&qp->shm->lock);
+	sv_unlock_spin(&qp->sq_lock);
 	/* LAST_WQE_REACHED of an SRQ QP (IBTA 11.6.3), left in the events:
 	 * the progress scan raises it. */
 	if (atomic_load(&qp->shm->events))

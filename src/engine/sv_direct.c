@@ -43,11 +43,11 @@ static struct sv_qp *local_pin(struct sv_engine *eng, uint32_t qpn)
 {
 	struct sv_qp *q;
 
-	pthread_rwlock_rdlock(&eng->qp_lock);
+	sv_lock_read(&eng->qp_lock, SV_LOCK_QPTAB);
 	q = sv_eng_qp(eng, qpn);
 	if (q)
 		atomic_fetch_add(&q->busy, 1);
-	pthread_rwlock_unlock(&eng->qp_lock);
+	sv_unlock_rw(&eng->qp_lock);
 	return q;
 }
 

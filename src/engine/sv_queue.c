@@ -153,7 +153,7 @@ unsigned sv_cq_produce(struct sv_cq_shm *c, const struct ibv_wc *wc,
 	uint64_t tail, head;
 	uint32_t armed;
 
-	sv_shlock_lock(&c->lock);
+	sv_lock_shm(&c->lock, SV_LOCK_CQ);
 	tail = atomic_load_explicit(&c->tail, memory_order_relaxed);
 	head = atomic_load_explicit(&c->head, memory_order_acquire);
 	if (c->cap == 0 || c->cap > c->max || tail - head >= c->cap ||
@@ -161,7 +161,7 @@ unsigned sv_cq_produce(struct sv_cq_shm *c, const struct ibv_wc *wc,
 		if (!c->overflowed)
 			ret |= SV_CQP_OVERFLOW;
 		c->overflowed = 1;
-		sv_shlock_unlock(&c->lock);
+		sv_unlock_shm(&c->lock);
 		return ret;
 	}
 	*sv_cq_entry(c, tail) = *wc;
@@ -181,7 +181,7 @@ unsigned sv_cq_produce(struct sv_cq_shm *c, const struct ibv_wc *wc,
 		atomic_store_explicit(&c->armed, 0, memory_order_relaxed);
 		ret |= SV_CQP_EVENT;
 	}
-	sv_shlock_unlock(&c->lock);
+	sv_unlock_shm(&c->lock);
 	return ret;
 }
 
@@ -209,13 +209,13 @@ void sv_cq_arm(struct sv_cq *cq, int solicited_only)
 {
 	struct sv_cq_shm *c = cq->shm;
 
-	sv_shlock_lock(&c->lock);
+	sv_lock_shm(&c->lock, SV_LOCK_CQ);
 	/* "all" is stronger than "solicited": it stays. */
 	if (!solicited_only)
 		atomic_store(&c->armed, SV_CQ_ARM_ALL);
 	else if (atomic_load(&c->armed) != SV_CQ_ARM_ALL)
 		atomic_store(&c->armed, SV_CQ_ARM_SOLICITED);
-	sv_shlock_unlock(&c->lock);
+	sv_unlock_shm(&c->lock);
 }
 
 /*
@@ -266,13 +266,13 @@ static int cq_rewrite(struct sv_cq_shm *c, uint32_t new_cap, uint32_t qpn,
 
 void sv_cq_clean(struct sv_cq *cq, uint32_t qpn)
 {
-	sv_spin_lock(&cq->poll_lock);
-	sv_shlock_lock(&cq->shm->lock);
+	sv_lock_spin(&cq->poll_lock, SV_LOCK_CQ_POLL);
+	sv_lock_shm(&cq->shm->lock, SV_LOCK_CQ);
 	if (cq_rewrite(cq->shm, cq->shm->cap, qpn, 1) < 0)
 		sv_warn("cq %p: cannot clean the completions of qp %#x",
 			(void *)cq, qpn);
-	sv_shlock_unlock(&cq->shm->lock);
-	pthread_spin_unlock(&cq->poll_lock);
+	sv_unlock_shm(&cq->shm->lock);
+	sv_unlock_spin(&cq->poll_lock);
 }
 
 int sv_cq_resize(struct sv_cq *cq, uint32_t cqe)
@@ -283,12 +283,12 @@ int sv_cq_resize(struct sv_cq *cq, uint32_t cqe)
 		return -EINVAL;
 	if (cqe > cq->shm->max)
 		return -ENOMEM;
-	sv_spin_lock(&cq->poll_lock);
-	sv_shlock_lock(&cq->shm->lock);
+	sv_lock_spin(&cq->poll_lock, SV_LOCK_CQ_POLL);
+	sv_lock_shm(&cq->shm->lock, SV_LOCK_CQ);
 	if (cq_rewrite(cq->shm, cqe, 0, 0) < 0)
 		err = -EINVAL; /* fewer entries than it holds now */
-	sv_shlock_unlock(&cq->shm->lock);
-	pthread_spin_unlock(&cq->poll_lock);
+	sv_unlock_shm(&cq->shm->lock);
+	sv_unlock_spin(&cq->poll_lock);
 	return err;
 }
 
@@ -402,14 +402,14 @@ int sv_srq_take(struct sv_srq_shm *s, struct sv_recv_wqe *out,
 	int err;
 
 	*limit_event = 0;
-	sv_shlock_lock(&s->lock);
+	sv_lock_shm(&s->lock, SV_LOCK_SRQ);
 	err = sv_rq_take(s, &s->rq, out, out_sge);
 	if (!err && s->limit && sv_rq_count(&s->rq) < s->limit) {
 		/* IBTA 10.2.9.3: the event fires once, then disarms. */
 		s->limit = 0;
 		*limit_event = 1;
 	}
-	sv_shlock_unlock(&s->lock);
+	sv_unlock_shm(&s->lock);
 	return err;
 }
 
@@ -424,7 +424,7 @@ int sv_srq_resize(struct sv_srq *srq, uint32_t max_wr, uint32_t max_sge)
 
 	if (cap > pow2_at_least(SV_MAX_SRQ_WR))
 		return -EINVAL;
-	sv_shlock_lock(&s->lock);
+	sv_lock_shm(&s->lock, SV_LOCK_SRQ);
 	head = atomic_load(&q->head);
 	n = sv_rq_count(q);
 	if (n > max_wr) {
@@ -452,7 +452,7 @@ int sv_srq_resize(struct sv_srq *srq, uint32_t max_wr, uint32_t max_sge)
 	atomic_store(&q->head, 0);
 	atomic_store(&q->tail, n);
 out:
-	sv_shlock_unlock(&s->lock);
+	sv_unlock_shm(&s->lock);
 	return err;
 }
 
@@ -494,7 +494,7 @@ void sv_cq_comp_event(struct sv_cq *cq)
 
 	if (!c)
 		return;
-	pthread_mutex_lock(&c->lock);
+	sv_lock_mutex(&c->lock, SV_LOCK_CHANNEL);
 	if (cq->chan_pending++ == 0) {
 		cq->chan_next = NULL;
 		if (c->tail)
@@ -503,7 +503,7 @@ void sv_cq_comp_event(struct sv_cq *cq)
 			c->head = cq;
 		c->tail = cq;
 	}
-	pthread_mutex_unlock(&c->lock);
+	sv_unlock_mutex(&c->lock);
 	n = write(c->ch.fd, &one, sizeof(one));
 	(void)n; /* an eventfd counter does not overflow in practice */
 }

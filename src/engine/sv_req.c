@@ -137,9 +137,9 @@ static enum step local_op(struct sv_qp *qp, struct sv_send_wqe *w,
 		req = &k;
 		req_len = sizeof(k);
 	}
-	pthread_spin_unlock(&qp->sq_lock);
+	sv_unlock_spin(&qp->sq_lock);
 	err = sv_call_simple(cmd, 0, eng->instance, -1, req, req_len, NULL, 0);
-	sv_spin_lock(&qp->sq_lock);
+	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 	/* Flushed or reset meanwhile: the WQE is no longer ours. */
 	if (qp->sq.next != idx || sv_qp_state(qp) == IBV_QPS_ERR ||
 	    sv_qp_state(qp) == IBV_QPS_RESET)
@@ -225,11 +225,11 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 
 		/* Resolving a destination may call the daemon: not with the
 		 * SQ lock held. */
-		pthread_spin_unlock(&qp->sq_lock);
+		sv_unlock_spin(&qp->sq_lock);
 		link = sv_eng_link_for_qpn(eng, dqpn);
 		if (ud && link)
 			sv_peer_learn(eng, dqpn); /* next time: directly */
-		sv_spin_lock(&qp->sq_lock);
+		sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 		if (!ud && link) {
 			qp->link = link;
 			tr->link = link;
@@ -413,9 +413,9 @@ static void route_late(struct sv_qp *qp, struct sv_tr *tr)
 	struct sv_link *link;
 	struct sv_peer *peer;
 
-	pthread_spin_unlock(&qp->sq_lock);
+	sv_unlock_spin(&qp->sq_lock);
 	sv_engine_qp_route(qp, &qp->attr, &link, &peer);
-	sv_spin_lock(&qp->sq_lock);
+	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 	if (tr->path.reach != SV_REACH_UNKNOWN || !link) {
 		sv_peer_put(peer);
 		if (link && link->w)
@@ -554,12 +554,12 @@ void sv_req_kick(struct sv_qp *qp, const struct sv_kick *k)
 	 * caller acted on was published after its ACK was set. */
 	if (__atomic_load_n(&tr->ack_pending, __ATOMIC_RELAXED))
 		sv_resp_flush(qp);
-	sv_spin_lock(&qp->sq_lock);
+	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 	if (tr->req_busy) {
 		tr->req_again = 1;
 		if (k && k->record)
 			sv_path_kicked(tr, k);
-		pthread_spin_unlock(&qp->sq_lock);
+		sv_unlock_spin(&qp->sq_lock);
 		return;
 	}
 	tr->req_busy = 1;
@@ -588,7 +588,7 @@ void sv_req_kick(struct sv_qp *qp, const struct sv_kick *k)
 	if (k && k->record)
 		sv_path_kicked(tr, k);
 	sv_link_batch_end();
-	pthread_spin_unlock(&qp->sq_lock);
+	sv_unlock_spin(&qp->sq_lock);
 	sv_wire_flush(qp->eng);
 	if (tr->blocked)
 		sv_eng_want_work(qp->eng);
