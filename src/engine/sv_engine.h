@@ -423,6 +423,13 @@ int sv_engine_key_check(const struct sv_ctx_ref *cref, uint32_t lkey,
 			uint32_t pd_id, uint64_t va, uint64_t len,
 			uint32_t access, void **local);
 
+/* eng_keyview.c, for the misuse checker (src/verbs/check.c): key's entry
+ * of the device's key table (an MR or MW of any process) into *out; 0
+ * when the key is live, -1 otherwise or before the engine attached. */
+struct sv_key_entry;
+int sv_engine_key_entry(struct sv_engine *eng, uint32_t key,
+			struct sv_key_entry *out);
+
 /* Raises an async event on the context that created the object (element:
  * the user's object pointer, as the kernel's user_handle). */
 void sv_engine_async_event(const struct sv_ctx_ref *cref,

@@ -21,11 +21,14 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: softverbs run [--] CMD [ARGS...]\n"
+		"usage: softverbs run [--check] [--] CMD [ARGS...]\n"
 		"\n"
 		"Runs CMD with the softverbs libibverbs.so.1 first on LD_LIBRARY_PATH and\n"
 		"the device daemon running.  CMD's exit status is returned; 127 when CMD\n"
 		"is not found, 126 when it cannot be executed.\n"
+		"\n"
+		"  --check  the misuse checker: SOFTVERBS_CHECK=1 for CMD, each misuse\n"
+		"           of the verbs one line on stderr (docs/checker.md)\n"
 		"\n"
 		"environment:\n"
 		"  SOFTVERBS_LIBDIR  directory holding our libibverbs.so.1 (default: found\n"
@@ -137,6 +140,14 @@ int sv_cmd_run(int argc, char **argv)
 	if (i < argc && sv_tool_is_help(argv[i])) {
 		usage(stdout);
 		return 0;
+	}
+	if (i < argc && !strcmp(argv[i], "--check")) {
+		if (setenv("SOFTVERBS_CHECK", "1", 1)) {
+			sv_tool_err("cannot set SOFTVERBS_CHECK: %s",
+				    strerror(errno));
+			return 1;
+		}
+		i++;
 	}
 	if (i < argc && !strcmp(argv[i], "--"))
 		i++;

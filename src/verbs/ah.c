@@ -8,6 +8,7 @@
  * (RoCEv2 with IPv4-mapped GIDs).
  */
 #include "dp_int.h"
+#include "check.h"
 #include "sv_hdr.h"
 
 #include <stdlib.h>
@@ -60,6 +61,7 @@ SV_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd,
 	ah->attr = *attr;
 	ah->sgid = sgid;
 	ah->pd_id = to_svpd(pd)->pd_id;
+	SV_CHECK(sv_check_obj(SV_CK_AH, &ah->ah, 1, NULL));
 	return &ah->ah;
 }
 
@@ -73,6 +75,7 @@ SV_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 		errno = -err;
 		return -err;
 	}
+	SV_CHECK(sv_check_obj(SV_CK_AH, ah, 0, NULL));
 	free(to_svah(ah));
 	return 0;
 }

@@ -16,6 +16,7 @@
  * so destroying a CQ withdraws its pending events as the kernel does.
  */
 #include "dp_int.h"
+#include "check.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +143,7 @@ static int take(struct sv_cq *cq, int n, struct ibv_wc *wc, uint64_t *stamp)
 	pthread_spin_lock(&cq->poll_lock);
 	got = sv_cq_consume(cq, n, wc, stamp);
 	pthread_spin_unlock(&cq->poll_lock);
+	SV_CHECK(sv_check_polled(cq, wc, got));
 	return got;
 }
 
@@ -348,6 +350,7 @@ static struct sv_cq *cq_new(struct ibv_context *ctx,
 		pthread_mutex_unlock(&ctx->mutex);
 	}
 	sv_dp_obj_add(cq);
+	SV_CHECK(sv_check_obj(SV_CK_CQ, cq, 1, NULL));
 	return cq;
 
 err_tab:
@@ -431,6 +434,7 @@ SV_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 		return -err;
 	}
 	ibcq->cqe = cqe;
+	SV_CHECK(sv_check_cq_depth(cq, "ibv_resize_cq"));
 	/* Only res show's size depends on it: a failure changes nothing the
 	 * application sees. */
 	err = sv_ctx_call_simple(ibcq->context, SV_OP_RESIZE_CQ, &req,
@@ -451,6 +455,7 @@ SV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	struct ibv_comp_channel *ch = ibcq->channel;
 	int err;
 
+	SV_CHECK(sv_check_destroy(SV_CK_CQ, cq));
 	if (atomic_load(&cq->usecnt)) {
 		errno = EBUSY;
 		return EBUSY;
@@ -461,6 +466,7 @@ SV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 		errno = -err;
 		return -err;
 	}
+	SV_CHECK(sv_check_obj(SV_CK_CQ, cq, 0, NULL));
 	sv_dp_obj_del(cq);
 	sv_engine_cq_del(cq);
 	if (ch)

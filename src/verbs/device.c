@@ -3,6 +3,7 @@
  * The device list, opening, importing and closing contexts, async events.
  */
 #include "verbs_int.h"
+#include "check.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -172,6 +173,7 @@ static struct ibv_context *new_context(struct ibv_device *device,
 	sv_set_mr_ops(&sc->vctx);
 	sv_set_pd_ops(&sc->vctx);
 	sv_set_dp_ops(&sc->vctx);
+	SV_CHECK(sv_check_obj(SV_CK_CTX, ctx, 1, NULL));
 	return ctx;
 }
 
@@ -263,6 +265,7 @@ SV_EXPORT int ibv_close_device(struct ibv_context *ctx)
 	if (ctx->cmd_fd >= 0)
 		close(ctx->cmd_fd);
 	pthread_mutex_destroy(&ctx->mutex);
+	SV_CHECK(sv_check_obj(SV_CK_CTX, ctx, 0, NULL));
 	free(sc);
 	return 0;
 }

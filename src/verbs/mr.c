@@ -20,6 +20,7 @@
  */
 #include "verbs_int.h"
 #include "sv_engine.h"
+#include "check.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,7 @@ struct ibv_mr *sv_mr_wrap(struct ibv_pd *pd, enum sv_mr_kind kind,
 	m->kind = kind;
 	m->access = rep->access;
 	m->iova = rep->iova;
+	SV_CHECK(sv_check_obj(SV_CK_MR, m, 1, NULL));
 	return &m->mr;
 }
 
@@ -88,12 +90,15 @@ static int dereg_cmd(struct ibv_context *ctx, uint32_t handle)
 int sv_mr_dereg(struct ibv_mr *mr)
 {
 	struct sv_mr *m = to_svmr(mr);
-	int err = dereg_cmd(mr->context, mr->handle);
+	int err;
 
+	SV_CHECK(sv_check_destroy(SV_CK_MR, m));
+	err = dereg_cmd(mr->context, mr->handle);
 	if (err) {
 		errno = -err;
 		return -err;
 	}
+	SV_CHECK(sv_check_obj(SV_CK_MR, m, 0, "ibv_dereg_mr"));
 	if (m->kind == SV_MR_REGULAR) {
 		struct sv_ctx_ref cr = sv_cref(mr->context);
 
@@ -150,6 +155,7 @@ static struct ibv_mr *reg_common(struct ibv_pd *pd, void *addr, size_t length,
 	return mr;
 
 err_free:
+	SV_CHECK(sv_check_obj(SV_CK_MR, to_svmr(mr), 0, NULL));
 	free(to_svmr(mr));
 err_dereg:
 	dereg_cmd(pd->context, rep.handle);
@@ -345,8 +351,11 @@ SV_EXPORT struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
 /* Frees this view only (no daemon call, as the kernel). */
 SV_EXPORT void ibv_unimport_mr(struct ibv_mr *mr)
 {
-	if (mr)
+	if (mr) {
+		SV_CHECK(sv_check_obj(SV_CK_MR, to_svmr(mr), 0,
+				      "ibv_unimport_mr"));
 		free(to_svmr(mr));
+	}
 }
 
 /*

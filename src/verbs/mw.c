@@ -7,6 +7,7 @@
  * the daemon's key table (the engine's side).
  */
 #include "dp_int.h"
+#include "check.h"
 
 #include <stdlib.h>
 
@@ -35,6 +36,7 @@ static struct ibv_mw *alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 	mw->mw.handle = rep.handle;
 	mw->mw.type = type;
 	mw->pd_id = to_svpd(pd)->pd_id;
+	SV_CHECK(sv_check_obj(SV_CK_MW, &mw->mw, 1, NULL));
 	return &mw->mw;
 }
 
@@ -46,6 +48,7 @@ static int dealloc_mw(struct ibv_mw *mw)
 
 	if (err)
 		return -err;
+	SV_CHECK(sv_check_obj(SV_CK_MW, mw, 0, NULL));
 	free((struct sv_mw *)mw);
 	return 0;
 }

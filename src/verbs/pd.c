@@ -6,6 +6,7 @@
  * a handle.
  */
 #include "verbs_int.h"
+#include "check.h"
 
 #include <stdlib.h>
 
@@ -20,6 +21,7 @@ static struct ibv_pd *new_pd(struct ibv_context *ctx, uint32_t handle,
 	p->pd.handle = handle;
 	p->imported = imported;
 	p->pd_id = pd_id;
+	SV_CHECK(sv_check_obj(SV_CK_PD, &p->pd, 1, NULL));
 	return &p->pd;
 }
 
@@ -60,6 +62,7 @@ SV_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 	struct sv_pd *p = to_svpd(pd);
 	int err;
 
+	SV_CHECK(sv_check_destroy(SV_CK_PD, pd));
 	if (atomic_load(&p->uses)) {
 		errno = EBUSY;
 		return EBUSY;
@@ -77,6 +80,7 @@ SV_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 		errno = -err;
 		return -err;
 	}
+	SV_CHECK(sv_check_obj(SV_CK_PD, pd, 0, NULL));
 	free(to_svpd(pd));
 	return 0;
 }
@@ -104,8 +108,10 @@ SV_EXPORT struct ibv_pd *ibv_import_pd(struct ibv_context *ctx,
 /* Frees this view only; the PD lives on (no daemon call, as the kernel). */
 SV_EXPORT void ibv_unimport_pd(struct ibv_pd *pd)
 {
-	if (pd)
+	if (pd) {
+		SV_CHECK(sv_check_obj(SV_CK_PD, pd, 0, NULL));
 		free(to_svpd(pd));
+	}
 }
 
 struct ibv_pd *sv_pd_parent(struct ibv_pd *pd)

@@ -10,6 +10,7 @@
  * (docs/architecture.md "Checks at execution time").
  */
 #include "dp_int.h"
+#include "check.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 
 	pthread_spin_lock(&qp->sq_lock);
 	for (; wr; wr = wr->next) {
+		SV_CHECK(sv_check_send(qp, wr));
 		err = sv_post_one_send(qp, wr);
 		if (err) {
 			*bad_wr = wr;
@@ -164,6 +166,7 @@ static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	}
 	pthread_spin_lock(&qp->rq_post_lock);
 	for (; wr; wr = wr->next) {
+		SV_CHECK(sv_check_recv(qp, wr));
 		err = sv_qp_state(qp) == IBV_QPS_RESET ?
 			      EINVAL :
 			      sv_rq_post(qp->shm, &qp->shm->rq, wr);

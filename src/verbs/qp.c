@@ -6,6 +6,7 @@
  * the engine is told about every change (sv_engine_qp_*).
  */
 #include "dp_int.h"
+#include "check.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,19 @@ static int transition_ok(enum ibv_qp_state cur, enum ibv_qp_state next,
 	if ((mask & req) != req)
 		return 0;
 	return !(mask & ~(req | opt | IBV_QP_STATE));
+}
+
+int sv_qp_trans_masks(enum ibv_qp_state cur, enum ibv_qp_state next,
+		      enum ibv_qp_type type, uint32_t *req, uint32_t *opt)
+{
+	const struct trans *t;
+
+	if ((unsigned)cur > IBV_QPS_ERR || (unsigned)next > IBV_QPS_ERR)
+		return 0;
+	t = &qp_table[cur][next];
+	*req = t->req[type_index(type)];
+	*opt = t->opt[type_index(type)];
+	return t->valid;
 }
 
 /* An AV's source GID (RoCE AVs need one): 0, ENODATA for an empty slot,
@@ -296,6 +310,7 @@ static int modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	struct ibv_qp_attr na;
 	int err;
 
+	SV_CHECK(sv_check_modify(qp, attr, attr_mask));
 	if (!attr || (mask & ~KNOWN_MASK) || (mask & IBV_QP_CAP))
 		return EINVAL;
 	pthread_mutex_lock(&ibqp->mutex); /* one modify at a time */
@@ -341,6 +356,7 @@ static int modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 			       sizeof(req), NULL, 0))
 		sv_dbg("qp %#x: modify not recorded", ibqp->qp_num);
 	sv_engine_qp_modified(qp, old, next);
+	SV_CHECK(sv_check_modified(qp));
 out:
 	pthread_mutex_unlock(&ibqp->mutex);
 	return err;
@@ -568,6 +584,10 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 	a->cap = cap;
 	qp->parent = sv_pd_parent(a->pd);
 	sv_pd_use(qp->parent, 1);
+	SV_CHECK(sv_check_obj(SV_CK_QP, ib, 1, NULL));
+	SV_CHECK(sv_check_cq_depth(qp->scq, "ibv_create_qp"));
+	if (qp->rcq != qp->scq)
+		SV_CHECK(sv_check_cq_depth(qp->rcq, "ibv_create_qp"));
 	return ib;
 
 err_undo:
@@ -638,6 +658,7 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	struct sv_handle_req req = { .handle = ibqp->handle };
 	int err;
 
+	SV_CHECK(sv_check_destroy(SV_CK_QP, qp));
 	sv_engine_take_arrived(qp->eng);
 	err = sv_ctx_call_simple(ibqp->context, SV_OP_DESTROY_QP, &req,
 				 sizeof(req), NULL, 0);
@@ -645,6 +666,7 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 		errno = -err;
 		return -err;
 	}
+	SV_CHECK(sv_check_obj(SV_CK_QP, qp, 0, NULL));
 	sv_engine_qp_del(qp);
 	sv_dp_obj_del(qp);
 	sv_dp_wait_acks(&ibqp->mutex, &ibqp->cond, &ibqp->events_completed,

@@ -6,6 +6,7 @@
  * the QPs attached to it consume, whichever process runs them.
  */
 #include "dp_int.h"
+#include "check.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,7 @@ static struct ibv_srq *srq_new(struct ibv_pd *pd, void *srq_context,
 	sv_dp_obj_add(srq);
 	srq->parent = sv_pd_parent(pd);
 	sv_pd_use(srq->parent, 1);
+	SV_CHECK(sv_check_obj(SV_CK_SRQ, &srq->srq, 1, NULL));
 	return &srq->srq;
 
 err_tab:
@@ -180,6 +182,7 @@ SV_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 	struct sv_handle_req req = { .handle = ibsrq->handle };
 	int err;
 
+	SV_CHECK(sv_check_destroy(SV_CK_SRQ, ibsrq));
 	if (atomic_load(&srq->usecnt)) {
 		errno = EBUSY;
 		return EBUSY;
@@ -190,6 +193,7 @@ SV_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 		errno = -err;
 		return -err;
 	}
+	SV_CHECK(sv_check_obj(SV_CK_SRQ, ibsrq, 0, NULL));
 	sv_dp_obj_del(srq);
 	sv_engine_srq_del(srq);
 	sv_dp_wait_acks(&ibsrq->mutex, &ibsrq->cond, &ibsrq->events_completed,
@@ -211,6 +215,7 @@ static int post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 
 	pthread_spin_lock(&srq->post_lock);
 	for (; wr; wr = wr->next) {
+		SV_CHECK(sv_check_srq_recv(srq, wr));
 		err = sv_rq_post(srq->shm, &srq->shm->rq, wr);
 		if (err) {
 			*bad_wr = wr;

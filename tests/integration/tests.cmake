@@ -74,3 +74,8 @@ endforeach()
 # SV_FUZZ_SECONDS, then memory, objects and descriptors checked and a
 # legitimate exchange made.  Root only.
 sv_c_test(test_wire_fuzz ${D}/test_wire_fuzz.c TIMEOUT 600 LABELS wire)
+# The misuse checker (issue 25, docs/checker.md): each case runs a program
+# with one bug in it with SOFTVERBS_CHECK=1 and without.  Exported symbols
+# (-rdynamic): the checker names the bug's function through dladdr(3).
+sv_c_test(test_check ${D}/test_check.c TIMEOUT 300)
+set_target_properties(test_check PROPERTIES ENABLE_EXPORTS ON)

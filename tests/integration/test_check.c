@@ -1,0 +1,641 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The misuse checker (SOFTVERBS_CHECK=1, src/verbs/check.c; the codes:
+ * docs/checker.md).  Each case runs a program with one bug in it (this
+ * binary, re-executed as `test_check --bug NAME`) twice: with the
+ * variable, its stderr must hold the line the bug program announces on its
+ * stdout ("EXPECT <line after 'softverbs-check: '>", the objects it made
+ * filled in) and name the bug function as the caller; without it, no
+ * checker line at all.  The lines are read through pipes until the program
+ * exits: no sleeps.
+ *
+ * Bug functions are non-static and exported (-rdynamic) so that the
+ * checker's dladdr(3) names them; each calls the wrong verb itself.
+ */
+#include "dp_util.h"
+#include "sv_test.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+
+/* One completion, polled by the function it is written in. */
+#define POLL1(cq, wc)                                                          \
+	do {                                                                   \
+		int __r;                                                       \
+		while ((__r = ibv_poll_cq((cq), 1, (wc))) == 0)                \
+			;                                                      \
+		CHECK_EQ(__r, 1);                                              \
+	} while (0)
+
+/* What the parent will look for; flushed at exit. */
+#define EXPECT(...)                                                            \
+	do {                                                                   \
+		printf("EXPECT ");                                             \
+		printf(__VA_ARGS__);                                           \
+		printf("\n");                                                  \
+	} while (0)
+
+static char page_buf[2 * 4096] __attribute__((aligned(4096)));
+
+/* An RC pair of this process, connected, on one CQ of cqe entries. */
+struct pair {
+	struct dp d;
+	struct ibv_qp *a, *b;
+};
+
+static void pair_open(struct pair *p, int cqe, uint32_t wr)
+{
+	dp_open(&p->d, cqe);
+	p->a = dp_qp(&p->d, IBV_QPT_RC, NULL, wr, 0);
+	p->b = dp_qp(&p->d, IBV_QPT_RC, NULL, wr, 0);
+	dp_connect(p->a, p->b);
+}
+
+static struct ibv_mr *reg(struct ibv_pd *pd, void *addr, size_t len, int acc)
+{
+	struct ibv_mr *mr = ibv_reg_mr(pd, addr, len, acc);
+
+	CHECK(mr);
+	return mr;
+}
+
+/* Inlined into the bug function, so that it is the verb's caller. */
+static inline __attribute__((always_inline)) int
+send1(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
+		 uint64_t addr, uint32_t len, uint32_t lkey, int signaled)
+{
+	struct ibv_sge sge = { .addr = addr, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr = { .wr_id = wr_id,
+				  .sg_list = &sge,
+				  .num_sge = 1,
+				  .opcode = op,
+				  .send_flags = signaled ? IBV_SEND_SIGNALED : 0 },
+			   *bad;
+
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* n receives of 64 bytes into page_buf under mr. */
+static void recvs(struct ibv_qp *qp, struct ibv_mr *mr, int n)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)page_buf, .length = 64,
+			       .lkey = mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = 100, .sg_list = &sge, .num_sge = 1 },
+			   *bad;
+
+	for (int i = 0; i < n; i++)
+		CHECK_EQ(ibv_post_recv(qp, &wr, &bad), 0);
+}
+
+/* -------------------------------------------------------------- bugs -- */
+
+NOINLINE void bug_sge_outside_mr(void);
+void bug_sge_outside_mr(void)
+{
+	struct pair p;
+	struct ibv_mr *small, *big;
+
+	pair_open(&p, 64, 16);
+	small = reg(p.d.pd, page_buf, 4000, IBV_ACCESS_LOCAL_WRITE);
+	big = reg(p.d.pd, page_buf, sizeof(page_buf), IBV_ACCESS_LOCAL_WRITE);
+	EXPECT("SGE_OUTSIDE_MR ibv_post_send qp %#x wr_id 0x7 sge[0] [%p,+4096) "
+	       "lkey %#x: ends 96 bytes past mr [%p,+4000) of this process; "
+	       "mr lkey %#x [%p,+8192) of the same pd holds it",
+	       p.a->qp_num, (void *)page_buf, small->lkey, (void *)page_buf,
+	       big->lkey, (void *)page_buf);
+	CHECK_EQ(send1(p.a, IBV_WR_RDMA_WRITE, 7, (uintptr_t)page_buf, 4096,
+		       small->lkey, 1) + 0, 0);
+	fflush(stdout);
+	_exit(0); /* the WR stays where the engine put it */
+}
+
+NOINLINE void bug_lkey_unknown(void);
+void bug_lkey_unknown(void)
+{
+	struct pair p;
+	struct ibv_mr *mr;
+	uint32_t lkey;
+
+	pair_open(&p, 64, 16);
+	mr = reg(p.d.pd, page_buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	lkey = mr->lkey;
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+	EXPECT("LKEY_UNKNOWN ibv_post_send qp %#x wr_id 0x8 sge[0] [%p,+64) "
+	       "lkey %#x: the lkey names no live MR of pid %d; it named mr "
+	       "[%p,+4096) of this process until ibv_dereg_mr ",
+	       p.a->qp_num, (void *)page_buf, lkey, (int)getpid(),
+	       (void *)page_buf);
+	CHECK_EQ(send1(p.a, IBV_WR_RDMA_WRITE, 8, (uintptr_t)page_buf, 64, lkey,
+		       1) + 0, 0);
+	fflush(stdout);
+	_exit(0);
+}
+
+NOINLINE void bug_qp_state(void);
+void bug_qp_state(void)
+{
+	struct dp d;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	struct ibv_sge sge;
+	struct ibv_recv_wr rwr = { .wr_id = 10, .sg_list = &sge, .num_sge = 1 },
+			   *rbad;
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR,
+				 .path_mtu = IBV_MTU_1024,
+				 .max_dest_rd_atomic = 1 };
+	int mask;
+
+	dp_open(&d, 64);
+	mr = reg(d.pd, page_buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	sge = (struct ibv_sge){ .addr = (uintptr_t)page_buf, .length = 64,
+				.lkey = mr->lkey };
+	qp = dp_qp(&d, IBV_QPT_RC, NULL, 8, 0);
+	EXPECT("QP_STATE ibv_post_recv qp %#x wr_id 0xa: the QP is in RESET, "
+	       "receives need INIT or later", qp->qp_num);
+	CHECK_EQ(ibv_post_recv(qp, &rwr, &rbad), EINVAL);
+	CHECK_EQ(to_init(qp), 0);
+	EXPECT("QP_STATE ibv_post_send qp %#x wr_id 0x9 SEND: the QP is in INIT, "
+	       "sends need RTS", qp->qp_num);
+	CHECK_EQ(send1(qp, IBV_WR_SEND, 9, (uintptr_t)page_buf, 64, mr->lkey, 1),
+		 EINVAL);
+	/* RTR without IBV_QP_MIN_RNR_TIMER, and with IBV_QP_SQ_PSN. */
+	a.ah_attr.is_global = 1;
+	a.ah_attr.port_num = 1;
+	CHECK_EQ(ibv_query_gid(d.ctx, 1, 0, &a.ah_attr.grh.dgid), 0);
+	a.dest_qp_num = qp->qp_num;
+	mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+	       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_SQ_PSN;
+	EXPECT("QP_STATE ibv_modify_qp qp %#x RC INIT -> RTR: attr_mask %#x "
+	       "lacks IBV_QP_MIN_RNR_TIMER, and has IBV_QP_SQ_PSN the "
+	       "transition does not take", qp->qp_num, mask);
+	CHECK_EQ(ibv_modify_qp(qp, &a, mask), EINVAL);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+	dp_close(&d);
+}
+
+/* SENDs that stay outstanding: the peers have no receive, and RNR
+ * retries forever (rnr_retry 7).  Each QP's WR names its own MR, so that
+ * deregistering one does not fail the other QP's WR. */
+NOINLINE void bug_destroy_busy(void);
+void bug_destroy_busy(void)
+{
+	struct pair p, q;
+	struct ibv_mr *m1, *m2;
+
+	pair_open(&p, 64, 16);
+	q.d = p.d;
+	q.a = dp_qp(&p.d, IBV_QPT_RC, NULL, 16, 0);
+	q.b = dp_qp(&p.d, IBV_QPT_RC, NULL, 16, 0);
+	dp_connect(q.a, q.b);
+	m1 = reg(p.d.pd, page_buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	m2 = reg(p.d.pd, page_buf + 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	CHECK_EQ(send1(p.a, IBV_WR_SEND, 11, (uintptr_t)page_buf, 64, m1->lkey,
+		       1), 0);
+	CHECK_EQ(send1(q.a, IBV_WR_SEND, 12, (uintptr_t)page_buf + 4096, 64,
+		       m2->lkey, 1), 0);
+	EXPECT("DESTROY_BUSY ibv_destroy_cq cq %p is still used by qp %#x (send "
+	       "and recv cq), qp %#x (send and recv cq), qp %#x (send and recv "
+	       "cq), qp %#x (send and recv cq)",
+	       (void *)p.d.cq, q.b->qp_num, q.a->qp_num, p.b->qp_num,
+	       p.a->qp_num);
+	CHECK_EQ(ibv_destroy_cq(p.d.cq), EBUSY);
+	EXPECT("DESTROY_BUSY ibv_destroy_qp qp %#x (RTS) has 1 send WRs "
+	       "outstanding, oldest wr_id 0xb: their completions never come",
+	       p.a->qp_num);
+	CHECK_EQ(ibv_destroy_qp(p.a), 0);
+	EXPECT("DESTROY_BUSY ibv_dereg_mr mr lkey %#x [%p,+4096) is named by 1 "
+	       "outstanding WRs: qp %#x wr_id 0xc",
+	       m2->lkey, (void *)(page_buf + 4096), q.a->qp_num);
+	CHECK_EQ(ibv_dereg_mr(m2), 0);
+	EXPECT("DESTROY_BUSY ibv_dealloc_pd pd %p (handle %u) still has 4 "
+	       "dependants: qp %#x, qp %#x, qp %#x, mr lkey %#x",
+	       (void *)p.d.pd, p.d.pd->handle, q.b->qp_num, q.a->qp_num,
+	       p.b->qp_num, m1->lkey);
+	CHECK_EQ(ibv_dealloc_pd(p.d.pd), EBUSY);
+	CHECK_EQ(ibv_destroy_qp(q.a), 0);
+	CHECK_EQ(ibv_destroy_qp(q.b), 0);
+	CHECK_EQ(ibv_destroy_qp(p.b), 0);
+	CHECK_EQ(ibv_dereg_mr(m1), 0);
+	dp_close(&p.d);
+}
+
+NOINLINE void bug_unsignaled_overflow(void);
+void bug_unsignaled_overflow(void)
+{
+	struct pair p;
+	struct ibv_mr *mr;
+
+	pair_open(&p, 64, 4);
+	mr = reg(p.d.pd, page_buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	recvs(p.b, mr, 4);
+	EXPECT("UNSIGNALED_OVERFLOW ibv_post_send qp %#x wr_id 0x4: the send "
+	       "queue (max_send_wr 4) now holds 4 unsignaled WRs and no "
+	       "signaled one, sq_sig_all is 0", p.a->qp_num);
+	for (uint64_t i = 1; i <= 4; i++)
+		CHECK_EQ(send1(p.a, IBV_WR_SEND, i, (uintptr_t)page_buf, 8,
+			       mr->lkey, 0), 0);
+	fflush(stdout);
+	_exit(0);
+}
+
+NOINLINE void bug_cq_overrun(void);
+void bug_cq_overrun(void)
+{
+	struct pair p;
+	struct ibv_mr *mr;
+	struct ibv_async_event ev;
+	struct ibv_wc wc[4];
+	struct ibv_qp *c;
+
+	dp_open(&p.d, 4);
+	{
+		struct ibv_qp_init_attr a = {
+			.send_cq = p.d.cq, .recv_cq = p.d.cq,
+			.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+				 .max_send_sge = 1, .max_recv_sge = 1 },
+			.qp_type = IBV_QPT_RC,
+		};
+
+		c = ibv_create_qp(p.d.pd, &a);
+		CHECK(c);
+	}
+	EXPECT("CQ_OVERRUN ibv_create_qp: cq %p holds 4 completions but its QPs "
+	       "can have 8 outstanding (qp %#x send 4 recv 4): a burst "
+	       "overflows it", (void *)p.d.cq, c->qp_num);
+	p.a = dp_qp(&p.d, IBV_QPT_RC, NULL, 4, 0);
+	p.b = c;
+	dp_connect(p.a, p.b);
+	mr = reg(p.d.pd, page_buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	recvs(p.b, mr, 4);
+	for (uint64_t i = 1; i <= 4; i++)
+		CHECK_EQ(send1(p.a, IBV_WR_SEND, i, (uintptr_t)page_buf, 8,
+			       mr->lkey, 1), 0);
+	/* Eight completions into four entries: CQ_ERR tells it happened. */
+	do
+		CHECK_EQ(ibv_get_async_event(p.d.ctx, &ev), 0);
+	while (ev.event_type != IBV_EVENT_CQ_ERR && (ibv_ack_async_event(&ev), 1));
+	ibv_ack_async_event(&ev);
+	EXPECT("CQ_OVERRUN cq %p overflowed: a completion was lost and "
+	       "IBV_EVENT_CQ_ERR raised; it holds 4, its QPs can have 16 "
+	       "outstanding", (void *)p.d.cq);
+	CHECK(ibv_poll_cq(p.d.cq, 4, wc) >= 0);
+	fflush(stdout);
+	_exit(0);
+}
+
+NOINLINE void bug_mismatched_peer(void);
+void bug_mismatched_peer(void)
+{
+	struct dp d;
+	struct ibv_qp *a, *b;
+	struct ibv_qp_attr r = { .qp_state = IBV_QPS_RTR,
+				 .path_mtu = IBV_MTU_512,
+				 .rq_psn = 0x123,
+				 .max_dest_rd_atomic = 1,
+				 .min_rnr_timer = 12 };
+	struct ibv_qp_attr s = { .qp_state = IBV_QPS_RTS, .sq_psn = 0x456,
+				 .timeout = 14, .retry_cnt = 7,
+				 .rnr_retry = 7, .max_rd_atomic = 4 };
+
+	dp_open(&d, 64);
+	a = dp_qp(&d, IBV_QPT_RC, NULL, 8, 0);
+	b = dp_qp(&d, IBV_QPT_RC, NULL, 8, 0);
+	CHECK_EQ(to_init(a), 0);
+	CHECK_EQ(to_init(b), 0);
+	CHECK_EQ(to_rtr_psn(a, b->qp_num, 0x456), 0); /* MTU 1024 */
+	r.ah_attr.is_global = 1;
+	r.ah_attr.port_num = 1;
+	CHECK_EQ(ibv_query_gid(d.ctx, 1, 0, &r.ah_attr.grh.dgid), 0);
+	r.dest_qp_num = a->qp_num;
+	EXPECT("MISMATCHED_PEER ibv_modify_qp qp %#x: path_mtu 512 bytes, its "
+	       "peer qp %#x has 1024", b->qp_num, a->qp_num);
+	CHECK_EQ(ibv_modify_qp(b, &r,
+			       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				       IBV_QP_MAX_DEST_RD_ATOMIC |
+				       IBV_QP_MIN_RNR_TIMER),
+		 0);
+	EXPECT("MISMATCHED_PEER ibv_modify_qp qp %#x: max_rd_atomic 4 is above "
+	       "its peer qp %#x's max_dest_rd_atomic 1", a->qp_num, b->qp_num);
+	EXPECT("MISMATCHED_PEER ibv_modify_qp qp %#x: sq_psn 0x456, its peer qp "
+	       "%#x expects rq_psn 0x123", a->qp_num, b->qp_num);
+	CHECK_EQ(ibv_modify_qp(a, &s,
+			       IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+				       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				       IBV_QP_MAX_QP_RD_ATOMIC),
+		 0);
+	CHECK_EQ(ibv_destroy_qp(a), 0);
+	CHECK_EQ(ibv_destroy_qp(b), 0);
+	dp_close(&d);
+}
+
+NOINLINE void bug_leak_at_exit(void);
+void bug_leak_at_exit(void)
+{
+	struct dp d;
+
+	dp_open(&d, 8);
+	reg(d.pd, page_buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	EXPECT("LEAK_AT_EXIT pid %d: 1 CQ, 1 MR, 1 PD, 1 context left at exit",
+	       (int)getpid());
+	fflush(stdout);
+	exit(0);
+}
+
+NOINLINE void bug_buffer_unmapped(void);
+void bug_buffer_unmapped(void)
+{
+	struct pair p;
+	struct ibv_mr *mr;
+	char *m = mmap(NULL, 8192, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	CHECK(m != MAP_FAILED);
+	pair_open(&p, 64, 16);
+	mr = reg(p.d.pd, m, 8192, IBV_ACCESS_LOCAL_WRITE);
+	CHECK_EQ(munmap(m + 4096, 4096), 0);
+	EXPECT("BUFFER_UNMAPPED ibv_post_send qp %#x wr_id 0xc sge[0] [%p,+8192) "
+	       "lkey %#x: [%p,+8192) of mr [%p,+8192) is not mapped readable "
+	       "any more",
+	       p.a->qp_num, (void *)m, mr->lkey, (void *)m, (void *)m);
+	CHECK_EQ(send1(p.a, IBV_WR_RDMA_WRITE, 12, (uintptr_t)m, 8192, mr->lkey,
+		       1) + 0, 0);
+	fflush(stdout);
+	_exit(0);
+}
+
+/* RDMA WRITE into the peer's MR registered without REMOTE_WRITE, then
+ * with the rkey of an MR deregistered since. */
+NOINLINE void bug_remote_access(void);
+void bug_remote_access(void)
+{
+	struct pair p;
+	struct ibv_mr *src, *dst, *gone;
+	struct ibv_wc wc;
+	uint32_t rkey;
+
+	pair_open(&p, 64, 16);
+	src = reg(p.d.pd, page_buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	dst = reg(p.d.pd, page_buf + 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	EXPECT("ACCESS_DENIED qp %#x wr_id 0xd RDMA_WRITE to qp %#x [%p,+64) "
+	       "rkey %#x completed IBV_WC_REM_ACCESS_ERR: the mr under the rkey "
+	       "(pid %d) lacks IBV_ACCESS_REMOTE_WRITE (has "
+	       "IBV_ACCESS_LOCAL_WRITE)",
+	       p.a->qp_num, p.b->qp_num, (void *)(page_buf + 4096), dst->rkey,
+	       (int)getpid());
+	{
+		struct ibv_sge sge = { .addr = (uintptr_t)page_buf,
+				       .length = 64,
+				       .lkey = src->lkey };
+		struct ibv_send_wr wr = { .wr_id = 13,
+					  .sg_list = &sge,
+					  .num_sge = 1,
+					  .opcode = IBV_WR_RDMA_WRITE,
+					  .send_flags = IBV_SEND_SIGNALED },
+				   *bad;
+
+		wr.wr.rdma.remote_addr = (uintptr_t)(page_buf + 4096);
+		wr.wr.rdma.rkey = dst->rkey;
+		CHECK_EQ(ibv_post_send(p.a, &wr, &bad), 0);
+		POLL1(p.d.cq, &wc);
+		CHECK_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+	}
+	/* A second pair: the first is in ERR now. */
+	{
+		struct ibv_qp *c = dp_qp(&p.d, IBV_QPT_RC, NULL, 16, 0);
+		struct ibv_qp *e = dp_qp(&p.d, IBV_QPT_RC, NULL, 16, 0);
+		struct ibv_sge sge = { .addr = (uintptr_t)page_buf,
+				       .length = 64,
+				       .lkey = src->lkey };
+		struct ibv_send_wr wr = { .wr_id = 14,
+					  .sg_list = &sge,
+					  .num_sge = 1,
+					  .opcode = IBV_WR_RDMA_WRITE,
+					  .send_flags = IBV_SEND_SIGNALED },
+				   *bad;
+
+		dp_connect(c, e);
+		gone = reg(p.d.pd, page_buf + 4096, 4096,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+		rkey = gone->rkey;
+		CHECK_EQ(ibv_dereg_mr(gone), 0);
+		EXPECT("RKEY_UNKNOWN qp %#x wr_id 0xe RDMA_WRITE to qp %#x "
+		       "[%p,+64) rkey %#x completed IBV_WC_REM_ACCESS_ERR: the "
+		       "rkey names no live MR or MW of the device; it named mr "
+		       "[%p,+4096) of this process until ibv_dereg_mr ",
+		       c->qp_num, e->qp_num, (void *)(page_buf + 4096), rkey,
+		       (void *)(page_buf + 4096));
+		wr.wr.rdma.remote_addr = (uintptr_t)(page_buf + 4096);
+		wr.wr.rdma.rkey = rkey;
+		CHECK_EQ(ibv_post_send(c, &wr, &bad), 0);
+		do
+			POLL1(p.d.cq, &wc);
+		while (wc.wr_id != 14);
+		CHECK_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+	}
+	fflush(stdout);
+	_exit(0);
+}
+
+/* A SEND to a peer with no receive, and no RNR retry. */
+NOINLINE void bug_recv_not_posted(void);
+void bug_recv_not_posted(void)
+{
+	struct dp d;
+	struct ibv_qp *a, *b;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	struct ibv_qp_attr s = { .qp_state = IBV_QPS_RTS, .sq_psn = DP_SQ_PSN,
+				 .timeout = 14, .retry_cnt = 7,
+				 .rnr_retry = 0, .max_rd_atomic = 1 };
+
+	dp_open(&d, 64);
+	a = dp_qp(&d, IBV_QPT_RC, NULL, 8, 0);
+	b = dp_qp(&d, IBV_QPT_RC, NULL, 8, 0);
+	CHECK_EQ(to_init(a), 0);
+	CHECK_EQ(to_init(b), 0);
+	CHECK_EQ(to_rtr_psn(a, b->qp_num, DP_SQ_PSN), 0);
+	CHECK_EQ(to_rtr_psn(b, a->qp_num, DP_SQ_PSN), 0);
+	CHECK_EQ(ibv_modify_qp(a, &s,
+			       IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+				       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				       IBV_QP_MAX_QP_RD_ATOMIC),
+		 0);
+	mr = reg(d.pd, page_buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	EXPECT("RECV_NOT_POSTED qp %#x wr_id 0xf completed "
+	       "IBV_WC_RNR_RETRY_EXC_ERR: the responder qp %#x (this process) "
+	       "had no receive posted (0 now)", a->qp_num, b->qp_num);
+	CHECK_EQ(send1(a, IBV_WR_SEND, 15, (uintptr_t)page_buf, 8, mr->lkey, 1),
+		 0);
+	POLL1(d.cq, &wc);
+	CHECK_EQ(wc.status, IBV_WC_RNR_RETRY_EXC_ERR);
+	fflush(stdout);
+	_exit(0);
+}
+
+static const struct {
+	const char *name;
+	void (*fn)(void);
+	const char *caller;
+} bugs[] = {
+#define BUG(n) { #n, bug_##n, "bug_" #n "+" }
+	BUG(sge_outside_mr),  BUG(lkey_unknown),   BUG(qp_state),
+	BUG(destroy_busy),    BUG(unsignaled_overflow), BUG(cq_overrun),
+	BUG(mismatched_peer), BUG(leak_at_exit),   BUG(buffer_unmapped),
+	BUG(remote_access),   BUG(recv_not_posted),
+#undef BUG
+};
+
+/* ------------------------------------------------------------ runner -- */
+
+struct run {
+	char out[16384], err[65536];
+	size_t nout, nerr;
+	int status;
+};
+
+/* Runs this binary's bug `name` with SOFTVERBS_CHECK=check (NULL: unset),
+ * collecting its stdout and stderr until it exits. */
+static void run_bug(const char *name, const char *check, struct run *r)
+{
+	int po[2], pe[2];
+	pid_t pid;
+	struct pollfd fds[2];
+	int open_fds = 2;
+
+	memset(r, 0, sizeof(*r));
+	CHECK_EQ(pipe2(po, O_CLOEXEC), 0);
+	CHECK_EQ(pipe2(pe, O_CLOEXEC), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		dup2(po[1], 1);
+		dup2(pe[1], 2);
+		if (check)
+			setenv("SOFTVERBS_CHECK", check, 1);
+		else
+			unsetenv("SOFTVERBS_CHECK");
+		execl("/proc/self/exe", "test_check", "--bug", name,
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(po[1]);
+	close(pe[1]);
+	fds[0] = (struct pollfd){ .fd = po[0], .events = POLLIN };
+	fds[1] = (struct pollfd){ .fd = pe[0], .events = POLLIN };
+	while (open_fds) {
+		CHECK(poll(fds, 2, -1) > 0 || errno == EINTR);
+		for (int i = 0; i < 2; i++) {
+			char *buf = i ? r->err : r->out;
+			size_t *n = i ? &r->nerr : &r->nout;
+			size_t cap = (i ? sizeof(r->err) : sizeof(r->out)) - 1;
+			char junk[4096];
+			ssize_t got;
+
+			if (fds[i].fd < 0 || !fds[i].revents)
+				continue;
+			got = *n < cap ? read(fds[i].fd, buf + *n, cap - *n) :
+					 read(fds[i].fd, junk, sizeof(junk));
+			if (got <= 0) {
+				close(fds[i].fd);
+				fds[i].fd = -1;
+				open_fds--;
+			} else if (*n < cap) {
+				*n += (size_t)got;
+			}
+		}
+	}
+	r->out[r->nout] = 0;
+	r->err[r->nerr] = 0;
+	r->status = sv_test_wait_child(pid);
+}
+
+/* The case: every EXPECT line of the bug is a checker line on stderr
+ * naming the bug function; without the variable no checker line. */
+static void check_bug(const char *name)
+{
+	static struct run r;
+	const char *caller = NULL;
+	int expects = 0;
+
+	for (size_t i = 0; i < sizeof(bugs) / sizeof(bugs[0]); i++)
+		if (!strcmp(bugs[i].name, name))
+			caller = strcmp(name, "leak_at_exit") ? bugs[i].caller :
+								"";
+	CHECK(caller);
+	run_bug(name, "1", &r);
+	if (r.status != 0)
+		fprintf(stderr, "bug %s exited %d; stderr:\n%s\n", name,
+			r.status, r.err);
+	CHECK_EQ(r.status, 0);
+	for (char *l = r.out, *nl; l && *l; l = nl ? nl + 1 : NULL) {
+		char want[2048];
+		const char *hit, *eol;
+
+		nl = strchr(l, '\n');
+		if (nl)
+			*nl = 0;
+		if (strncmp(l, "EXPECT ", 7))
+			continue;
+		expects++;
+		snprintf(want, sizeof(want), "softverbs-check: %s", l + 7);
+		hit = strstr(r.err, want);
+		if (!hit || (hit != r.err && hit[-1] != '\n')) {
+			fprintf(stderr, "missing: %s\nstderr was:\n%s\n", want,
+				r.err);
+			CHECK(!"the checker line is there");
+		}
+		eol = strchr(hit, '\n');
+		if (caller[0]) {
+			const char *c = strstr(hit, "; called from ");
+
+			if (!c || (eol && c > eol) ||
+			    strncmp(c + 14, caller, strlen(caller))) {
+				fprintf(stderr, "caller not %s in: %.*s\n",
+					caller,
+					(int)(eol ? eol - hit : (long)strlen(hit)),
+					hit);
+				CHECK(!"the line names the bug's function");
+			}
+		}
+	}
+	CHECK(expects > 0);
+	run_bug(name, NULL, &r);
+	CHECK_EQ(r.status, 0);
+	if (strstr(r.err, "softverbs-check")) {
+		fprintf(stderr, "unchecked run printed:\n%s\n", r.err);
+		CHECK(!"no checker line without SOFTVERBS_CHECK");
+	}
+}
+
+SV_TEST(sge_outside_mr) { check_bug("sge_outside_mr"); }
+SV_TEST(lkey_unknown) { check_bug("lkey_unknown"); }
+SV_TEST(qp_state) { check_bug("qp_state"); }
+SV_TEST(destroy_busy) { check_bug("destroy_busy"); }
+SV_TEST(unsignaled_overflow) { check_bug("unsignaled_overflow"); }
+SV_TEST(cq_overrun) { check_bug("cq_overrun"); }
+SV_TEST(mismatched_peer) { check_bug("mismatched_peer"); }
+SV_TEST(leak_at_exit) { check_bug("leak_at_exit"); }
+SV_TEST(buffer_unmapped) { check_bug("buffer_unmapped"); }
+SV_TEST(remote_access) { check_bug("remote_access"); }
+SV_TEST(recv_not_posted) { check_bug("recv_not_posted"); }
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "--bug")) {
+		for (size_t i = 0; i < sizeof(bugs) / sizeof(bugs[0]); i++)
+			if (!strcmp(bugs[i].name, argv[2])) {
+				bugs[i].fn();
+				fflush(stdout);
+				return 0;
+			}
+		return 2;
+	}
+	return sv_test_main(argc, argv);
+}
