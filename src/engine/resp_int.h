@@ -144,7 +144,7 @@ static inline uint32_t resp_mtu(const struct sv_qp_shm *q)
  * progress is abandoned (its packets are resent or lost as on a wire). */
 static inline void resp_lock(struct sv_qp_shm *q)
 {
-	if (sv_shlock_lock(&q->lock))
+	if (sv_lock_shm(&q->lock, SV_LOCK_RESP))
 		q->rflags &= ~(uint32_t)(SV_RF_IN_SEND | SV_RF_IN_WRITE);
 }
 

@@ -32,15 +32,15 @@ static const char *how_name(enum sv_lock_how how)
 	       how == SV_LOCK_WRITE ? " (write)" : "";
 }
 
-static void die(const char *why, const struct held *want,
+static void die(const char *why, const char *doing, const struct held *want,
 		const struct held *held)
 {
 	char buf[1024];
 	int n;
 
 	n = snprintf(buf, sizeof(buf),
-		     "softverbs: lock order: %s: taking %s%s (rank %d) at %s",
-		     why, want->what, how_name(want->how), (int)want->r,
+		     "softverbs: lock order: %s: %s %s%s (rank %d) at %s",
+		     why, doing, want->what, how_name(want->how), (int)want->r,
 		     want->where);
 	if (held && n > 0 && (size_t)n < sizeof(buf))
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n,
@@ -69,26 +69,27 @@ void sv_lock_note(const volatile void *l, enum sv_lock_rank r, enum sv_lock_how 
 		const struct held *h = &stack[i];
 
 		if (h->l == l && !(how == SV_LOCK_READ && h->how == SV_LOCK_READ))
-			die("already held by this thread", &want, h);
+			die("already held by this thread", "taking", &want, h);
 		if (h->how == SV_LOCK_WRITE && r < SV_LOCK_ENGINE)
 			/* A writer of qp_lock takes nothing a reader may
 			 * hold (sv_lock.h). */
 			die("under an rwlock held for writing only ranks from "
-			    "SV_LOCK_ENGINE up", &want, h);
+			    "SV_LOCK_ENGINE up", "taking", &want, h);
 		if (h->r < r)
 			continue;
 		if (how == SV_LOCK_READ && r == SV_LOCK_QPTAB &&
 		    h->r < SV_LOCK_ENGINE)
 			continue; /* the read side's exception (sv_lock.h) */
-		die("out of order", &want, h);
+		die("out of order", "taking", &want, h);
 	}
 push:
 	if (depth == DEPTH)
-		die("too many locks held", &want, NULL);
+		die("too many locks held", "taking", &want, NULL);
 	stack[depth++] = want;
 }
 
-void sv_lock_unnote(const volatile void *l, const char *where)
+void sv_lock_unnote(const volatile void *l, const char *what,
+		    const char *where)
 {
 	for (int i = depth - 1; i >= 0; i--) {
 		if (stack[i].l != l)
@@ -99,9 +100,9 @@ void sv_lock_unnote(const volatile void *l, const char *where)
 		return;
 	}
 	{
-		struct held want = { .l = l, .what = "a lock", .where = where };
+		struct held want = { .l = l, .what = what, .where = where };
 
-		die("releasing a lock this thread does not hold", &want, NULL);
+		die("not held by this thread", "releasing", &want, NULL);
 	}
 }
 

@@ -30,6 +30,12 @@
  *   SV_LOCK_PEER      eng->peer_lock               views of other
  *                                                  processes' QPs (calls
  *                                                  the daemon on a miss)
+ *   SV_LOCK_TX        link->tx_lock, wlink lock,   one producer into a
+ *                     eng->cap_lock                ring, from reserve to
+ *                                                  commit: the payload is
+ *                                                  copied in meanwhile,
+ *                                                  from another process's
+ *                                                  memory too (rmem)
  *   SV_LOCK_RMEM      eng->rmem_lock               the rlinks list
  *   SV_LOCK_BOX       link->box_lock               one remote memory
  *                                                  request per link; its
@@ -39,8 +45,6 @@
  *                                                  list, object tables
  *   SV_LOCK_PORT      eng->port_lock, the wire's   copies and small tables
  *                     sock_lock
- *   SV_LOCK_TX        link->tx_lock, wlink lock,   one producer into a
- *                     eng->cap_lock                ring (spinlocks)
  *   SV_LOCK_ASYNC     eng->async_lock              the async event queue
  *
  * The order follows the data path: a post holds its SQ while the
@@ -96,6 +100,8 @@
 #endif
 
 enum sv_lock_rank {
+	SV_LOCK_OBJ = 4, /* ibv_qp/ibv_cq ->mutex (src/verbs) */
+	SV_LOCK_CTX = 6, /* ibv_context->mutex (src/verbs) */
 	SV_LOCK_ATTACH = 10,
 	SV_LOCK_QPTAB = 20,
 	SV_LOCK_SQ = 30,
@@ -106,12 +112,12 @@ enum sv_lock_rank {
 	SV_LOCK_CQ = 80,
 	SV_LOCK_CHANNEL = 90,
 	SV_LOCK_PEER = 100,
+	SV_LOCK_TX = 105,
 	SV_LOCK_RMEM = 110,
 	SV_LOCK_BOX = 120,
 	SV_LOCK_WIRE = 130,
 	SV_LOCK_ENGINE = 140,
 	SV_LOCK_PORT = 150,
-	SV_LOCK_TX = 160,
 	SV_LOCK_ASYNC = 170,
 };
 
@@ -131,12 +137,13 @@ enum sv_lock_how {
 void sv_lock_note(const volatile void *l, enum sv_lock_rank r, enum sv_lock_how how,
 		  const char *what, const char *where);
 /* Records that this thread let go of lock l (aborts if it held none). */
-void sv_lock_unnote(const volatile void *l, const char *where);
+void sv_lock_unnote(const volatile void *l, const char *what,
+		    const char *where);
 #define SV_LOCK_STR2(x) #x
 #define SV_LOCK_STR(x) SV_LOCK_STR2(x)
 #define SV_LOCK_HERE __FILE__ ":" SV_LOCK_STR(__LINE__)
 #define SV_LOCK_NOTE(l, r, how) sv_lock_note((l), (r), (how), #l, SV_LOCK_HERE)
-#define SV_LOCK_UNNOTE(l) sv_lock_unnote((l), SV_LOCK_HERE)
+#define SV_LOCK_UNNOTE(l) sv_lock_unnote((l), #l, SV_LOCK_HERE)
 #else
 #define SV_LOCK_NOTE(l, r, how) ((void)(r))
 #define SV_LOCK_UNNOTE(l) ((void)0)

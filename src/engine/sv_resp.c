@@ -491,7 +491,7 @@ void sv_resp_release(struct sv_resp_hold *h)
 
 	if (!qp)
 		return;
-	sv_shlock_unlock(&qp->shm->lock);
+	sv_unlock_shm(&qp->shm->lock);
 	h->qp = NULL;
 	h->cq_bits = 0;
 	h->srq_limit = 0;
@@ -515,7 +515,7 @@ void sv_resp_direct(struct sv_engine *eng, struct sv_rtgt *t,
 	p.psn = t->q->epsn;
 	p.paylen = (uint32_t)(data->len > UINT32_MAX ? UINT32_MAX : data->len);
 	run(&rs);
-	sv_shlock_unlock(&t->q->lock);
+	sv_unlock_shm(&t->q->lock);
 	resp_notify(eng, t, rs.cq_bits, rs.srq_limit);
 }
 

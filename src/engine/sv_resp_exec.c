@@ -432,7 +432,7 @@ int sv_resp_rw_batch(struct sv_engine *eng, struct sv_rtgt *t,
 		q->msn += (uint32_t)k;
 	}
 out:
-	sv_shlock_unlock(&q->lock);
+	sv_unlock_shm(&q->lock);
 	return k;
 }
 

@@ -157,7 +157,7 @@ void sv_resp_flush(struct sv_qp *qp)
 	if (!tr->link)
 		tr->link = qp->link;
 	full = send_queued(qp, tr);
-	sv_shlock_unlock(&qp->shm->lock);
+	sv_unlock_shm(&qp->shm->lock);
 	sv_link_batch_end();
 	sv_wire_flush(qp->eng);
 	if (full)

@@ -17,6 +17,7 @@
  */
 #include "dp_int.h"
 #include "check.h"
+#include "sv_lock.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -58,9 +59,9 @@ SV_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 	struct ibv_context *ctx = channel->context;
 	int busy;
 
-	pthread_mutex_lock(&ctx->mutex);
+	sv_lock_mutex(&ctx->mutex, SV_LOCK_CTX);
 	busy = channel->refcnt != 0;
-	pthread_mutex_unlock(&ctx->mutex);
+	sv_unlock_mutex(&ctx->mutex);
 	if (busy) {
 		errno = EBUSY;
 		return EBUSY;
@@ -78,7 +79,7 @@ static void channel_forget(struct sv_cq *cq)
 	struct sv_channel *c = to_svchan(cq->ex.channel);
 	struct sv_cq **pp, *prev = NULL;
 
-	pthread_mutex_lock(&c->lock);
+	sv_lock_mutex(&c->lock, SV_LOCK_CHANNEL);
 	for (pp = &c->head; *pp; prev = *pp, pp = &(*pp)->chan_next)
 		if (*pp == cq) {
 			*pp = cq->chan_next;
@@ -87,7 +88,7 @@ static void channel_forget(struct sv_cq *cq)
 			break;
 		}
 	cq->chan_pending = 0;
-	pthread_mutex_unlock(&c->lock);
+	sv_unlock_mutex(&c->lock);
 }
 
 /*
@@ -105,7 +106,7 @@ SV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel,
 	for (;;) {
 		if (read(channel->fd, &v, sizeof(v)) != sizeof(v))
 			return -1;
-		pthread_mutex_lock(&c->lock);
+		sv_lock_mutex(&c->lock, SV_LOCK_CHANNEL);
 		got = c->head;
 		if (got) {
 			got->comp_events++;
@@ -115,7 +116,7 @@ SV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel,
 					c->tail = NULL;
 			}
 		}
-		pthread_mutex_unlock(&c->lock);
+		sv_unlock_mutex(&c->lock);
 		if (got)
 			break;
 		/* A count left by a destroyed CQ: wait for a real one. */
@@ -127,10 +128,10 @@ SV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel,
 
 SV_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 {
-	pthread_mutex_lock(&cq->mutex);
+	sv_lock_mutex(&cq->mutex, SV_LOCK_OBJ);
 	cq->comp_events_completed += nevents;
 	pthread_cond_broadcast(&cq->cond);
-	pthread_mutex_unlock(&cq->mutex);
+	sv_unlock_mutex(&cq->mutex);
 }
 
 /* ---------------------------------------------------------- the ring -- */
@@ -140,9 +141,9 @@ static int take(struct sv_cq *cq, int n, struct ibv_wc *wc, uint64_t *stamp)
 {
 	int got;
 
-	pthread_spin_lock(&cq->poll_lock);
+	sv_lock_spin(&cq->poll_lock, SV_LOCK_CQ_POLL);
 	got = sv_cq_consume(cq, n, wc, stamp);
-	pthread_spin_unlock(&cq->poll_lock);
+	sv_unlock_spin(&cq->poll_lock);
 	SV_CHECK(sv_check_polled(cq, wc, got));
 	return got;
 }
@@ -345,9 +346,9 @@ static struct sv_cq *cq_new(struct ibv_context *ctx,
 		cq->ex.read_completion_wallclock_ns =
 			read_completion_wallclock_ns;
 	if (a->channel) {
-		pthread_mutex_lock(&ctx->mutex);
+		sv_lock_mutex(&ctx->mutex, SV_LOCK_CTX);
 		a->channel->refcnt++;
-		pthread_mutex_unlock(&ctx->mutex);
+		sv_unlock_mutex(&ctx->mutex);
 	}
 	sv_dp_obj_add(cq);
 	SV_CHECK(sv_check_obj(SV_CK_CQ, cq, 1, NULL));
@@ -473,14 +474,14 @@ SV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 		channel_forget(cq);
 	sv_dp_wait_acks(&ibcq->mutex, &ibcq->cond,
 			&ibcq->async_events_completed, &cq->async_events);
-	pthread_mutex_lock(&ibcq->mutex);
+	sv_lock_mutex(&ibcq->mutex, SV_LOCK_OBJ);
 	while (ibcq->comp_events_completed != cq->comp_events)
 		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
-	pthread_mutex_unlock(&ibcq->mutex);
+	sv_unlock_mutex(&ibcq->mutex);
 	if (ch) {
-		pthread_mutex_lock(&ibcq->context->mutex);
+		sv_lock_mutex(&ibcq->context->mutex, SV_LOCK_CTX);
 		ch->refcnt--;
-		pthread_mutex_unlock(&ibcq->context->mutex);
+		sv_unlock_mutex(&ibcq->context->mutex);
 	}
 	sv_pd_use(cq->parent, -1);
 	pthread_spin_destroy(&cq->poll_lock);

@@ -8,6 +8,7 @@
  */
 #include "dp_int.h"
 #include "check.h"
+#include "sv_lock.h"
 
 #include <stdlib.h>
 
@@ -68,10 +69,10 @@ static int bind_mw(struct ibv_qp *ibqp, struct ibv_mw *mw,
 	wr.bind_mw.mw = mw;
 	wr.bind_mw.rkey = new_rkey;
 	wr.bind_mw.bind_info = mw_bind->bind_info;
-	pthread_spin_lock(&qp->sq_lock);
+	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 	err = sv_post_one_send(qp, &wr);
 	if (err) {
-		pthread_spin_unlock(&qp->sq_lock);
+		sv_unlock_spin(&qp->sq_lock);
 		return err;
 	}
 	/* The key the window will answer to once the bind executes. */

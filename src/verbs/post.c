@@ -11,6 +11,7 @@
  */
 #include "dp_int.h"
 #include "check.h"
+#include "sv_lock.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -140,7 +141,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	struct sv_qp *qp = to_svqp(ibqp);
 	int err = 0;
 
-	pthread_spin_lock(&qp->sq_lock);
+	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 	for (; wr; wr = wr->next) {
 		SV_CHECK(sv_check_send(qp, wr));
 		err = sv_post_one_send(qp, wr);
@@ -164,7 +165,7 @@ static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		*bad_wr = wr;
 		return EINVAL;
 	}
-	pthread_spin_lock(&qp->rq_post_lock);
+	sv_lock_spin(&qp->rq_post_lock, SV_LOCK_RQ_POST);
 	for (; wr; wr = wr->next) {
 		SV_CHECK(sv_check_recv(qp, wr));
 		err = sv_qp_state(qp) == IBV_QPS_RESET ?
@@ -175,7 +176,7 @@ static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 			break;
 		}
 	}
-	pthread_spin_unlock(&qp->rq_post_lock);
+	sv_unlock_spin(&qp->rq_post_lock);
 	/* Posted to a QP in error: flushed at once, as hardware does. */
 	if (sv_qp_state(qp) == IBV_QPS_ERR)
 		sv_engine_flush(qp);

@@ -7,6 +7,7 @@
  */
 #include "dp_int.h"
 #include "check.h"
+#include "sv_lock.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -280,14 +281,14 @@ static void apply(struct ibv_qp_attr *q, const struct ibv_qp_attr *a,
 
 static void lock_both(struct sv_qp *qp)
 {
-	pthread_spin_lock(&qp->sq_lock);
-	pthread_spin_lock(&qp->rq_post_lock);
+	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
+	sv_lock_spin(&qp->rq_post_lock, SV_LOCK_RQ_POST);
 }
 
 static void unlock_both(struct sv_qp *qp)
 {
-	pthread_spin_unlock(&qp->rq_post_lock);
-	pthread_spin_unlock(&qp->sq_lock);
+	sv_unlock_spin(&qp->rq_post_lock);
+	sv_unlock_spin(&qp->sq_lock);
 }
 
 #define KNOWN_MASK ((((uint32_t)IBV_QP_DEST_QPN << 1) - 1) | \
@@ -313,7 +314,7 @@ static int modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	SV_CHECK(sv_check_modify(qp, attr, attr_mask));
 	if (!attr || (mask & ~KNOWN_MASK) || (mask & IBV_QP_CAP))
 		return EINVAL;
-	pthread_mutex_lock(&ibqp->mutex); /* one modify at a time */
+	sv_lock_mutex(&ibqp->mutex, SV_LOCK_OBJ); /* one modify at a time */
 	old = sv_qp_state(qp);
 	cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state : old;
 	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
@@ -326,9 +327,9 @@ static int modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	if (err)
 		goto out;
 
-	pthread_spin_lock(&qp->sq_lock);
+	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 	na = qp->attr;
-	pthread_spin_unlock(&qp->sq_lock);
+	sv_unlock_spin(&qp->sq_lock);
 	apply(&na, attr, mask);
 	na.qp_state = next;
 	na.cur_qp_state = next;
@@ -358,7 +359,7 @@ static int modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	sv_engine_qp_modified(qp, old, next);
 	SV_CHECK(sv_check_modified(qp));
 out:
-	pthread_mutex_unlock(&ibqp->mutex);
+	sv_unlock_mutex(&ibqp->mutex);
 	return err;
 }
 
@@ -384,7 +385,7 @@ SV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		errno = EINVAL;
 		return EINVAL;
 	}
-	pthread_mutex_lock(&ibqp->mutex);
+	sv_lock_mutex(&ibqp->mutex, SV_LOCK_OBJ);
 	lock_both(qp);
 	*attr = qp->attr;
 	attr->qp_state = sv_qp_state(qp);
@@ -392,7 +393,7 @@ SV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	attr->cap = qp->cap;
 	attr->sq_draining = 0;
 	unlock_both(qp);
-	pthread_mutex_unlock(&ibqp->mutex);
+	sv_unlock_mutex(&ibqp->mutex);
 	memset(init_attr, 0, sizeof(*init_attr));
 	init_attr->qp_context = ibqp->qp_context;
 	init_attr->send_cq = ibqp->send_cq;

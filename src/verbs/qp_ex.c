@@ -9,6 +9,7 @@
  * send_ops_flags answer EOPNOTSUPP through wr_err.
  */
 #include "dp_int.h"
+#include "sv_lock.h"
 
 #include <string.h>
 
@@ -35,7 +36,7 @@ static void wr_start(struct ibv_qp_ex *q)
 {
 	struct sv_qp *qp = qx(q);
 
-	pthread_spin_lock(&qp->sq_lock);
+	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 	qp->wr_err = 0;
 	qp->wr_start_tail = qp->sq.tail;
 }
@@ -47,7 +48,7 @@ static int wr_complete(struct ibv_qp_ex *q)
 
 	if (err) {
 		qp->sq.tail = qp->wr_start_tail;
-		pthread_spin_unlock(&qp->sq_lock);
+		sv_unlock_spin(&qp->sq_lock);
 		return err;
 	}
 	sv_engine_posted(qp); /* releases sq_lock */
@@ -59,7 +60,7 @@ static void wr_abort(struct ibv_qp_ex *q)
 	struct sv_qp *qp = qx(q);
 
 	qp->sq.tail = qp->wr_start_tail;
-	pthread_spin_unlock(&qp->sq_lock);
+	sv_unlock_spin(&qp->sq_lock);
 }
 
 /* Starts a WQE of opcode op with the qp_ex's wr_id and wr_flags. */

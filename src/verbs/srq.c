@@ -7,6 +7,7 @@
  */
 #include "dp_int.h"
 #include "check.h"
+#include "sv_lock.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -132,18 +133,18 @@ SV_EXPORT int ibv_modify_srq(struct ibv_srq *ibsrq,
 	    (!srq_attr->max_wr || srq_attr->max_wr > SV_MAX_SRQ_WR))
 		goto einval;
 	/* The post side stays still while the ring moves. */
-	pthread_spin_lock(&srq->post_lock);
+	sv_lock_spin(&srq->post_lock, SV_LOCK_RQ_POST);
 	if (((mask & IBV_SRQ_LIMIT) ? srq_attr->srq_limit : s->limit) >
 	    ((mask & IBV_SRQ_MAX_WR) ? srq_attr->max_wr : s->rq.max_wr))
 		err = -EINVAL;
 	if (!err && (mask & IBV_SRQ_MAX_WR))
 		err = sv_srq_resize(srq, srq_attr->max_wr, srq_attr->max_sge);
 	if (!err && (mask & IBV_SRQ_LIMIT)) {
-		sv_shlock_lock(&s->lock);
+		sv_lock_shm(&s->lock, SV_LOCK_SRQ);
 		s->limit = srq_attr->srq_limit;
-		sv_shlock_unlock(&s->lock);
+		sv_unlock_shm(&s->lock);
 	}
-	pthread_spin_unlock(&srq->post_lock);
+	sv_unlock_spin(&srq->post_lock);
 	if (err) {
 		errno = -err;
 		return -err;
@@ -167,11 +168,11 @@ SV_EXPORT int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 {
 	struct sv_srq_shm *s = to_svsrq(ibsrq)->shm;
 
-	sv_shlock_lock(&s->lock);
+	sv_lock_shm(&s->lock, SV_LOCK_SRQ);
 	attr->max_wr = s->rq.max_wr;
 	attr->max_sge = s->rq.max_sge;
 	attr->srq_limit = s->limit;
-	sv_shlock_unlock(&s->lock);
+	sv_unlock_shm(&s->lock);
 	return 0;
 }
 
@@ -213,7 +214,7 @@ static int post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	struct sv_srq *srq = to_svsrq(ibsrq);
 	int err = 0;
 
-	pthread_spin_lock(&srq->post_lock);
+	sv_lock_spin(&srq->post_lock, SV_LOCK_RQ_POST);
 	for (; wr; wr = wr->next) {
 		SV_CHECK(sv_check_srq_recv(srq, wr));
 		err = sv_rq_post(srq->shm, &srq->shm->rq, wr);
@@ -222,7 +223,7 @@ static int post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 			break;
 		}
 	}
-	pthread_spin_unlock(&srq->post_lock);
+	sv_unlock_spin(&srq->post_lock);
 	return err;
 }
 

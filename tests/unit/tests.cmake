@@ -67,3 +67,13 @@ target_include_directories(test_resp PRIVATE ${CMAKE_SOURCE_DIR}/src/engine)
 target_link_libraries(test_resp PRIVATE sv_common)
 add_test(NAME test_resp COMMAND test_resp)
 set_tests_properties(test_resp PROPERTIES TIMEOUT 60 LABELS unit)
+
+# The lock order's run-time check (src/engine/sv_lock.h): always built
+# checking here, whatever SV_LOCK_CHECK says for the library.
+add_executable(test_lock ${U}/test_lock.c ${CMAKE_SOURCE_DIR}/src/engine/sv_lock.c)
+target_include_directories(test_lock PRIVATE ${CMAKE_SOURCE_DIR}/src/engine
+  ${CMAKE_SOURCE_DIR}/src/common)
+target_compile_definitions(test_lock PRIVATE SV_LOCK_CHECK=1)
+target_link_libraries(test_lock PRIVATE pthread)
+add_test(NAME test_lock COMMAND test_lock)
+set_tests_properties(test_lock PROPERTIES TIMEOUT 60 LABELS unit)
