@@ -53,6 +53,9 @@ enum rs_op {
 #define RS_RESERVE 2
 #define RS_SLOT 16384u
 #define RS_MAGIC 0x53565253u /* "SVRS" */
+/* A new rsocket's send and receive buffer bytes (SO_SNDBUF/SO_RCVBUF 0
+ * sets them back to it). */
+#define DEF_BUF (128 * 1024)
 
 /* The connection's private data (big endian). */
 struct rs_conn {
@@ -118,6 +121,10 @@ struct rsock *rs_get(int index);
 void rs_set_error(struct rsock *rs, int err);
 /* Handles the CM events waiting on rs's channel (must hold rs->lock). */
 void rs_cm_progress(struct rsock *rs);
+/* rsocket.c: the active side's connection steps, as far as events allow
+ * (all of them when blocking).  0 connected, -1 with errno (EINPROGRESS:
+ * not yet). */
+int rs_do_connect(struct rsock *rs, int blocking);
 
 /* rsocket_io.c */
 int rs_create_ep(struct rsock *rs);
