@@ -140,7 +140,7 @@ SV_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
 			tclass = __grh_tclass(raw);
 			flow = __grh_flow(raw);
 		} else if (ip4[0] == 0x45) {
-			/* IPv4 in the last 20 bytes (sv_resp.c make_grh). */
+			/* IPv4 in the last 20 bytes (sv_resp_exec.c make_grh). */
 			sv_gid_set_v4(sgid.raw, ip4_saddr(ip4));
 			sv_gid_set_v4(dgid.raw, ip4_daddr(ip4));
 			tclass = __ip4_tos(ip4);

@@ -417,7 +417,7 @@ static void test_wr_table(void)
 		EXPECT(kinds && !(kinds & (kinds - 1))); /* exactly one */
 		EXPECT(!!(wi->flags & SV_WR_RD_ATOMIC) == sv_is_read_or_atomic(op));
 		/* A receive at the target: SENDs, and WRITE with immediate
-		 * (the responder's rule in sv_resp.c). */
+		 * (the responder's rule: sv_resp_needs_recv, sv_resp_check.c). */
 		EXPECT(!!(wi->flags & SV_WR_RECV) ==
 		       (!!(wi->flags & SV_WR_SEND) ||
 			((wi->flags & SV_WR_WRITE) && (wi->flags & SV_WR_IMM))));
