@@ -26,9 +26,7 @@
  *   - QP responder block: everything under qp->lock, whoever runs the
  *     responder (the owner's engine for packets, an initiator for direct
  *     execution); `events` is atomic (bits for the owner to act on).
- * Lock order: a QP's sq_lock (private) -> qp->lock -> srq->lock -> cq->lock.
- * No thread ever holds two QPs' responder locks, and no one takes an
- * sq_lock while holding a responder lock.
+ * How these locks order among the library's others: src/engine/sv_lock.h.
  *
  * Nobody trusts an index another process wrote beyond what it needs:
  * readers bound every index and count by the region's own size, so a

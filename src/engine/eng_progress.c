@@ -76,8 +76,8 @@ void sv_eng_async(struct sv_engine *eng, const struct sv_ctx_ref *cref,
 	ev->instance = cref->instance;
 	ev->type = type;
 	ev->element = (uint64_t)(uintptr_t)element;
-	/* async_lock is a leaf: the responder raises events with QP locks
-	 * held. */
+	/* The responder raises events with QP locks held: async_lock ranks
+	 * last (sv_lock.h). */
 	sv_lock_mutex(&eng->async_lock, SV_LOCK_ASYNC);
 	if (!eng->thread_running) {
 		sv_unlock_mutex(&eng->async_lock);

@@ -80,7 +80,7 @@ struct sv_wire_sock {
 };
 
 struct sv_wire {
-	pthread_spinlock_t lock; /* the batch; a leaf, like a link's tx_lock */
+	pthread_spinlock_t lock; /* the batch (SV_LOCK_TX, as a link's tx_lock) */
 	uint32_t head, n;	 /* slots [head, head + n) wait to be sent */
 	struct sv_link *cur;	 /* reserved by (until commit or abort) */
 	uint32_t cur_type;

@@ -58,13 +58,7 @@
  * are dead and the RC QPs using them fail their outstanding work with
  * IBV_WC_RETRY_EXC_ERR at once.
  *
- * Locks, in order: eng->qp_lock (read, while packets are processed) ->
- * qp->sq_lock -> qp->shm->lock -> srq->shm->lock -> cq->shm->lock;
- * link->tx_lock is a leaf; eng->lock guards the links list, attach state
- * and the object tables and is never taken with a QP lock held except to
- * find a link (sv_link_get never blocks on a QP).  Leaves, taken with QP
- * locks held: eng->async_lock, eng->rmem_lock, eng->peer_lock (the daemon
- * is called under the last two on a miss) and link->box_lock.
+ * Locks: their order, and why, is src/engine/sv_lock.h.
  */
 #include "engine_int.h"
 #include "sv_client.h"

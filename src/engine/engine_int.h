@@ -116,7 +116,7 @@ struct sv_link {
 	pid_t peer_pid;
 	atomic_int dead;   /* the peer engine died: sends fail */
 	int cma;	   /* 0 unknown, 1 CMA to peer_pid works, -1 refused */
-	pthread_spinlock_t tx_lock; /* leaf: tx and the doorbell write */
+	pthread_spinlock_t tx_lock; /* tx and the doorbell write (SV_LOCK_TX) */
 	struct sv_ring_prod tx;
 	void *map;
 	size_t map_len;
@@ -242,7 +242,7 @@ struct sv_engine {
 	uint32_t port_seq;
 	/* Capture (eng_capture.c): the ring to the daemon, made once a
 	 * capture is seen (cap_state 1; -1: refused; under wire_lock). */
-	pthread_spinlock_t cap_lock; /* leaf: producers of the ring */
+	pthread_spinlock_t cap_lock; /* producers of the ring (SV_LOCK_TX) */
 	struct sv_ring_prod cap_prod;
 	void *cap_map;
 	size_t cap_len;
@@ -257,7 +257,12 @@ struct sv_engine {
 	size_t kt_len;
 	uint8_t gid[16];
 
-	/* QPs by number: open addressing, under qp_lock. */
+	/* QPs by number: open addressing, under qp_lock.  Read-held it also
+	 * keeps every key looked up under it valid; taken for writing and
+	 * let go at once it is a barrier that waits for every reader (MR
+	 * deregistration, sv_engine_take_arrived).  Reader-preferring; its
+	 * place in the order and why its read side may be taken out of
+	 * order: sv_lock.h. */
 	pthread_rwlock_t qp_lock;
 	struct sv_qpent *qtab;
 	uint32_t qcap, nqps;
@@ -278,8 +283,8 @@ struct sv_engine {
 		uint32_t qpn, engine_id;
 	} dcache[256];
 
-	/* Views of other processes' QPs (under peer_lock, a leaf taken with
-	 * an sq_lock held; the daemon is called under it on a miss). */
+	/* Views of other processes' QPs (under peer_lock; the daemon is
+	 * called under it on a miss). */
 	pthread_mutex_t peer_lock;
 	struct sv_peer *peers;
 	uint32_t nodirect[256]; /* qpn + 1 of UD destinations without one */
@@ -311,11 +316,11 @@ struct sv_engine {
 	 * that poller (sv_engine_progress). */
 	atomic_int idle_armed;
 	/* Links to memory owners (remote memory requests): a list of their
-	 * own under rmem_lock, a leaf taken with QP locks held (the daemon
-	 * is called under it the first time, as for DM mappings). */
+	 * own under rmem_lock (the daemon is called under it the first
+	 * time, as for DM mappings). */
 	pthread_mutex_t rmem_lock;
 	struct sv_link *rlinks;
-	pthread_mutex_t async_lock; /* leaf: async queue, thread_running */
+	pthread_mutex_t async_lock; /* async queue, thread_running */
 };
 
 /* engine.c */

@@ -36,9 +36,9 @@
 #include <string.h>
 
 /* Our QP qpn, pinned against destruction (busy) while we execute on it.
- * The rwlock prefers readers (glibc's default), so taking it with an
- * sq_lock held cannot deadlock against a drain that holds it and waits for
- * that sq_lock. */
+ * Must hold sq_lock: qp_lock's read side taken under it, which the order
+ * allows (sv_lock.h: readers first, and no writer of qp_lock waits for an
+ * sq_lock or for a pin). */
 static struct sv_qp *local_pin(struct sv_engine *eng, uint32_t qpn)
 {
 	struct sv_qp *q;

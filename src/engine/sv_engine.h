@@ -14,11 +14,8 @@
  *     through the functions below, runs the QP state machine, and reads
  *     completions.  The engine never calls into src/verbs.
  *
- * Locks (never take them in the other order):
- *   qp->sq_lock -> qp->shm->lock (responder) -> srq->shm->lock ->
- *   cq->shm->lock;  cq->poll_lock is the poller's, taken alone or before
- *   cq->shm->lock.  Link locks are leaves.  Nobody takes an sq_lock while
- *   holding a responder lock, and no thread holds two responder locks.
+ * Locks: their order is src/engine/sv_lock.h; both sides take them with
+ * its helpers.
  *
  * The architecture this implements: docs/architecture.md "Data path".
  */
@@ -56,7 +53,7 @@ struct sv_ctx_ref {
  * events not yet read, so destroying a CQ withdraws its events. */
 struct sv_channel {
 	struct ibv_comp_channel ch; /* must be first */
-	pthread_mutex_t lock;	    /* the pending list (a leaf) */
+	pthread_mutex_t lock;	    /* the pending list (SV_LOCK_CHANNEL) */
 	struct sv_cq *head, *tail;  /* CQs with chan_pending > 0 */
 };
 
