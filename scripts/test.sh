@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the normal build (unit, integration and
 # compat tests with unmodified ibverbs-utils and pyverbs), then an
-# ASan+UBSan build of the C tests.  Exits non-zero if anything fails.
+# ASan+UBSan build of the C tests that also checks the lock order
+# (src/engine/sv_lock.h).  Exits non-zero if anything fails.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/deps.sh"
@@ -13,7 +14,7 @@ echo "== tests"
 (cd "$top/build" && ctest --output-on-failure -j"$jobs" --timeout 600)
 
 echo "== sanitizer build (ASan + UBSan)"
-"$top/scripts/build.sh" "$top/build-asan" -DSV_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+"$top/scripts/build.sh" "$top/build-asan" -DSV_SANITIZE=ON -DSV_LOCK_CHECK=ON -DCMAKE_BUILD_TYPE=Debug
 # The daemon's stderr (where a sanitizer report of the daemon lands) goes to
 # $TMPDIR/softverbsd-UID.log: give this run its own and check it afterwards.
 asan_tmp=$(mktemp -d)
@@ -27,6 +28,12 @@ sleep 1
 if grep -lE "ERROR: (Address|Leak)Sanitizer|runtime error:" "$asan_tmp"/softverbsd-*.log 2>/dev/null; then
   echo "softverbs: the daemon reported sanitizer errors:" >&2
   cat "$asan_tmp"/softverbsd-*.log >&2
+  exit 1
+fi
+# A lock taken out of order aborts its process; one a test expected to
+# die (a killed peer) could hide it, so look for the message everywhere.
+if grep -h "softverbs: lock order:" "$top/build-asan/Testing/Temporary/LastTest.log"; then
+  echo "softverbs: a lock was taken out of order (src/engine/sv_lock.h)" >&2
   exit 1
 fi
 rm -rf "$asan_tmp"
