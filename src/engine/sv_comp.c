@@ -13,6 +13,7 @@
  * everything after it is flushed (IBV_WC_WR_FLUSH_ERR).
  */
 #include "engine_int.h"
+#include "sv_comp_decide.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -268,7 +269,7 @@ void sv_comp_fail(struct sv_qp *qp, enum ibv_wc_status status)
 static int psn_sent(struct sv_tr *tr, uint32_t psn)
 {
 	note_psn_hi(tr);
-	return psn_diff(psn, tr->psn_hi) < 0;
+	return sv_comp_psn_sent(psn, tr->psn_hi);
 }
 
 static void ack_upto(struct sv_qp *qp, struct sv_tr *tr, uint32_t psn)
@@ -422,44 +423,43 @@ static void atomic_resp(struct sv_qp *qp, struct sv_tr *tr,
 void sv_comp_nak(struct sv_qp *qp, struct sv_tr *tr, uint32_t idx,
 		 uint8_t syn, uint32_t psn)
 {
-	if ((syn & SV_AETH_TYPE_MASK) == SV_AETH_RNR_NAK) {
+	switch (sv_comp_nak_step(syn, psn, tr->last_ack_psn, tr->retry_left,
+				 tr->rnr_left, qp->attr.rnr_retry)) {
+	case SV_NAK_RNR_EXCEEDED:
 		implicit_ack(qp, idx);
-		if (qp->attr.rnr_retry != 7) {
-			if (!tr->rnr_left) {
-				fail_at(qp, tr, idx, IBV_WC_RNR_RETRY_EXC_ERR);
-				return;
-			}
+		fail_at(qp, tr, idx, IBV_WC_RNR_RETRY_EXC_ERR);
+		return;
+	case SV_NAK_RNR_WAIT:
+		implicit_ack(qp, idx);
+		if (qp->attr.rnr_retry != 7)
 			tr->rnr_left--;
-		}
 		rewind_to(qp, tr, idx, psn);
 		tr->blocked = 0;
 		tr->rnr_at = sv_now_ns() + sv_rnr_ns(syn & 0x1f);
 		tr->timer_at = 0;
 		return;
-	}
-	switch (syn & 0x1f) {
-	case SV_NAK_PSN_SEQ:
+	case SV_NAK_REWIND_PROGRESS:
 		implicit_ack(qp, idx);
-		/* The responder has everything before psn: progress, which
-		 * renews the retry budget (as an ACK would). */
-		if (psn_diff((psn - 1) & PSN_MASK, tr->last_ack_psn) > 0) {
-			tr->last_ack_psn = (psn - 1) & PSN_MASK;
-			progress_made(qp, tr);
-		} else if (!tr->retry_left) {
-			fail_at(qp, tr, idx, IBV_WC_RETRY_EXC_ERR);
-			return;
-		} else {
-			tr->retry_left--;
-		}
+		tr->last_ack_psn = (psn - 1) & PSN_MASK;
+		progress_made(qp, tr);
 		rewind_to(qp, tr, idx, psn);
 		return;
-	case SV_NAK_INV_REQ:
+	case SV_NAK_REWIND_RETRY:
+		implicit_ack(qp, idx);
+		tr->retry_left--;
+		rewind_to(qp, tr, idx, psn);
+		return;
+	case SV_NAK_RETRY_EXCEEDED:
+		implicit_ack(qp, idx);
+		fail_at(qp, tr, idx, IBV_WC_RETRY_EXC_ERR);
+		return;
+	case SV_NAK_FAIL_INV_REQ:
 		fail_at(qp, tr, idx, IBV_WC_REM_INV_REQ_ERR);
 		return;
-	case SV_NAK_REM_ACCESS:
+	case SV_NAK_FAIL_ACCESS:
 		fail_at(qp, tr, idx, IBV_WC_REM_ACCESS_ERR);
 		return;
-	default:
+	case SV_NAK_FAIL_OP:
 		fail_at(qp, tr, idx, IBV_WC_REM_OP_ERR);
 		return;
 	}

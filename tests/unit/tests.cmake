@@ -68,6 +68,15 @@ target_link_libraries(test_resp PRIVATE sv_common)
 add_test(NAME test_resp COMMAND test_resp)
 set_tests_properties(test_resp PROPERTIES TIMEOUT 60 LABELS unit)
 
+# The completer's decisions (src/engine/sv_comp_decide.c) without an
+# engine: responses to PSNs not sent, NAK steps and retry budgets.
+add_executable(test_comp ${U}/test_comp.c
+  ${CMAKE_SOURCE_DIR}/src/engine/sv_comp_decide.c)
+target_include_directories(test_comp PRIVATE ${CMAKE_SOURCE_DIR}/src/engine
+  ${CMAKE_SOURCE_DIR}/src/common)
+add_test(NAME test_comp COMMAND test_comp)
+set_tests_properties(test_comp PROPERTIES TIMEOUT 60 LABELS unit)
+
 # The lock order's run-time check (src/engine/sv_lock.h): always built
 # checking here, whatever SV_LOCK_CHECK says for the library.
 add_executable(test_lock ${U}/test_lock.c ${CMAKE_SOURCE_DIR}/src/engine/sv_lock.c)
