@@ -12,6 +12,9 @@
  * them, so they cannot close a cycle.
  *
  *   rank              lock                         why here
+ *   SV_LOCK_OBJ       ibv_qp/ibv_cq ->mutex        one modify, resize or
+ *                                                  destroy at a time
+ *   SV_LOCK_CTX       ibv_context->mutex           the context's lists
  *   SV_LOCK_ATTACH    eng->attach_lock (rwlock)    read by every engine
  *                                                  entry that uses rings and
  *                                                  links; written by detach
@@ -47,16 +50,19 @@
  *                     sock_lock
  *   SV_LOCK_ASYNC     eng->async_lock              the async event queue
  *
- * The order follows the data path: a post holds its SQ while the
- * requester executes directly on the target's responder block, which
- * takes the target's receive (SRQ) and then writes its CQ, which may
- * queue a channel event; the engine-wide tables, rings and queues are
- * taken last, as short leaves, from anywhere on that path.  The daemon's
- * channel (sv_client.c's lock) is taken under any of them and takes
- * nothing: it is a leaf outside this list (src/common does not link the
- * engine).  The verbs objects' own mutexes (ibv_qp/ibv_cq/ibv_context
- * ->mutex: one modify or destroy at a time) are taken only by verbs
- * calls, before any of the above, and never by the engine's threads.
+ * The order follows the data path.  A verb holds its object's mutex while
+ * it calls into the engine.  A post holds its SQ while the requester
+ * executes directly on the target's responder block, which takes the
+ * target's receive (SRQ), then writes its CQ, which may queue a channel
+ * event.  A packet is built in a ring record reserved on a link (TX) and
+ * filled there, through the memory owner's engine when CMA is refused
+ * (RMEM, BOX).  The engine-wide tables and queues come last, as short
+ * critical sections reachable from anywhere on that path.  The daemon's
+ * channel (src/common/sv_client.c) is taken under any of them and takes
+ * nothing: a leaf outside this list (src/common does not link the
+ * engine).  The verbs' own lists (device.c's device list, dp_obj.c's live
+ * set, fork.c, memcheck.c) are taken alone, and src/rdmacm's locks are
+ * its own, above the verbs it calls: neither uses these helpers.
  *
  * eng->qp_lock is two things.  Read-held, it keeps the QP table and every
  * key looked up under it valid: the progress thread and the application
