@@ -85,7 +85,7 @@ void sv_eng_async(struct sv_engine *eng, const struct sv_ctx_ref *cref,
 		free(ev);
 		return;
 	}
-	*eng->async_tail = ev;
+	__atomic_store_n(eng->async_tail, ev, __ATOMIC_RELAXED); /* looked at */
 	eng->async_tail = &ev->next;
 	sv_unlock_mutex(&eng->async_lock);
 	if (write(eng->doorbell, &one, sizeof(one)) < 0)
@@ -542,7 +542,7 @@ static void sleep_once(struct sv_engine *eng, struct policy *p, uint64_t now,
 				(long)(tmo % 1000000000u) };
 	/* Asleep armed: the wire's port wakes us too (one waiter of the
 	 * namespace per datagram). */
-	wsock = armed ? eng->wire_sock : -1;
+	wsock = armed ? __atomic_load_n(&eng->wire_sock, __ATOMIC_ACQUIRE) : -1;
 	if (!p->app)
 		atomic_store(&eng->idle_armed, 1);
 	if (wsock >= 0) {
@@ -602,7 +602,8 @@ void *sv_progress_main(void *arg)
 		}
 		if (busy)
 			atomic_store(&eng->work, 1);
-		if (eng->async_head)
+		/* A look without async_lock; the drain takes it. */
+		if (__atomic_load_n(&eng->async_head, __ATOMIC_RELAXED))
 			sv_eng_async_drain(eng);
 		step = policy_decide(&pol, eng, now, n, silent);
 		if (step == POLICY_AGAIN)

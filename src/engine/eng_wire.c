@@ -379,7 +379,8 @@ static struct sv_wire *wire_get(struct sv_engine *eng)
 		w->fam = fd >= 0 ? AF_INET6 : AF_INET;
 		if (fd >= 0)
 			close(fd);
-		eng->wire = w;
+		/* Published: sv_wire_flush looks without the lock. */
+		__atomic_store_n(&eng->wire, w, __ATOMIC_RELEASE);
 	}
 	sv_unlock_mutex(&eng->wire_lock);
 	return w;
@@ -605,7 +606,7 @@ static void flush_locked(struct sv_wire *w, struct sv_wire_shm *m)
 
 void sv_wire_flush(struct sv_engine *eng)
 {
-	struct sv_wire *w = eng->wire;
+	struct sv_wire *w = __atomic_load_n(&eng->wire, __ATOMIC_ACQUIRE);
 	int left;
 
 	if (!w || !__atomic_load_n(&w->n, __ATOMIC_RELAXED))
@@ -620,7 +621,7 @@ void sv_wire_flush(struct sv_engine *eng)
 
 int sv_wire_pending(struct sv_engine *eng)
 {
-	struct sv_wire *w = eng->wire;
+	struct sv_wire *w = __atomic_load_n(&eng->wire, __ATOMIC_ACQUIRE);
 
 	return w && __atomic_load_n(&w->n, __ATOMIC_RELAXED) != 0;
 }
