@@ -60,9 +60,13 @@
  * critical sections reachable from anywhere on that path.  The daemon's
  * channel (src/common/sv_client.c) is taken under any of them and takes
  * nothing: a leaf outside this list (src/common does not link the
- * engine).  The verbs' own lists (device.c's device list, dp_obj.c's live
- * set, fork.c, memcheck.c) are taken alone, and src/rdmacm's locks are
- * its own, above the verbs it calls: neither uses these helpers.
+ * engine).  Outside the helpers too: engine.c's engine_lock (making the
+ * one engine) and the verbs' own lists (device.c's device list, dp_obj.c's
+ * live set, fork.c, memcheck.c), taken alone; the misuse checker's
+ * registry and then its set of reports seen (check.c, check_post.c),
+ * taken inside the verbs' hooks -- under sq_lock for a post -- and taking
+ * none of the above; and src/rdmacm's locks, its own, above the verbs it
+ * calls.
  *
  * eng->qp_lock is two things.  Read-held, it keeps the QP table and every
  * key looked up under it valid: the progress thread and the application
