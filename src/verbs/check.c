@@ -88,35 +88,60 @@ static uint64_t mix(uint64_t h, uint64_t v)
 	return h;
 }
 
-/* The first frame outside this library: "fn+0xoff (object)" into buf, its
+/* The first frame outside this library after it: "fn+0xoff (object)" into buf, its
  * address into *pc.  Empty when the stack cannot be walked. */
 static void find_caller(char *buf, size_t cap, uintptr_t *pc)
 {
 	void *fr[32];
-	Dl_info self, di;
-	int n = backtrace(fr, 32);
+	Dl_info self, di, named;
+	int n = backtrace(fr, 32), inside = 0, first = -1, pick = -1;
+	const char *obj;
 
 	buf[0] = 0;
 	*pc = 0;
 	if (!dladdr((void *)find_caller, &self))
 		return;
+	/* The first frame outside this library after one inside it (the
+	 * frames before are backtrace's own, a sanitizer's interceptor of it
+	 * among them) -- or, in the same object a few frames on, the first
+	 * with a name: an unoptimised build calls verbs.h's static inline
+	 * wrappers (ibv_post_send ...) as local functions, which have none. */
 	for (int i = 0; i < n; i++) {
-		const char *obj;
-
-		if (!dladdr(fr[i], &di) || di.dli_fbase == self.dli_fbase)
+		if (!dladdr(fr[i], &di))
 			continue;
-		*pc = (uintptr_t)fr[i];
-		obj = di.dli_fname ? strrchr(di.dli_fname, '/') : NULL;
-		obj = obj ? obj + 1 : (di.dli_fname ? di.dli_fname : "?");
-		if (di.dli_sname)
-			snprintf(buf, cap, "%s+%#lx (%s)", di.dli_sname,
-				 (unsigned long)(*pc - (uintptr_t)di.dli_saddr),
-				 obj);
-		else
-			snprintf(buf, cap, "%s+%#lx", obj,
-				 (unsigned long)(*pc - (uintptr_t)di.dli_fbase));
-		return;
+		if (di.dli_fbase == self.dli_fbase) {
+			inside = 1;
+			continue;
+		}
+		if (!inside)
+			continue;
+		if (first < 0) {
+			first = i;
+			named = di;
+		} else if (di.dli_fbase != named.dli_fbase || i > first + 3) {
+			break;
+		}
+		if (di.dli_sname) {
+			pick = i;
+			named = di;
+			break;
+		}
 	}
+	if (first < 0)
+		return;
+	if (pick < 0) {
+		pick = first;
+		dladdr(fr[first], &named);
+	}
+	*pc = (uintptr_t)fr[pick];
+	obj = named.dli_fname ? strrchr(named.dli_fname, '/') : NULL;
+	obj = obj ? obj + 1 : (named.dli_fname ? named.dli_fname : "?");
+	if (named.dli_sname)
+		snprintf(buf, cap, "%s+%#lx (%s)", named.dli_sname,
+			 (unsigned long)(*pc - (uintptr_t)named.dli_saddr), obj);
+	else
+		snprintf(buf, cap, "%s+%#lx", obj,
+			 (unsigned long)(*pc - (uintptr_t)named.dli_fbase));
 }
 
 /* with_caller: 0 none; 1 the caller, and a site per calling address; 2
