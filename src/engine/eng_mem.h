@@ -153,4 +153,11 @@ static inline uint64_t sv_wqe_bytes(const struct sv_send_wqe *w)
 		       sv_sge_total(w->sge, (int)w->num_sge);
 }
 
+/* keys.c, for the copy engine (eng_xfer.c): where the last guarded copy
+ * of this thread faulted; whether a CMA error means CMA is refused here
+ * (EPERM, ENOSYS, EACCES); remembering that it is. */
+uintptr_t sv_fault_addr(void);
+int sv_cma_refused_err(int err);
+void sv_cma_refuse(void);
+
 #endif

@@ -18,7 +18,8 @@
  *   eng_inbound.c inbound rings and port, dispatch, owner events, timers
  *   eng_peer.c    mapped views of other processes' QPs (direct execution)
  *   sv_queue.c    the shared-memory queues (CQ, RQ, SRQ, QP block)
- *   keys.c        keys -> memory, and the copy engine (CMA, fault-safe)
+ *   keys.c        keys -> memory, the fault guard;  eng_xfer.c  the
+ *                 copy engine (CMA, fault-safe)
  *   sv_req.c      requester;  sv_direct.c  direct execution by the
  *                 initiator;  sv_resp.c  responder (its state machine;
  *                 sv_resp_check.c, sv_resp_exec.c, sv_resp_reply.c,
