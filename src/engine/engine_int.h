@@ -333,7 +333,6 @@ struct sv_engine {
 };
 
 /* engine.c */
-uint64_t sv_now_ns(void);
 /* Whether direct execution is allowed at all (SOFTVERBS_DIRECT, fault
  * injection off). */
 int sv_direct_enabled(void);

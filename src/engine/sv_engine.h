@@ -92,6 +92,10 @@ static inline struct sv_cq *to_svcq(struct ibv_cq *cq)
 #define SV_CQP_EVENT 1u	   /* the CQ was armed: a completion event */
 #define SV_CQP_OVERFLOW 2u /* first lost completion: IBV_EVENT_CQ_ERR */
 
+/* engine.c: CLOCK_MONOTONIC in ns -- the engine's clock, and the device
+ * clock completion stamps and ibv_query_rt_values_ex give (src/verbs). */
+uint64_t sv_now_ns(void);
+
 /* sv_queue.c: the CQ region for cqe entries (room for SV_MAX_CQE, sparse),
  * with a completion stamp per entry when stamps; sets cq->shm and cq->fd.
  * 0 or a negative errno. */

@@ -8,7 +8,6 @@
 #include "verbs_int.h"
 
 #include <string.h>
-#include <time.h>
 
 static int query_device_ex(struct ibv_context *ctx,
 			   struct ibv_device_attr_ex *ax)
@@ -249,13 +248,8 @@ static int query_rt_values(struct ibv_context *ctx, struct ibv_values_ex *v)
 
 	(void)ctx;
 	if (v->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
 		v->raw_clock.tv_sec = 0;
-		v->raw_clock.tv_nsec =
-			(long)((uint64_t)ts.tv_sec * 1000000000u +
-			       (uint64_t)ts.tv_nsec);
+		v->raw_clock.tv_nsec = (long)sv_now_ns();
 		mask |= IBV_VALUES_MASK_RAW_CLOCK;
 	}
 	v->comp_mask = mask;
