@@ -149,6 +149,9 @@ enum sv_op {
 /* A daemon instance is told apart by a random id chosen at start: contexts
  * made with one instance are dead for any other. */
 struct sv_hello_rep {
+	/* Fault plans (`softverbs fault`, docs/faults.md): sv_proto_fault.h. */
+	SV_OP_FAULT = 176,	   /* sv_fault_req -> sv_fault_rep */
+
 	uint64_t instance;
 	uint32_t daemon_pid;
 	uint32_t proto_version;
@@ -705,6 +708,7 @@ struct sv_mw_bind_req {
 	uint32_t new_key; /* its rkey after the bind */
 	uint32_t mr_key;
 	uint32_t access;  /* window access (remote bits, ZERO_BASED) */
+	SV_ENGINE_FAULT,	/* its run-time fault plans changed: SV_FAULT_SYNC */
 	uint64_t addr;
 	uint64_t length;
 	uint32_t pd_id;	  /* the QP's PD */
@@ -760,3 +764,4 @@ struct sv_async_msg {
 #include "sv_proto_cap.h"
 
 #endif
+#include "sv_proto_fault.h"

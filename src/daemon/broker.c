@@ -73,6 +73,17 @@ static void engine_push(struct svd_engine *e, const struct sv_engine_msg *m,
 			(int)e->pid, strerror(-err));
 }
 
+int svd_engine_fault_notify(pid_t pid)
+{
+	struct sv_engine_msg m = { .type = SV_ENGINE_FAULT };
+	struct svd_engine *e = engine_by_pid(pid);
+
+	if (!e)
+		return -ESRCH;
+	engine_push(e, &m, NULL, 0);
+	return 0;
+}
+
 static void engine_destroy(struct svd_engine *e)
 {
 	struct sv_engine_msg m = { .type = SV_ENGINE_PEER_GONE,

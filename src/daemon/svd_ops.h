@@ -93,6 +93,7 @@ int svd_dm_fd(struct svd_obj *obj);
 	[SV_OP_ENGINE_ATTACH] = { svd_op_engine_attach, 0, ONE_FD }, \
 	[SV_OP_QPN_LOOKUP] = { svd_op_qpn_lookup, sizeof(struct sv_qpn_req), 0 }, \
 	[SV_OP_LINK_CONNECT] = { svd_op_link_connect, sizeof(struct sv_link_req), ONE_FD }, \
+#include "svd_fault.h"
 	[SV_OP_KEY_FD] = { svd_op_key_fd, sizeof(struct sv_key_req), 0 }, \
 	[SV_OP_MW_BIND] = { svd_op_mw_bind, sizeof(struct sv_mw_bind_req), 0 }, \
 	[SV_OP_KEY_INVALIDATE] = { svd_op_key_invalidate, sizeof(struct sv_key_req), 0 }, \
@@ -100,7 +101,8 @@ int svd_dm_fd(struct svd_obj *obj);
 	[SV_OP_QP_PEER] = { svd_op_qp_peer, sizeof(struct sv_qpn_req), 0 }, \
 	[SV_OP_WIRE_ATTACH] = { svd_op_wire_attach, 0, 0 }, \
 	SVD_CM_OPS \
-	SVD_CAPTURE_OPS
+	SVD_CAPTURE_OPS \
+	SVD_FAULT_OPS
 
 #define SVD_CAPTURE_OPS \
 	[SV_OP_CAPTURE_START] = { svd_op_capture_start, sizeof(struct sv_capture_req), 0 }, \

@@ -10,7 +10,8 @@
  * Faults.  SOFTVERBS_FAULT=drop:P,dup:P,reorder:P makes every link lossy
  * at commit time; RC hides it (NAK-sequence and timeouts resume a long
  * SEND/WRITE at the PSN the responder expects and a READ at its first
- * missing response), UC loses whole messages.
+ * missing response), UC loses whole messages.  A fault plan on one QP
+ * (eng_fault.c) decides first, packet by packet.
  */
 #include "engine_int.h"
 #include "sv_client.h"
@@ -286,7 +287,7 @@ static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
 static void fault_parse(void)
 {
 	const char *env = getenv("SOFTVERBS_FAULT");
-	char *copy, *save = NULL, *it;
+	char *copy, *save = NULL, *it, *seg, *segs = NULL;
 
 	if (!env || !*env)
 		return;
@@ -294,7 +295,10 @@ static void fault_parse(void)
 	if (!copy)
 		return;
 	fault.seed = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull;
-	for (it = strtok_r(copy, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+	/* ';' separates fault plans (with '=': eng_fault.c) from these. */
+	for (seg = strtok_r(copy, ";", &segs); seg; seg = strtok_r(NULL, ";", &segs))
+	for (it = strchr(seg, '=') ? NULL : strtok_r(seg, ",", &save); it;
+	     it = strtok_r(NULL, ",", &save)) {
 		char *colon = strchr(it, ':');
 		double v;
 
@@ -343,10 +347,18 @@ static double fault_roll(struct sv_link *l)
 	return (double)(x >> 11) / 9007199254740992.0;
 }
 
-int sv_fault_pick(struct sv_link *l)
+int sv_fault_pick(struct sv_link *l, const uint8_t *bth, uint32_t len)
 {
 	double r;
 
+	switch (sv_fault_packet(bth, len)) {
+	case SV_FP_DROP:
+		return SV_FAULT_DROP;
+	case SV_FP_DUP:
+		return SV_FAULT_DUP;
+	case SV_FP_REORDER:
+		return SV_FAULT_REORDER;
+	}
 	if (!fault.on)
 		return SV_FAULT_NONE;
 	r = fault_roll(l);
@@ -377,16 +389,30 @@ static int fault_commit(struct sv_link *l)
 	double r = fault_roll(l);
 	uint8_t copy[SV_ENG_MAX_PKT + SV_GRH_BYTES];
 	uint32_t len = l->cur_len, type = l->cur_type;
-	int dup = 0;
+	uint32_t grh = type & SV_REC_F_GRH ? SV_GRH_BYTES : 0;
+	int a = SV_FP_NONE;
 
 	if ((type & 0xffff) != SV_REC_PKT)
 		return sv_ring_commit(&l->tx);
-	if (r < fault.drop) {
+	/* A plan on the sending QP decides first (eng_fault.c), then the
+	 * process-wide probabilities. */
+	if (len > grh)
+		a = sv_fault_packet(l->cur + grh, len - grh);
+	if (a == SV_FP_NONE && fault.on) {
+		double r = fault_roll(l);
+
+		if (r < fault.drop)
+			a = SV_FP_DROP;
+		else if ((r -= fault.drop) < fault.reorder && !l->held)
+			a = SV_FP_REORDER;
+		else if (r - fault.reorder < fault.dup)
+			a = SV_FP_DUP;
+	}
+	if (a == SV_FP_DROP) {
 		l->tx.pending = l->cur_prev;
 		return 0;
 	}
-	r -= fault.drop;
-	if (r < fault.reorder && !l->held && len <= sizeof(copy)) {
+	if (a == SV_FP_REORDER && !l->held && len <= sizeof(copy)) {
 		l->held = malloc(len ? len : 1);
 		if (l->held) {
 			memcpy(l->held, l->cur, len);
@@ -396,8 +422,7 @@ static int fault_commit(struct sv_link *l)
 			return 0;
 		}
 	}
-	r -= fault.reorder;
-	if (r < fault.dup && len <= sizeof(copy)) {
+	if (a == SV_FP_DUP && len <= sizeof(copy)) {
 		memcpy(copy, l->cur, len);
 		dup = 1;
 	}
@@ -495,7 +520,8 @@ void sv_link_batch_end(void)
 /* Keeps link's commit for sv_link_batch_end: 1, or 0 (publish now). */
 static int lazy_keep(struct sv_link *link)
 {
-	if (!lazy.depth || fault.on || link->cur_len > SV_LAZY_MAX_REC)
+	if (!lazy.depth || fault.on || sv_fault_npkt ||
+	    link->cur_len > SV_LAZY_MAX_REC)
 		return 0;
 	for (int i = 0; i < lazy.n; i++)
 		if (lazy.link[i] == link)
@@ -518,7 +544,9 @@ void sv_link_commit(struct sv_link *link)
 		sv_unlock_spin(&link->tx_lock);
 		return;
 	}
-	ring = fault.on ? fault_commit(link) : sv_ring_commit(&link->tx);
+	ring = fault.on || __atomic_load_n(&sv_fault_npkt, __ATOMIC_RELAXED) ?
+		       fault_commit(link) :
+		       sv_ring_commit(&link->tx);
 
 	sv_unlock_spin(&link->tx_lock);
 	if (ring)

@@ -226,6 +226,11 @@ static void sock_readable(struct sv_engine *eng)
 			peer_gone(eng, m.peer);
 			continue;
 		}
+		if (m.type == SV_ENGINE_FAULT) {
+			sv_close_fds(fds, nfds);
+			sv_fault_sync(eng);
+			continue;
+		}
 		if (m.type == SV_ENGINE_UFILE_GONE) {
 			sv_close_fds(fds, nfds);
 			sv_holds_ufile_gone(eng, m.peer);
@@ -602,6 +607,8 @@ void *sv_progress_main(void *arg)
 		}
 		if (busy)
 			atomic_store(&eng->work, 1);
+		if (__atomic_load_n(&sv_fault_pending, __ATOMIC_RELAXED))
+			sv_fault_drain(eng); /* before: it queues events */
 		/* A look without async_lock; the drain takes it. */
 		if (__atomic_load_n(&eng->async_head, __ATOMIC_RELAXED))
 			sv_eng_async_drain(eng);

@@ -393,6 +393,7 @@ void sv_engine_qp_modified(struct sv_qp *qp, enum ibv_qp_state old,
 		sv_engine_flush(qp);
 	if (now == IBV_QPS_RTR && qp->type == IBV_QPT_UD && !tr_of(qp)->wlink)
 		ud_wire(qp);
+	sv_fault_qp_state(qp, now);
 	if (now == IBV_QPS_RTS)
 		sv_req_run(qp);
 }

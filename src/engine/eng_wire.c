@@ -689,7 +689,7 @@ void sv_wire_commit(struct sv_link *l)
 	s->fd = l->w->fd;
 	s->ctl_len = sv_wire_address(&f, l->eng->wire->fam, &s->dst, s->ctl.buf);
 	w->cur = NULL;
-	switch (sv_fault_pick(l)) {
+	switch (sv_fault_pick(l, ib, len)) {
 	case SV_FAULT_DROP:
 		break;
 	case SV_FAULT_DUP:

@@ -545,6 +545,8 @@ int sv_engine_qp_add(struct sv_engine *eng, struct sv_qp *qp)
 	if (err) {
 		sv_tr_free(qp);
 		detach(eng);
+	} else {
+		sv_fault_qp_added(qp);
 	}
 	return err;
 }

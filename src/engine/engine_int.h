@@ -386,7 +386,7 @@ int sv_fault_init(void);
 /* What the fault model does to the next packet on l (SV_FAULT_*; the
  * caller holds what guards l's producer side). */
 enum { SV_FAULT_NONE, SV_FAULT_DROP, SV_FAULT_REORDER, SV_FAULT_DUP };
-int sv_fault_pick(struct sv_link *l);
+int sv_fault_pick(struct sv_link *l, const uint8_t *bth, uint32_t len);
 
 /* eng_wire.c: RoCE v2 to other hosts. */
 #define SV_WIRE_SLOTS 64 /* datagrams of one batch */
@@ -495,6 +495,7 @@ void sv_qp_owner_events(struct sv_qp *qp);
 int sv_rmem_call(struct sv_engine *eng, pid_t pid, uint32_t op, uint32_t key,
 		 uint64_t addr, void *buf, uint32_t len, uint64_t comp,
 		 uint64_t swap, uint64_t *orig);
+#include "eng_fault.h"
 /* Serves the remote memory requests waiting in our inbound boxes.  Any
  * thread, no lock needed.  Returns how many it served. */
 int sv_rmem_serve(struct sv_engine *eng);

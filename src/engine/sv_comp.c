@@ -85,7 +85,7 @@ void sv_comp_retire(struct sv_qp *qp)
 
 		if (WQE_STATE(w) != WQE_DONE)
 			break;
-		st = WQE_STATUS(w);
+		st = sv_fault_wc(qp, WQE_STATUS(w)); /* eng_fault.c */
 		if (st != IBV_WC_SUCCESS || (w->send_flags & IBV_SEND_SIGNALED))
 			push_send_cqe(qp, w, st);
 		qp->sq.head++;

@@ -126,6 +126,8 @@ enum sv_reach sv_path_reach(const struct sv_qp *qp, const struct sv_link *link,
 {
 	int ours = link && link->peer_id == qp->eng->id;
 
+	if (sv_fault_packets(qp))
+		return SV_REACH_PACKETS; /* a packet plan must see them */
 	if (late)
 		return peer || ours ? SV_REACH_DIRECT : SV_REACH_PACKETS;
 	/* Our own QP, or a peer CMA reaches: directly; another host:
@@ -248,7 +250,8 @@ static int direct_ok(struct sv_qp *qp, struct sv_tr *tr,
 
 	return (ud || tr->path.reach == SV_REACH_DIRECT) &&
 	       sv_direct_enabled() && !sv_cap_on(qp->eng) &&
-	       (!ud || sv_gid_local(qp->eng, w->dgid.raw));
+	       (!ud || sv_gid_local(qp->eng, w->dgid.raw)) &&
+	       !sv_fault_packets(qp);
 }
 
 enum sv_wqe_path sv_path_choose(struct sv_qp *qp, struct sv_tr *tr,

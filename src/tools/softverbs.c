@@ -146,6 +146,7 @@ static void usage(FILE *f)
 		"  res show [TYPE] [--json]       list live objects (PDs, MRs, QPs, ...)\n"
 		"  capture -w FILE [OPTIONS]      write every packet to a pcap (Wireshark)\n"
 		"  rdma [-j] dev|link [show]      iproute2's rdma dev/link for the device\n"
+		"  fault add|list|clear ...       fault plans for a running program\n"
 		"  version                        this build, the library and daemon in use\n"
 		"\n"
 		"'softverbs COMMAND --help' describes each command; 'softverbs --version'\n"
@@ -186,5 +187,7 @@ int main(int argc, char **argv)
 		return sv_cmd_capture(argc - 1, argv + 1);
 	if (!strcmp(cmd, "rdma"))
 		return sv_cmd_rdma(argc - 1, argv + 1);
+	if (!strcmp(cmd, "fault"))
+		return sv_cmd_fault(argc - 1, argv + 1);
 	sv_tool_usage_err(NULL, "unknown command '%s'", cmd);
 }

@@ -93,5 +93,6 @@ int sv_cmd_res(int argc, char **argv);
 int sv_cmd_version(int argc, char **argv);
 int sv_cmd_capture(int argc, char **argv);
 int sv_cmd_rdma(int argc, char **argv);
+int sv_cmd_fault(int argc, char **argv);
 
 #endif

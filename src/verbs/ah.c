@@ -42,6 +42,8 @@ SV_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd,
 
 	if (!pd || !attr)
 		return sv_null_errno(-EINVAL);
+	if (sv_fault_verb(SV_FV_CREATE_AH)) /* a fault plan: docs/faults.md */
+		return NULL;
 	err = check_ah_attr(pd->context, attr, &sgid);
 	if (err)
 		return sv_null_errno(-err);

@@ -379,6 +379,8 @@ SV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
 
 	if (!context || cqe <= 0 || comp_vector < 0)
 		return sv_null_errno(-EINVAL);
+	if (sv_fault_verb(SV_FV_CREATE_CQ)) /* a fault plan: docs/faults.md */
+		return NULL;
 	cq = cq_new(context, &a);
 	return cq ? ibv_cq_ex_to_cq(&cq->ex) : NULL;
 }

@@ -120,8 +120,8 @@ static struct ibv_mr *reg_common(struct ibv_pd *pd, void *addr, size_t length,
 	struct ibv_mr *mr;
 	int dontfork, err;
 
-	if (!pd)
-		return sv_null_errno(-EINVAL);
+	if (!pd || sv_fault_verb(SV_FV_REG_MR)) /* a fault plan: docs/faults.md */
+		return pd ? NULL : sv_null_errno(-EINVAL);
 	access = mask_optional(access);
 	/* Implicit ODP is addr 0 with length SIZE_MAX (ibv_cmd_reg_mr). */
 	if ((access & IBV_ACCESS_ON_DEMAND) && length == SIZE_MAX && addr)

@@ -33,8 +33,8 @@ SV_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *ctx)
 	struct ibv_pd *pd;
 	int err;
 
-	if (!ctx)
-		return sv_null_errno(-EINVAL);
+	if (!ctx || sv_fault_verb(SV_FV_ALLOC_PD)) /* docs/faults.md */
+		return ctx ? NULL : sv_null_errno(-EINVAL);
 	err = sv_ctx_call_simple(ctx, SV_OP_ALLOC_PD, NULL, 0, &rep, sizeof(rep));
 	if (err)
 		return sv_null_errno(err);

@@ -139,7 +139,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		     struct ibv_send_wr **bad_wr)
 {
 	struct sv_qp *qp = to_svqp(ibqp);
-	int err = 0;
+	int err = sv_fault_verb(SV_FV_POST_RECV); /* docs/faults.md */
 
 	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 	for (; wr; wr = wr->next) {
@@ -158,7 +158,7 @@ static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		     struct ibv_recv_wr **bad_wr)
 {
 	struct sv_qp *qp = to_svqp(ibqp);
-	int err = 0;
+	int err = sv_fault_verb(SV_FV_POST_SEND); /* docs/faults.md */
 
 	if (qp->srq) {
 		/* Its receives come from the SRQ. */

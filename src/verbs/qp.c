@@ -366,7 +366,7 @@ out:
 SV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 			    int attr_mask)
 {
-	int err = modify_qp(qp, attr, attr_mask);
+	int err = sv_fault_verb(SV_FV_MODIFY_QP) ?: modify_qp(qp, attr, attr_mask);
 
 	if (err)
 		errno = err;
@@ -617,6 +617,8 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 
 	if (!pd || !qp_init_attr)
 		return sv_null_errno(-EINVAL);
+	if (sv_fault_verb(SV_FV_CREATE_QP)) /* a fault plan: docs/faults.md */
+		return NULL;
 	memset(&a, 0, sizeof(a));
 	a.qp_context = qp_init_attr->qp_context;
 	a.send_cq = qp_init_attr->send_cq;

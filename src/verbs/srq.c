@@ -89,6 +89,8 @@ SV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
 {
 	if (!pd || !srq_init_attr)
 		return sv_null_errno(-EINVAL);
+	if (sv_fault_verb(SV_FV_CREATE_SRQ)) /* a fault plan: docs/faults.md */
+		return NULL;
 	return srq_new(pd, srq_init_attr->srq_context, &srq_init_attr->attr);
 }
 

@@ -16,6 +16,7 @@
 
 #include "sv_client.h"
 #include "sv_engine.h"
+#include "eng_fault.h"
 #include "sv_log.h"
 #include "sv_param.h"
 #include "sv_proto.h"

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fault plans in the library (eng_fault.c; docs/faults.md): the hooks the
+ * verbs and the engine call.  Each costs one relaxed load while no plan of
+ * its kind is live.
+ */
+#ifndef ENG_FAULT_H
+#define ENG_FAULT_H
+
+#include <infiniband/verbs.h>
+#include <stdint.h>
+
+#include "sv_fault.h"
+
+struct sv_qp;
+struct sv_engine;
+
+/* Live plans per kind; -1 in sv_fault_nverb until SOFTVERBS_FAULT is read
+ * (the first verb hook reads it). */
+extern int sv_fault_nverb, sv_fault_npkt, sv_fault_ncomp, sv_fault_pending;
+
+int sv_fault_verb_slow(int verb);
+/* At the top of a verb's entry point, before it changes anything: 0, or
+ * the errno a plan makes it fail with (errno is set too, and the firing
+ * logged). */
+static inline int sv_fault_verb(int verb)
+{
+	return __builtin_expect(__atomic_load_n(&sv_fault_nverb,
+						__ATOMIC_RELAXED) != 0, 0) ?
+		       sv_fault_verb_slow(verb) :
+		       0;
+}
+
+/* What a plan does to a packet about to be sent (BTH first, len bytes):
+ * SV_FP_*.  Called with the link's tx lock held. */
+int sv_fault_packet_slow(const uint8_t *bth, uint32_t len);
+static inline int sv_fault_packet(const uint8_t *bth, uint32_t len)
+{
+	return __atomic_load_n(&sv_fault_npkt, __ATOMIC_RELAXED) ?
+		       sv_fault_packet_slow(bth, len) :
+		       SV_FP_NONE;
+}
+
+/* Whether a packet plan targets qp (its WQEs then travel as packets,
+ * never by direct execution, so the plan sees them). */
+int sv_fault_packets_slow(const struct sv_qp *qp);
+static inline int sv_fault_packets(const struct sv_qp *qp)
+{
+	return __atomic_load_n(&sv_fault_npkt, __ATOMIC_RELAXED) ?
+		       sv_fault_packets_slow(qp) :
+		       0;
+}
+
+/* The status a send WQE of qp retires with (st, or a plan's).  Must hold
+ * qp->sq_lock.  Counts successes for after=. */
+enum ibv_wc_status sv_fault_wc_slow(struct sv_qp *qp, enum ibv_wc_status st);
+static inline enum ibv_wc_status sv_fault_wc(struct sv_qp *qp,
+					     enum ibv_wc_status st)
+{
+	return __atomic_load_n(&sv_fault_ncomp, __ATOMIC_RELAXED) ?
+		       sv_fault_wc_slow(qp, st) :
+		       st;
+}
+
+/* A QP joined the engine (qp=#K counts them).  No lock held. */
+void sv_fault_qp_added(struct sv_qp *qp);
+/* A QP changed state (resolves its peer, raises after=0 events at RTS).
+ * No lock held. */
+void sv_fault_qp_state(struct sv_qp *qp, enum ibv_qp_state now);
+/* The progress thread's share: events and log lines queued by the hooks
+ * under locks go out here.  No lock held. */
+void sv_fault_drain(struct sv_engine *eng);
+/* The daemon changed this process's run-time plans: fetch them.  The
+ * progress thread, no lock held. */
+void sv_fault_sync(struct sv_engine *eng);
+
+#endif
