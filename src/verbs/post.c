@@ -139,8 +139,12 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		     struct ibv_send_wr **bad_wr)
 {
 	struct sv_qp *qp = to_svqp(ibqp);
-	int err = sv_fault_verb(SV_FV_POST_RECV); /* docs/faults.md */
+	int err = sv_fault_verb(SV_FV_POST_SEND); /* docs/faults.md */
 
+	if (err) {
+		*bad_wr = wr;
+		return err;
+	}
 	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 	for (; wr; wr = wr->next) {
 		SV_CHECK(sv_check_send(qp, wr));
@@ -158,8 +162,12 @@ static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		     struct ibv_recv_wr **bad_wr)
 {
 	struct sv_qp *qp = to_svqp(ibqp);
-	int err = sv_fault_verb(SV_FV_POST_SEND); /* docs/faults.md */
+	int err = sv_fault_verb(SV_FV_POST_RECV); /* docs/faults.md */
 
+	if (err) {
+		*bad_wr = wr;
+		return err;
+	}
 	if (qp->srq) {
 		/* Its receives come from the SRQ. */
 		*bad_wr = wr;
