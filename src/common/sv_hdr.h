@@ -363,6 +363,15 @@ static inline void sv_gid_set_v4(uint8_t *g, const void *in4)
 	memcpy(g + 12, in4, 4);
 }
 
+/* A multicast group's GID (the kernel's rdma_is_multicast_addr): an IPv6
+ * multicast address, or an IPv4 one (224.0.0.0/4) mapped. */
+static inline int sv_gid_is_mcast(const uint8_t *g)
+{
+	return g[0] == 0xff || (sv_gid_is_v4(g) && (g[12] & 0xf0) == 0xe0);
+}
+/* The BTH destination QP of a multicast packet (IBTA 9.2: 0xFFFFFF). */
+#define SV_MCAST_QPN 0xffffffu
+
 /* PSNs are 24-bit serial numbers (9.7.1): a - b in that space. */
 static inline int32_t psn_diff(uint32_t a, uint32_t b)
 {

@@ -41,11 +41,11 @@
 #define SV_MAX_MW 0x10000
 #define SV_MAX_INLINE 256
 #define SV_MAX_PKEYS 1
-/* No multicast (ibv_attach_mcast: EOPNOTSUPP, rdma_join_multicast:
- * ENOSYS), so none is announced: programs and pyverbs' tests look here
- * before they try. */
-#define SV_MAX_MCAST_GRP 0
-#define SV_MAX_MCAST_QP_ATTACH 0
+/* Multicast (ibv_attach_mcast, the daemon's gw_mcast.c): rxe's limits,
+ * enforced with rxe's errors (-ENOMEM past any of them). */
+#define SV_MAX_MCAST_GRP 8192
+#define SV_MAX_MCAST_QP_ATTACH 56
+#define SV_MAX_TOTAL_MCAST_QP_ATTACH (SV_MAX_MCAST_GRP * SV_MAX_MCAST_QP_ATTACH)
 #define SV_NUM_COMP_VECTORS 1
 #define SV_MAX_DM_SIZE (64ULL << 20) /* per allocation */
 #define SV_MAX_DM 1024		     /* allocations, device wide */

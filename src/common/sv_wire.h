@@ -107,7 +107,8 @@ static inline int sv_wire_qpn_live(struct sv_wire_shm *m, uint32_t qpn)
 
 /*
  * Whether datagram payload b (n bytes, as received) names a QP that is
- * not there: QP1 and QPNs in the map are, and anything too short to hold
+ * not there: QP1, multicast (0xFFFFFF: its reader asks for the group's
+ * QPs) and QPNs in the map are, and anything too short to hold
  * a BTH is left to sv_wire_rx_parse to refuse.  Asked before the ICRC
  * is computed, so junk to missing QPNs costs one load.
  */
@@ -119,7 +120,7 @@ static inline int sv_wire_qpn_missing(struct sv_wire_shm *m, const uint8_t *b,
 	if (n < SV_BTH_BYTES)
 		return 0;
 	qpn = __bth_qpn(b);
-	return qpn != 1 && !sv_wire_qpn_live(m, qpn);
+	return qpn != 1 && qpn != SV_MCAST_QPN && !sv_wire_qpn_live(m, qpn);
 }
 
 /* Takes the port for reading if nobody has it, or its holder died or

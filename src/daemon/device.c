@@ -184,7 +184,7 @@ void svd_query_device(struct ibv_device_attr_ex *ax)
 	a->max_mw = (int)svd.limit[SVD_OBJ_MW];
 	a->max_mcast_grp = SV_MAX_MCAST_GRP;
 	a->max_mcast_qp_attach = SV_MAX_MCAST_QP_ATTACH;
-	a->max_total_mcast_qp_attach = SV_MAX_MCAST_GRP * SV_MAX_MCAST_QP_ATTACH;
+	a->max_total_mcast_qp_attach = SV_MAX_TOTAL_MCAST_QP_ATTACH;
 	a->max_ah = (int)svd.limit[SVD_OBJ_AH];
 	a->max_srq = (int)svd.limit[SVD_OBJ_SRQ];
 	a->max_srq_wr = SV_MAX_SRQ_WR;

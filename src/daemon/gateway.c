@@ -369,6 +369,35 @@ int svd_gw_ud_send(const struct svd_gw_ud *u)
 	return 0;
 }
 
+/* Copies a group's packet to the ring of each attached QP's engine, each
+ * copy naming its QP (gw_mcast.c "Delivery").  Must hold svd_gw.lock. */
+static void deliver_mcast(const struct sv_wire_pkt *p)
+{
+	const struct svd_mcg *g = svd_gw_mcast_find(grh_dgid(p->rec));
+	uint32_t sent = 0;
+
+	for (uint32_t i = 0; g && i < g->n; i++) {
+		struct gw_qpent *q = qfind(g->qpn[i]);
+		struct gw_eng *e = q ? eng_by_pid(q->pid) : NULL;
+		uint8_t *r = e ? sv_ring_reserve(&e->prod, p->rec_len,
+						 SV_GW_REC_PKT) :
+				 NULL;
+
+		if (!r)
+			continue;
+		memcpy(r, p->rec, p->rec_len);
+		st_be24(r + SV_GRH_BYTES + 5, g->qpn[i]);
+		if (sv_ring_commit(&e->prod))
+			e->ring = 1;
+		sent++;
+	}
+	atomic_fetch_add_explicit(sent ? &svd_gw.shm->rx_pkts : &svd_gw.shm->rx_no_qp,
+				  1, memory_order_relaxed);
+	if (sent)
+		atomic_fetch_add_explicit(&svd_gw.shm->rx_bytes, p->ib_len,
+					  memory_order_relaxed);
+}
+
 /* Delivers one checked packet.  Must hold svd_gw.lock. */
 static void deliver(const struct sv_wire_pkt *p)
 {
@@ -376,6 +405,10 @@ static void deliver(const struct sv_wire_pkt *p)
 	struct gw_eng *e = q ? eng_by_pid(q->pid) : NULL;
 	uint8_t *r;
 
+	if (p->qpn == SV_MCAST_QPN) {
+		deliver_mcast(p);
+		return;
+	}
 	if (p->qpn == 1) {
 		svd_gw_qp1_queue(p->rec, p->rec_len);
 		svd_gw.qp1_kick = 1;

@@ -80,6 +80,19 @@ struct svd_gw_state {
 };
 extern struct svd_gw_state svd_gw;
 
+/* gw_mcast.c: a multicast group of this namespace, while a QP is
+ * attached: its GID and its QPs in attach order. */
+struct svd_qp;
+struct svd_mcg {
+	uint8_t gid[16];
+	uint32_t n;
+	uint32_t qpn[SV_MAX_MCAST_QP_ATTACH];
+	struct svd_qp *qp[SV_MAX_MCAST_QP_ATTACH];
+	struct svd_mcg *next;
+};
+/* The group of gid, or NULL.  The main thread, or must hold svd_gw.lock. */
+struct svd_mcg *svd_gw_mcast_find(const uint8_t gid[16]);
+
 /* gateway.c: queues a QP1 datagram for the CM.  Must hold svd_gw.lock. */
 void svd_gw_qp1_queue(const uint8_t *rec, size_t len);
 /* CLOCK_MONOTONIC in ns. */

@@ -112,6 +112,7 @@ static void qp_destroy(struct svd_obj *obj)
 {
 	struct svd_qp *qp = (struct svd_qp *)obj;
 
+	svd_mcast_qp_gone(qp);
 	qpn_free(qp);
 	put(qp->pd ? &qp->pd->obj : NULL);
 	put(qp->scq ? &qp->scq->obj : NULL);
@@ -236,6 +237,8 @@ int svd_op_destroy_qp(struct svd_req *r)
 
 	if (!o)
 		return svd_lookup_err(r->uf, req->handle);
+	if (((struct svd_qp *)o)->mcast)
+		return -EBUSY; /* ib_uverbs: detach its groups first */
 	sv_dbg("ufile %#x qp#%u: destroyed (qpn %#x)", r->uf->id, o->handle,
 	       ((struct svd_qp *)o)->qpn);
 	svd_handle_free(o);

@@ -78,6 +78,15 @@ int svd_gw_ud_pop(struct svd_gw_ud *u);
  * from the port and handed up its engine socket. */
 void svd_gw_qp1_record(const uint8_t *rec, size_t len);
 
+/* gw_mcast.c: ATTACH_MCAST, DETACH_MCAST and MCAST_MEMBERS
+ * (sv_proto.h); a QP being destroyed leaves its groups. */
+struct svd_req;
+struct svd_qp;
+int svd_op_attach_mcast(struct svd_req *r);
+int svd_op_detach_mcast(struct svd_req *r);
+int svd_op_mcast_members(struct svd_req *r);
+void svd_mcast_qp_gone(struct svd_qp *qp);
+
 /* Counters, and why the port is not bound (0: it is). */
 void svd_gw_status(struct svd_gw_stats *out, int32_t *err, uint16_t *port,
 		   uint32_t *block);

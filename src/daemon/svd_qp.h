@@ -42,6 +42,7 @@ struct svd_qp {
 	struct svd_srq *srq; /* or NULL */
 	int shm_fd;	     /* the QP's region (responder block, RQ) */
 	uint64_t cookie;     /* its cookie (SV_OP_QP_PEER) */
+	uint32_t mcast;	     /* multicast groups it is attached to */
 };
 
 struct svd_ah {

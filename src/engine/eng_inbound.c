@@ -244,8 +244,9 @@ static int wire_read(struct sv_engine *eng, struct touched *t, uint8_t *fwd)
 			bytes += p.ib_len;
 			continue;
 		}
-		if (!sv_eng_qp(eng, p.qpn)) {
-			/* Another process's QP (live in the map, looked at
+		if (p.qpn == SV_MCAST_QPN || !sv_eng_qp(eng, p.qpn)) {
+			/* A group's (its QPs are asked for) or another
+			 * process's QP (live in the map, looked at
 			 * above): its engine is found after the port is
 			 * given up (a daemon call on a cache miss). */
 			fwd[i] = 1;
@@ -292,6 +293,17 @@ static void wire_forward(struct sv_engine *eng, int n, const uint8_t *fwd)
 		p.rec_len = b->mm[i].msg_len + SV_WIRE_HEADROOM - SV_ICRC_BYTES -
 			    ((b->buf[i][SV_WIRE_HEADROOM + 1] >> 4) & 3);
 		p.qpn = ld_be24(b->buf[i] + SV_WIRE_HEADROOM + 5);
+		if (p.qpn == SV_MCAST_QPN) {
+			int k = sv_mcast_fanout(eng, p.rec, p.rec_len);
+
+			atomic_fetch_add_explicit(k ? &m->rx_pkts : &m->rx_no_qp,
+						  1, memory_order_relaxed);
+			if (k)
+				atomic_fetch_add_explicit(&m->rx_bytes,
+							  b->mm[i].msg_len,
+							  memory_order_relaxed);
+			continue;
+		}
 		l = sv_eng_link_for_qpn(eng, p.qpn);
 		r = l ? sv_link_reserve_type(l, p.rec_len, SV_WIRE_REC, &dead) :
 			NULL;

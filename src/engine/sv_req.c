@@ -199,6 +199,82 @@ int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
 	return 0;
 }
 
+/* One packet of w (a UD SEND of one MTU at most) to QP dqpn on link l.
+ * 0, or the SV_KERR of its payload's keys.  Must hold sq_lock. */
+static int put_ud(struct sv_qp *qp, struct sv_send_wqe *w, struct sv_link *l,
+		  uint32_t dqpn, uint32_t psn, uint32_t len)
+{
+	uint8_t opc = sv_req_opcode(w->opcode, 1, 1) | OPC_UD;
+	unsigned hl = sv_op_hdr_len(sv_opcodes[opc].flags) + SV_GRH_BYTES;
+	uint32_t to = w->remote_qpn;
+	int dead, err = 0;
+	uint8_t *p = sv_link_reserve(l, hl + len, 1, &dead);
+
+	if (!p)
+		return 0; /* full or gone: this copy is lost, as UD may be */
+	w->remote_qpn = dqpn;
+	build_hdrs(qp, qp->eng, w, p, opc, psn, 1, 0, len, len, 0);
+	w->remote_qpn = to;
+	if (w->send_flags & IBV_SEND_INLINE) {
+		memcpy(p + hl, sv_send_wqe_inline(&qp->sq, w), len);
+	} else if (len) {
+		struct sv_seg ssegs[SV_MAX_SEGS], dseg;
+		struct sv_data src, dst;
+
+		err = sv_sge_resolve(qp->eng, w->sge, (int)w->num_sge, qp->pd_id,
+				     0, 0, len, &src, ssegs, SV_MAX_SEGS);
+		if (!err) {
+			sv_data_local(&dst, &dseg, p + hl, len);
+			if (sv_xfer(&dst, 0, &src, 0, len))
+				err = SV_KERR_ACCESS;
+		}
+	}
+	if (err) {
+		sv_link_abort(l);
+		return err;
+	}
+	sv_cap_commit(l, qp);
+	return 0;
+}
+
+/*
+ * A UD SEND to a multicast group (the daemon's gw_mcast.c "Delivery"):
+ * a copy to each QP of this host attached to the group but this one (rxe
+ * does not loop a multicast packet back to its sender), each on the link
+ * to its engine, and one datagram to the group's address on the QP's
+ * wire link (BTH QP 0xFFFFFF).  Never direct: a copy is a packet.  Must
+ * hold sq_lock; drops it while the daemon is asked.
+ */
+static enum step send_mcast(struct sv_qp *qp, struct sv_tr *tr,
+			    struct sv_send_wqe *w, uint64_t len)
+{
+	uint32_t qpn[SV_MAX_MCAST_QP_ATTACH], me = qp->qpx.qp_base.qp_num;
+	struct sv_link *l[SV_MAX_MCAST_QP_ATTACH];
+	int n, err = 0;
+
+	sv_unlock_spin(&qp->sq_lock);
+	n = sv_mcast_members(qp->eng, w->dgid.raw, qpn);
+	for (int i = 0; i < n; i++)
+		l[i] = qpn[i] == me ? NULL : sv_eng_link_for_qpn(qp->eng, qpn[i]);
+	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
+	if (WQE_STATE(w) == WQE_DONE)
+		return STEP_UNLOCKED;
+	for (int i = 0; i < n && !err; i++)
+		if (l[i])
+			err = put_ud(qp, w, l[i], qpn[i], tr->psn, (uint32_t)len);
+	if (!err && tr->wlink)
+		err = put_ud(qp, w, tr->wlink, SV_MCAST_QPN, tr->psn,
+			     (uint32_t)len);
+	if (!err && !(w->send_flags & IBV_SEND_INLINE) && check_sges(qp, w, 0))
+		err = SV_KERR_ACCESS; /* no copy went: the keys all the same */
+	tr->psn = (tr->psn + 1) & PSN_MASK;
+	w->bytes_sent = len;
+	w->last_psn = w->first_psn;
+	sv_wqe_done(w, !err ? IBV_WC_SUCCESS :
+		       err < 0 ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR);
+	return STEP_NEXT;
+}
+
 /* Sends (the rest of) w, at most *budget packets.  Must hold sq_lock. */
 static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 			  struct sv_send_wqe *w, int *budget)
@@ -214,6 +290,10 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 
 	if (sv_req_start(qp, tr, w, &len, keys_later))
 		return STEP_NEXT;
+	if (ud && sv_gid_is_mcast(w->dgid.raw)) {
+		(*budget)--;
+		return send_mcast(qp, tr, w, len);
+	}
 	if (ud && !sv_gid_local(eng, w->dgid.raw)) {
 		/* Another host: the QP's wire link (none: no route, the
 		 * datagram is lost as on a fabric). */
