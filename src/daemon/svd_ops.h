@@ -39,7 +39,6 @@ struct svd_op {
 
 #include "svd_mr.h" /* pd.c, mr.c: PD and MR ops */
 #include "svd_qp.h" /* cq.c, qp.c, srq.c, ah.c, mw.c: data-path objects */
-#include "svd_gw.h" /* gw_mcast.c: multicast groups */
 
 /* res.c */
 int svd_op_res_list(struct svd_req *r);
@@ -81,8 +80,6 @@ int svd_dm_fd(struct svd_obj *obj);
 	[SV_OP_DESTROY_AH] = { svd_op_destroy_ah, sizeof(struct sv_handle_req), NEED_UFILE }, \
 	[SV_OP_ALLOC_MW] = { svd_op_alloc_mw, sizeof(struct sv_alloc_mw_req), NEED_UFILE }, \
 	[SV_OP_DEALLOC_MW] = { svd_op_dealloc_mw, sizeof(struct sv_handle_req), NEED_UFILE }, \
-	[SV_OP_ATTACH_MCAST] = { svd_op_attach_mcast, sizeof(struct sv_mcast_req), NEED_UFILE }, \
-	[SV_OP_DETACH_MCAST] = { svd_op_detach_mcast, sizeof(struct sv_mcast_req), NEED_UFILE }, \
 	SVD_ENGINE_OPS
 
 /* cm.c, cm_addr.c, cm_ib.c: the connection manager (svd_cm.h). */
@@ -92,18 +89,17 @@ int svd_dm_fd(struct svd_obj *obj);
 #include "svd_engine.h"
 /* capture.c: `softverbs capture` and the capture rings. */
 #include "svd_capture.h"
+#include "svd_fault.h"
 #define SVD_ENGINE_OPS \
 	[SV_OP_ENGINE_ATTACH] = { svd_op_engine_attach, 0, ONE_FD }, \
 	[SV_OP_QPN_LOOKUP] = { svd_op_qpn_lookup, sizeof(struct sv_qpn_req), 0 }, \
 	[SV_OP_LINK_CONNECT] = { svd_op_link_connect, sizeof(struct sv_link_req), ONE_FD }, \
-#include "svd_fault.h"
 	[SV_OP_KEY_FD] = { svd_op_key_fd, sizeof(struct sv_key_req), 0 }, \
 	[SV_OP_MW_BIND] = { svd_op_mw_bind, sizeof(struct sv_mw_bind_req), 0 }, \
 	[SV_OP_KEY_INVALIDATE] = { svd_op_key_invalidate, sizeof(struct sv_key_req), 0 }, \
 	[SV_OP_ASYNC_EVENT] = { svd_op_async_event, sizeof(struct sv_async_req), NEED_UFILE }, \
 	[SV_OP_QP_PEER] = { svd_op_qp_peer, sizeof(struct sv_qpn_req), 0 }, \
 	[SV_OP_WIRE_ATTACH] = { svd_op_wire_attach, 0, 0 }, \
-	[SV_OP_MCAST_MEMBERS] = { svd_op_mcast_members, sizeof(struct sv_mcast_members_req), 0 }, \
 	SVD_CM_OPS \
 	SVD_CAPTURE_OPS \
 	SVD_FAULT_OPS

@@ -386,7 +386,6 @@ static void fault_append(struct sv_link *l, const uint8_t *p, uint32_t len,
  * lost: owner events are not on any wire. */
 static int fault_commit(struct sv_link *l)
 {
-	double r = fault_roll(l);
 	uint8_t copy[SV_ENG_MAX_PKT + SV_GRH_BYTES];
 	uint32_t len = l->cur_len, type = l->cur_type;
 	uint32_t grh = type & SV_REC_F_GRH ? SV_GRH_BYTES : 0;
@@ -424,10 +423,8 @@ static int fault_commit(struct sv_link *l)
 	}
 	if (a == SV_FP_DUP && len <= sizeof(copy)) {
 		memcpy(copy, l->cur, len);
-		dup = 1;
-	}
-	if (dup)
 		fault_append(l, copy, len, type);
+	}
 	if (l->held) {
 		fault_append(l, l->held, l->held_len, l->held_type);
 		free(l->held);

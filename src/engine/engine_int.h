@@ -351,15 +351,6 @@ void sv_qtab_del(struct sv_engine *eng, uint32_t qpn);
 struct sv_cq *sv_eng_cq(struct sv_engine *eng, uint32_t id, uint64_t cookie);
 struct sv_srq *sv_eng_srq(struct sv_engine *eng, uint32_t id, uint64_t cookie);
 
-/* eng_mcast.c (no QP lock may be held: both call the daemon) */
-/* The QPNs of this host attached to group gid (their count, 0 when none). */
-int sv_mcast_members(struct sv_engine *eng, const uint8_t gid[16],
-		     uint32_t qpn[SV_MAX_MCAST_QP_ATTACH]);
-/* Hands a ring record (GRH + BTH .., BTH QP 0xFFFFFF) read from the port
- * to every QP of this host attached to its GRH's group, each copy naming
- * its QP.  Returns the copies made. */
-int sv_mcast_fanout(struct sv_engine *eng, const uint8_t *rec, uint32_t len);
-
 /* eng_link.c */
 /* The link to the engine serving qpn (connecting it), or NULL.  No QP
  * lock may be held (may call the daemon). */
@@ -495,6 +486,7 @@ uint64_t sv_eng_run_deferred(struct sv_engine *eng, uint64_t due);
 void sv_qp_owner_events(struct sv_qp *qp);
 
 #include "eng_mem.h"
+#include "eng_fault.h"
 
 /* eng_rmem.c: remote memory through the owner's engine. */
 /* Executes one request (op, key, addr, len bytes of buf; comp/swap for
@@ -504,7 +496,6 @@ void sv_qp_owner_events(struct sv_qp *qp);
 int sv_rmem_call(struct sv_engine *eng, pid_t pid, uint32_t op, uint32_t key,
 		 uint64_t addr, void *buf, uint32_t len, uint64_t comp,
 		 uint64_t swap, uint64_t *orig);
-#include "eng_fault.h"
 /* Serves the remote memory requests waiting in our inbound boxes.  Any
  * thread, no lock needed.  Returns how many it served. */
 int sv_rmem_serve(struct sv_engine *eng);
