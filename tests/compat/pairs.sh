@@ -177,7 +177,7 @@ check_table() {
 run_cmd() {
 	# shellcheck disable=SC2086 # CMD is a word list on purpose
 	if [ "$KIND" = inf ]; then
-		PAIR_STOP_AFTER=3 PAIR_STOP_SIG=TERM pairs_run "$1" "$TMO" $CMD
+		PAIR_STOP_ROWS=2 PAIR_STOP_SIG=TERM pairs_run "$1" "$TMO" $CMD
 	else
 		pairs_run "$1" "$TMO" $CMD
 	fi

@@ -12,13 +12,15 @@
 #	Runs "PROG ARGS" as server and "PROG ARGS 127.0.0.1" as client, each
 #	bounded by TIMEOUT seconds.  Output in DIR/server.out, DIR/client.out;
 #	exit codes in PAIR_SRV_RC, PAIR_CLI_RC (124 = timed out).
-#	PAIR_STOP_AFTER=N (seconds) sends PAIR_STOP_SIG (default TERM) to both
-#	after N seconds, the client first: for programs that run until
-#	stopped (a side that exits 1 because its peer vanished first is the
-#	caller's to judge).
+#	PAIR_STOP_ROWS=N sends PAIR_STOP_SIG (default TERM) to both once the
+#	client has printed N result rows (lines that start with two numbers,
+#	as perftest's), or has died, or TIMEOUT is near, the client first:
+#	for programs that run until stopped (a side that exits 1 because its
+#	peer vanished first is the caller's to judge).  A state, not a time:
+#	on a loaded machine setting up can take longer than any fixed wait.
 #	PAIR_DIRECT=1 runs the programs as they are, not under softverbs
 #	(UCX's ucx_perftest for comparison).
-#	Returns 0 when both programs exited 0 (or, with PAIR_STOP_AFTER, died
+#	Returns 0 when both programs exited 0 (or, with PAIR_STOP_ROWS, died
 #	by PAIR_STOP_SIG or exited 0).
 #   pairs_daemon_quiet
 #	Waits until the daemon has no ufiles/contexts/objects left (up to 10
@@ -46,7 +48,7 @@ in_ns() {
 		"$@"
 	fi
 }
-: "${PAIR_STOP_AFTER:=}"
+: "${PAIR_STOP_ROWS:=}"
 : "${PAIR_STOP_SIG:=TERM}"
 
 # True when some TCP socket (v4 or v6, any state) uses local port $1.
@@ -130,8 +132,15 @@ pair_once() {
 	timeout -k 5 "$tmo" ${PAIR_CLI_NS:+ip netns exec "$PAIR_CLI_NS"} \
 		"${wrap[@]}" "$@" -p "$PAIR_PORT" "$PAIR_ADDR" >"$dir/client.out" 2>&1 &
 	cli=$!
-	if [ -n "$PAIR_STOP_AFTER" ]; then
-		sleep "$PAIR_STOP_AFTER"
+	if [ -n "$PAIR_STOP_ROWS" ]; then
+		# Until the rows are there (or the client is gone), polling;
+		# the timeout's last 10 s are left for the stop itself.
+		for _ in $(seq 1 $(((tmo > 20 ? tmo - 10 : tmo) * 10))); do
+			[ "$(grep -cE '^[[:space:]]*[0-9]+[[:space:]]+[0-9]+[[:space:]]' \
+				"$dir/client.out")" -ge "$PAIR_STOP_ROWS" ] && break
+			kill -0 "$cli" 2>/dev/null || break
+			sleep 0.1
+		done
 		# Both, as a user's Ctrl-C to both terminals, the client (the
 		# side that drives the traffic) first: a client that outlived
 		# its server would see its work fail (on one host at once,
@@ -148,7 +157,7 @@ pair_once() {
 	PAIR_CLI_RC=$?
 	# A client that failed leaves the server waiting for nothing: give it a
 	# few seconds to notice (the socket closed), then stop it.
-	if [ "$PAIR_CLI_RC" != 0 ] && [ -z "$PAIR_STOP_AFTER" ]; then
+	if [ "$PAIR_CLI_RC" != 0 ] && [ -z "$PAIR_STOP_ROWS" ]; then
 		for _ in $(seq 1 50); do
 			kill -0 "$srv" 2>/dev/null || break
 			sleep 0.1
@@ -172,7 +181,7 @@ pairs_run() {
 		echo "   (port $PAIR_PORT taken, retrying)" >&2
 	done
 	[ $rc = 0 ] || return 1
-	if [ -n "$PAIR_STOP_AFTER" ]; then
+	if [ -n "$PAIR_STOP_ROWS" ]; then
 		ok_rc=$((128 + $(kill -l "$PAIR_STOP_SIG")))
 	fi
 	{ [ "$PAIR_SRV_RC" = 0 ] || [ "$PAIR_SRV_RC" = "$ok_rc" ]; } &&
