@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <infiniband/verbs.h>
 
+#include "sv_param.h"
 #include "sv_roce.h"
 
 #define SV_PROTO_MAGIC 0x31505653u /* "SVP1" little-endian */
@@ -98,6 +99,8 @@ enum sv_op {
 	SV_OP_DESTROY_AH,     /* sv_handle_req -> empty */
 	SV_OP_ALLOC_MW,	      /* sv_alloc_mw_req -> sv_mw_rep */
 	SV_OP_DEALLOC_MW,     /* sv_handle_req -> empty */
+	SV_OP_ATTACH_MCAST,   /* sv_mcast_req -> empty */
+	SV_OP_DETACH_MCAST,   /* sv_mcast_req -> empty */
 
 	/* Engine side (issue 4): see "Engines, links and keys". */
 	SV_OP_ENGINE_ATTACH = 96, /* fd {doorbell} -> sv_engine_attach_rep +
@@ -113,6 +116,8 @@ enum sv_op {
 				     receive CQ[, SRQ] regions} */
 	SV_OP_WIRE_ATTACH,	  /* -> sv_wire_attach_rep + fds {gateway ring,
 				     wire page[, port's socket]} */
+	SV_OP_MCAST_MEMBERS,	  /* sv_mcast_members_req ->
+				     sv_mcast_members_rep */
 
 	/* Connection manager (issue 10, librdmacm): see sv_cm.h.  Every
 	 * request starts with a sv_cm_hdr naming the channel. */
@@ -580,6 +585,23 @@ struct sv_mw_rep {
 };
 
 /*
+ * ATTACH_MCAST / DETACH_MCAST (ibv_attach_mcast, ibv_detach_mcast; the
+ * daemon's gw_mcast.c).  The kernel's checks and rxe's limits: a QP not
+ * UD or a GID not multicast (sv_gid_is_mcast) -EINVAL; a group more
+ * than SV_MAX_MCAST_GRP, a QP more than SV_MAX_MCAST_QP_ATTACH in a group
+ * or more than SV_MAX_TOTAL_MCAST_QP_ATTACH in all -ENOMEM; attaching
+ * twice is no error; detaching what is not attached -EINVAL.  A QP with
+ * groups refuses DESTROY_QP with -EBUSY.
+ * | handle | the QP in hdr.ufile | lid | as given (RoCE: unused) |
+ * | gid    | the group, as ibv_gid.raw                            | */
+struct sv_mcast_req {
+	uint32_t handle;
+	uint16_t lid;
+	uint16_t pad;
+	uint8_t gid[16];
+};
+
+/*
  * Engines, links and keys (issue 4, engine side; src/engine, daemon
  * broker.c and keytab.c).
  *
@@ -619,6 +641,19 @@ struct sv_qpn_rep {
 	uint32_t pid;
 	uint32_t qp_type;
 	uint32_t pad;
+};
+
+/* MCAST_MEMBERS: the QPs of this namespace attached to a group, for a
+ * sender's local copies and a wire reader's fan-out (sv_req.c,
+ * eng_inbound.c).  An unknown group has no members (count 0).
+ * | gid | the group | count | QPNs in qpn[] | qpn | in attach order | */
+struct sv_mcast_members_req {
+	uint8_t gid[16];
+};
+struct sv_mcast_members_rep {
+	uint32_t count;
+	uint32_t pad;
+	uint32_t qpn[SV_MAX_MCAST_QP_ATTACH];
 };
 
 /*

@@ -39,6 +39,7 @@ struct svd_op {
 
 #include "svd_mr.h" /* pd.c, mr.c: PD and MR ops */
 #include "svd_qp.h" /* cq.c, qp.c, srq.c, ah.c, mw.c: data-path objects */
+#include "svd_gw.h" /* gw_mcast.c: multicast groups */
 
 /* res.c */
 int svd_op_res_list(struct svd_req *r);
@@ -80,6 +81,8 @@ int svd_dm_fd(struct svd_obj *obj);
 	[SV_OP_DESTROY_AH] = { svd_op_destroy_ah, sizeof(struct sv_handle_req), NEED_UFILE }, \
 	[SV_OP_ALLOC_MW] = { svd_op_alloc_mw, sizeof(struct sv_alloc_mw_req), NEED_UFILE }, \
 	[SV_OP_DEALLOC_MW] = { svd_op_dealloc_mw, sizeof(struct sv_handle_req), NEED_UFILE }, \
+	[SV_OP_ATTACH_MCAST] = { svd_op_attach_mcast, sizeof(struct sv_mcast_req), NEED_UFILE }, \
+	[SV_OP_DETACH_MCAST] = { svd_op_detach_mcast, sizeof(struct sv_mcast_req), NEED_UFILE }, \
 	SVD_ENGINE_OPS
 
 /* cm.c, cm_addr.c, cm_ib.c: the connection manager (svd_cm.h). */
@@ -100,6 +103,7 @@ int svd_dm_fd(struct svd_obj *obj);
 	[SV_OP_ASYNC_EVENT] = { svd_op_async_event, sizeof(struct sv_async_req), NEED_UFILE }, \
 	[SV_OP_QP_PEER] = { svd_op_qp_peer, sizeof(struct sv_qpn_req), 0 }, \
 	[SV_OP_WIRE_ATTACH] = { svd_op_wire_attach, 0, 0 }, \
+	[SV_OP_MCAST_MEMBERS] = { svd_op_mcast_members, sizeof(struct sv_mcast_members_req), 0 }, \
 	SVD_CM_OPS \
 	SVD_CAPTURE_OPS \
 	SVD_FAULT_OPS

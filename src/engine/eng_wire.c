@@ -286,7 +286,11 @@ static int sock_open(struct sv_wire *w, uint16_t sport, uint16_t *bound)
 	 * packet); DF, so the identification is 0. */
 	setopt(fd, SOL_SOCKET, SO_NO_CHECK, 1);
 	setopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO);
+	/* A datagram to a group is not looped back: this host's QPs had
+	 * their copies from the sender (sv_req.c send_mcast). */
+	setopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, 0);
 	if (w->fam == AF_INET6) {
+		setopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, 0);
 		setopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, 0);
 		setopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO);
 		setopt(fd, IPPROTO_IPV6, IPV6_FLOWINFO_SEND, 1);

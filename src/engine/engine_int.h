@@ -351,6 +351,15 @@ void sv_qtab_del(struct sv_engine *eng, uint32_t qpn);
 struct sv_cq *sv_eng_cq(struct sv_engine *eng, uint32_t id, uint64_t cookie);
 struct sv_srq *sv_eng_srq(struct sv_engine *eng, uint32_t id, uint64_t cookie);
 
+/* eng_mcast.c (no QP lock may be held: both call the daemon) */
+/* The QPNs of this host attached to group gid (their count, 0 when none). */
+int sv_mcast_members(struct sv_engine *eng, const uint8_t gid[16],
+		     uint32_t qpn[SV_MAX_MCAST_QP_ATTACH]);
+/* Hands a ring record (GRH + BTH .., BTH QP 0xFFFFFF) read from the port
+ * to every QP of this host attached to its GRH's group, each copy naming
+ * its QP.  Returns the copies made. */
+int sv_mcast_fanout(struct sv_engine *eng, const uint8_t *rec, uint32_t len);
+
 /* eng_link.c */
 /* The link to the engine serving qpn (connecting it), or NULL.  No QP
  * lock may be held (may call the daemon). */

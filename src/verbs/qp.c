@@ -689,25 +689,38 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	return 0;
 }
 
-/* Multicast needs UD QPs on an IB fabric: not on this device. */
+/* A group's QPs on this device (the daemon's gw_mcast.c keeps them and
+ * checks as the kernel does; lid is unused on RoCE, IBTA A17.5.6). */
+static int mcast_call(struct ibv_qp *qp, const union ibv_gid *gid,
+		      uint16_t lid, uint16_t op)
+{
+	struct sv_mcast_req req = { .lid = lid };
+	int err;
+
+	if (!qp || !gid) {
+		errno = EINVAL;
+		return EINVAL;
+	}
+	req.handle = qp->handle;
+	memcpy(req.gid, gid->raw, sizeof(req.gid));
+	err = sv_ctx_call_simple(qp->context, op, &req, sizeof(req), NULL, 0);
+	if (err) {
+		errno = -err;
+		return -err;
+	}
+	return 0;
+}
+
 SV_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
 			       uint16_t lid)
 {
-	(void)qp;
-	(void)gid;
-	(void)lid;
-	errno = EOPNOTSUPP;
-	return EOPNOTSUPP;
+	return mcast_call(qp, gid, lid, SV_OP_ATTACH_MCAST);
 }
 
 SV_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
 			       uint16_t lid)
 {
-	(void)qp;
-	(void)gid;
-	(void)lid;
-	errno = EOPNOTSUPP;
-	return EOPNOTSUPP;
+	return mcast_call(qp, gid, lid, SV_OP_DETACH_MCAST);
 }
 
 void sv_qp_set_ops(struct verbs_context *vctx)

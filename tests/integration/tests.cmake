@@ -47,6 +47,9 @@ foreach(t test_engine_rc test_engine_err test_engine_mw test_engine_rmem
   sv_c_test_env(${t}_packets ${t} SOFTVERBS_DIRECT=0)
 endforeach()
 sv_c_test(test_ud_wc ${D}/test_ud_wc.c TIMEOUT 60)
+# Multicast on UD QPs: errors, limits, one-host delivery, both paths.
+sv_c_test(test_mcast ${D}/test_mcast.c TIMEOUT 300)
+sv_c_test_env(test_mcast_packets test_mcast SOFTVERBS_DIRECT=0)
 # The port follows the namespace's network (root: a namespace of its own).
 sv_c_test(test_port ${D}/test_port.c TIMEOUT 300)
 # Capture (issue 9): sessions, capture rings, filters, stalled readers.
