@@ -22,10 +22,10 @@ sv_c_test(test_engine_err ${D}/test_engine_err.c TIMEOUT 180)
 sv_c_test(test_engine_mw ${D}/test_engine_mw.c TIMEOUT 120)
 sv_c_test(test_engine_rmem ${D}/test_engine_rmem.c TIMEOUT 300)
 sv_c_test(test_engine_fault ${D}/test_engine_fault.c TIMEOUT 300)
+sv_c_test(test_engine_events ${D}/test_engine_events.c TIMEOUT 120)
 # Fault plans per object (docs/faults.md), on both paths.
 sv_c_test(test_fault_plan ${D}/test_fault_plan.c TIMEOUT 300)
 sv_c_test_env(test_fault_plan_packets test_fault_plan SOFTVERBS_DIRECT=0)
-sv_c_test(test_engine_events ${D}/test_engine_events.c TIMEOUT 120)
 sv_c_test(test_engine_owner ${D}/test_engine_owner.c TIMEOUT 300)
 sv_c_test(test_proto ${D}/test_proto.c TIMEOUT 120)
 # Loads libibverbs.so.1 itself (dlopen/dlclose): must not link it.
