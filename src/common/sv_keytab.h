@@ -119,6 +119,8 @@ enum sv_key_kind {
 	SV_KEY_MR_DMABUF, /* addr = offset in the dma-buf/memfd (obj_id) */
 	SV_KEY_MW1,	  /* memory window type 1 */
 	SV_KEY_MW2,	  /* memory window type 2 */
+	SV_KEY_MR_NULL,	  /* ibv_alloc_null_mr: an lkey only; writes are
+			     dropped, reads give zeros */
 };
 
 #define SV_KEY_F_BOUND 1u /* window: bound to mr_key over [iova, +length) */

@@ -84,6 +84,7 @@ enum sv_op {
 	SV_OP_RES_LIST,
 	SV_OP_REG_DMABUF_MR, /* sv_reg_mr_req (addr = offset) + fd -> sv_mr_rep */
 	SV_OP_REG_DM_MR,     /* sv_reg_dm_mr_req -> sv_mr_rep */
+	SV_OP_ALLOC_NULL_MR, /* sv_handle_req (the PD) -> sv_mr_rep */
 
 	/* Data-path objects (issue 4, verbs side): see "Data-path objects". */
 	SV_OP_CREATE_CQ = 64, /* sv_create_cq_req + fd {CQ region} -> sv_obj_rep */
@@ -292,7 +293,7 @@ struct sv_res_req {
  * | iova      | MR iova / DM: 0                                      |
  * | length    | MR or DM length                                      |
  * | usecnt    | objects depending on this one                        |
- * | flags     | type specific (MR: bit0 = DM MR, bit1 = dma-buf MR)   |
+ * | flags     | type specific (MR: bit0 DM, bit1 dma-buf, bit2 null MR) |
  */
 struct sv_res_entry {
 	uint32_t type;
@@ -333,7 +334,9 @@ static_assert(sizeof(struct sv_res_rep) + sizeof(struct sv_msg_hdr) <= SV_MSG_MA
  *   REG_DMABUF_MR sv_reg_mr_req + fd {dma-buf or memfd} -> sv_mr_rep
  *   REREG_MR      sv_rereg_mr_req  -> sv_mr_rep
  *   DEREG_MR      sv_handle_req    -> empty
- *   IMPORT_MR     sv_handle_req    -> sv_mr_rep
+ *   IMPORT_MR     sv_handle_req    -> sv_mr_rep (-ENOENT for a null MR)
+ *   ALLOC_NULL_MR sv_handle_req (the PD) -> sv_mr_rep: length UINT64_MAX,
+ *                 rkey 0, LOCAL_WRITE; REREG_MR refuses it (-EINVAL)
  *
  * Unknown handle: -ENOENT; a handle of another type: -EINVAL; the PD of
  * REG_MR/REREG_MR not a PD of this ufile: -EINVAL (the kernel's write ABI).

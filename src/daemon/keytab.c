@@ -149,6 +149,7 @@ void svd_keytab_publish(const struct svd_mr *mr)
 	v.tag = (uint8_t)mr->key;
 	v.kind = mr->kind == SVD_MR_DM	   ? SV_KEY_MR_DM :
 		 mr->kind == SVD_MR_DMABUF ? SV_KEY_MR_DMABUF :
+		 mr->kind == SVD_MR_NULL   ? SV_KEY_MR_NULL :
 					     SV_KEY_MR_USER;
 	v.flags = 0;
 	v.access = mr->access;
@@ -160,7 +161,8 @@ void svd_keytab_publish(const struct svd_mr *mr)
 	v.length = mr->length;
 	/* A new object id whenever the key comes to name another object, so
 	 * an engine's cached mapping of the old one is never reused. */
-	if (v.kind != SV_KEY_MR_USER && (v.obj_id == 0 || v.mr_key != mr->key))
+	if ((v.kind == SV_KEY_MR_DM || v.kind == SV_KEY_MR_DMABUF) &&
+	    (v.obj_id == 0 || v.mr_key != mr->key))
 		v.obj_id = ++obj_serial;
 	v.mr_key = mr->key; /* MRs: the key the entry was published for */
 	entry_write(idx, &v);

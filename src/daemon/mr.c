@@ -164,7 +164,10 @@ static void mr_describe(const struct svd_obj *obj, struct sv_res_entry *e)
 	e->iova = mr->iova;
 	e->length = mr->length;
 	e->flags = (mr->kind == SVD_MR_DM ? 1u : 0) |
-		   (mr->kind == SVD_MR_DMABUF ? 2u : 0);
+		   (mr->kind == SVD_MR_DMABUF ? 2u : 0) |
+		   (mr->kind == SVD_MR_NULL ? 4u : 0);
+	if (mr->kind == SVD_MR_NULL)
+		e->rkey = 0;
 }
 
 int svd_mr_new(struct svd_ufile *uf, pid_t owner, struct svd_pd *pd,
@@ -182,7 +185,10 @@ int svd_mr_new(struct svd_ufile *uf, pid_t owner, struct svd_pd *pd,
 	access &= KEPT_ACCESS;
 	/* A DM MR may be empty: the kernel's DM_MR_REG handler checks only
 	 * that [offset, offset + length) lies in the DM (dm.c did). */
-	if (a->kind == SVD_MR_USER) {
+	if (a->kind == SVD_MR_NULL) {
+		if (a->addr || a->iova || a->length != UINT64_MAX)
+			err = -EINVAL;
+	} else if (a->kind == SVD_MR_USER) {
 		err = check_range(a->addr, a->length, access);
 		/* Where ib_umem_get fails: after the range, never for ODP
 		 * (not pinned). */
@@ -248,7 +254,8 @@ void svd_mr_fill_rep(const struct svd_mr *mr, struct sv_mr_rep *rep)
 {
 	rep->handle = mr->obj.handle;
 	rep->lkey = mr->key;
-	rep->rkey = mr->key;
+	/* A null MR is "not exposed as an rkey" (ibv_alloc_null_mr(3)). */
+	rep->rkey = mr->kind == SVD_MR_NULL ? 0 : mr->key;
 	rep->access = mr->access;
 	rep->length = mr->length;
 	rep->iova = mr->iova;
@@ -443,6 +450,38 @@ int svd_op_import_mr(struct svd_req *r)
 	struct svd_mr *mr;
 	int err = mr_lookup(r->uf, req->handle, &mr);
 
+	if (err)
+		return err;
+	/* A null MR is no kernel object on mlx5: its handle names nothing
+	 * another process could import. */
+	if (mr->kind == SVD_MR_NULL)
+		return -ENOENT;
+	svd_mr_fill_rep(mr, r->rep);
+	r->rep_len = sizeof(struct sv_mr_rep);
+	return 0;
+}
+
+/*
+ * ibv_alloc_null_mr: an MR of no memory covering every address, whose
+ * lkey sinks what the device writes and sources zeros for what it reads
+ * (the engines: SV_KEY_MR_NULL in keys.c and eng_xfer.c).  It has local
+ * write access only and no rkey; ibv_rereg_mr refuses it (SVD_MR_USER
+ * only) and ibv_bind_mw finds no MW_BIND access on it.
+ */
+int svd_op_alloc_null_mr(struct svd_req *r)
+{
+	const struct sv_handle_req *req = r->body;
+	struct svd_mr_attr a = { .kind = SVD_MR_NULL,
+				 .length = UINT64_MAX,
+				 .access = IBV_ACCESS_LOCAL_WRITE,
+				 .fd = -1 };
+	struct svd_pd *pd = svd_pd_get(r->uf, req->handle);
+	struct svd_mr *mr;
+	int err;
+
+	if (!pd)
+		return -EINVAL;
+	err = svd_mr_new(r->uf, r->conn->pid, pd, &a, &mr);
 	if (err)
 		return err;
 	svd_mr_fill_rep(mr, r->rep);

@@ -19,6 +19,7 @@ enum svd_mr_kind {
 	SVD_MR_USER = 0, /* ibv_reg_mr*: memory of owner_pid */
 	SVD_MR_DM,	 /* ibv_reg_dm_mr: addr is an offset in dm */
 	SVD_MR_DMABUF,	 /* ibv_reg_dmabuf_mr: addr is an offset in fd */
+	SVD_MR_NULL,	 /* ibv_alloc_null_mr: no memory, every address */
 };
 
 struct svd_mr {
@@ -83,5 +84,6 @@ int svd_op_reg_dmabuf_mr(struct svd_req *r);
 int svd_op_rereg_mr(struct svd_req *r);
 int svd_op_dereg_mr(struct svd_req *r);
 int svd_op_import_mr(struct svd_req *r);
+int svd_op_alloc_null_mr(struct svd_req *r);
 
 #endif

@@ -68,6 +68,7 @@ int svd_dm_fd(struct svd_obj *obj);
 	[SV_OP_FREE_DM] = { svd_op_free_dm, sizeof(struct sv_handle_req), NEED_UFILE }, \
 	[SV_OP_IMPORT_DM] = { svd_op_import_dm, sizeof(struct sv_handle_req), NEED_UFILE }, \
 	[SV_OP_REG_DM_MR] = { svd_op_reg_dm_mr, sizeof(struct sv_reg_dm_mr_req), NEED_UFILE }, \
+	[SV_OP_ALLOC_NULL_MR] = { svd_op_alloc_null_mr, sizeof(struct sv_handle_req), NEED_UFILE }, \
 	[SV_OP_CREATE_CQ] = { svd_op_create_cq, sizeof(struct sv_create_cq_req), NEED_UFILE | ONE_FD }, \
 	[SV_OP_DESTROY_CQ] = { svd_op_destroy_cq, sizeof(struct sv_handle_req), NEED_UFILE }, \
 	[SV_OP_RESIZE_CQ] = { svd_op_resize_cq, sizeof(struct sv_create_cq_req), NEED_UFILE }, \

@@ -22,7 +22,8 @@ enum sv_kerr {
  * process (CMA, or its owner's engine). */
 struct sv_mem {
 	uint8_t *ptr; /* non-NULL: direct */
-	pid_t pid;    /* else: memory of process pid at raddr */
+	pid_t pid;    /* else: memory of process pid at raddr, */
+	int null;     /* or, non-zero, a null MR's: writes dropped, reads 0 */
 	uint64_t raddr;
 	uint32_t key; /* the MR key (the owner checks it) */
 	struct sv_engine *eng;

@@ -392,6 +392,31 @@ static int local_copy(uint8_t *to, const uint8_t *from, uint64_t n)
 								  SV_XERR_DST;
 }
 
+/* What a null MR reads as (SV_KEY_MR_NULL). */
+static const uint8_t zeros[4096];
+
+/* n zero bytes into d from doff: the bytes a null MR's lkey gives. */
+static int zero_fill(struct xbatch *b, const struct sv_mem *d, uint64_t doff,
+		     uint64_t n)
+{
+	int err = 0;
+
+	if (d->ptr)
+		err = xbatch_flush(b);
+	while (n && !err) {
+		uint64_t c = n < sizeof(zeros) ? n : sizeof(zeros);
+
+		if (d->ptr)
+			err = local_copy(d->ptr + doff, zeros, c);
+		else
+			err = xbatch_add(b, 1, (uint8_t *)(uintptr_t)zeros, d,
+					 doff, c);
+		doff += c;
+		n -= c;
+	}
+	return err;
+}
+
 static int xfer_batched(const struct sv_data *dst, uint64_t dst_off,
 			const struct sv_data *src, uint64_t src_off, uint64_t n);
 
@@ -438,7 +463,11 @@ xfer_batched(const struct sv_data *dst, uint64_t dst_off,
 			c = s->len - sj;
 		if (n < c)
 			c = n;
-		if (d->m.ptr && s->m.ptr) {
+		if (d->m.null) {
+			/* A null MR's lkey: the bytes are dropped. */
+		} else if (s->m.null) {
+			err = zero_fill(&b, &d->m, di, c);
+		} else if (d->m.ptr && s->m.ptr) {
 			err = xbatch_flush(&b);
 			if (!err)
 				err = local_copy(d->m.ptr + di, s->m.ptr + sj, c);
@@ -474,7 +503,7 @@ int sv_mem_atomic(const struct sv_mem *m, uint32_t op, uint64_t comp,
 	if (m->ptr)
 		return sv_safe_atomic((uint64_t *)(void *)m->ptr, op, comp, swap,
 				   orig) ? -1 : 0;
-	if (!m->eng)
+	if (!m->eng || m->null)
 		return -1;
 	return sv_rmem_call(m->eng, m->pid, op, m->key, m->raddr, NULL, 8, comp,
 			    swap, orig) ? -1 : 0;

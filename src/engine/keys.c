@@ -296,6 +296,9 @@ static int mr_translate(struct sv_engine *eng, uint32_t key,
 		out->pid = (pid_t)e->owner_pid;
 		out->raddr = off;
 		return SV_KOK;
+	case SV_KEY_MR_NULL:
+		out->null = 1;
+		return SV_KOK;
 	case SV_KEY_MR_DM:
 	case SV_KEY_MR_DMABUF:
 		base = obj_map(eng, key, e->obj_id, &maplen);
@@ -340,6 +343,9 @@ static int resolve_entry(struct sv_engine *eng, uint32_t key,
 			return SV_KERR_BOUNDS;
 		return mr_translate(eng, e->mr_key, &mr, mva, len, out);
 	}
+	/* A null MR has an lkey only (ibv_alloc_null_mr(3)). */
+	if (e->kind == SV_KEY_MR_NULL && is_rkey)
+		return SV_KERR_KEY;
 	if (e->pd_id != pd_id)
 		return SV_KERR_PD;
 	if ((e->access & access) != access)

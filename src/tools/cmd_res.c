@@ -137,6 +137,8 @@ static void print_row(const char *dev, const struct sv_res_entry *e)
 		printf(" dm");
 	if (e->type == SV_RES_MR && e->flags & 2)
 		printf(" dmabuf");
+	if (e->type == SV_RES_MR && e->flags & 4)
+		printf(" null");
 	printf(" %s %u pid %u comm %s\n",
 	       e->type == SV_RES_UFILE ? "objects" : "users", e->usecnt,
 	       e->owner_pid, comm);

@@ -65,8 +65,10 @@ static void check_sge(const struct post *p, int i, const struct ibv_sge *s,
 			return;
 		iova = m->iova;
 		mlen = m->mr.length;
-	} else if (!key_entry(p->eng, s->lkey, &ke) && ke.kind < SV_KEY_MW1) {
-		/* An MR of another process of the device. */
+	} else if (!key_entry(p->eng, s->lkey, &ke) &&
+		   (ke.kind < SV_KEY_MW1 || ke.kind == SV_KEY_MR_NULL)) {
+		/* An MR of another process of the device (a null MR's
+		 * length is UINT64_MAX: nothing to check). */
 		iova = ke.iova;
 		mlen = ke.length;
 	} else {
@@ -595,7 +597,10 @@ static void remote_denied(struct sv_qp *q, const struct ibv_wc *wc)
 	if ((ke.access & wi->access) != wi->access) {
 		sv_check_report("ACCESS_DENIED", w->rkey,
 				"%s: the %s under the rkey (pid %u) lacks %s (has %s)",
-				what, ke.kind >= SV_KEY_MW1 ? "mw" : "mr",
+				what,
+				ke.kind == SV_KEY_MR_NULL ? "null mr (lkey only)" :
+				ke.kind >= SV_KEY_MW1	  ? "mw" :
+							    "mr",
 				ke.owner_pid,
 				sv_chk_bits(b1, sizeof(b1), wi->access & ~ke.access,
 				     sv_chk_access_bits),

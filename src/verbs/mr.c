@@ -404,7 +404,37 @@ static int advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
 	return err;
 }
 
+/*
+ * ibv_alloc_null_mr (verbs.h calls it through the context): an MR of no
+ * memory whose lkey drops what the device writes through it and reads as
+ * zeros, as mlx5 does.  addr NULL, length SIZE_MAX, rkey 0: only the lkey
+ * is valid.  ibv_dereg_mr frees it; ibv_rereg_mr and ibv_bind_mw refuse
+ * it (EINVAL).
+ */
+static struct ibv_mr *alloc_null_mr(struct ibv_pd *pd)
+{
+	struct sv_handle_req req;
+	struct sv_mr_rep rep;
+	struct ibv_mr *mr;
+	int err;
+
+	if (!pd)
+		return sv_null_errno(-EINVAL);
+	req = (struct sv_handle_req){ .handle = pd->handle };
+	err = sv_ctx_call_simple(pd->context, SV_OP_ALLOC_NULL_MR, &req,
+				 sizeof(req), &rep, sizeof(rep));
+	if (err)
+		return sv_null_errno(err);
+	mr = sv_mr_wrap(pd, SV_MR_NULL, &rep, NULL, SIZE_MAX);
+	if (!mr) {
+		(void)dereg_cmd(pd->context, rep.handle);
+		errno = ENOMEM;
+	}
+	return mr;
+}
+
 void sv_set_mr_ops(struct verbs_context *vctx)
 {
 	vctx->advise_mr = advise_mr;
+	vctx->alloc_null_mr = alloc_null_mr;
 }

@@ -6,6 +6,7 @@ sv_c_test(test_fork ${D}/test_fork.c)
 sv_c_test(test_rereg ${D}/test_rereg.c)
 sv_c_test(test_import ${D}/test_import.c)
 sv_c_test(test_dm ${D}/test_dm.c)
+sv_c_test(test_null_mr ${D}/test_null_mr.c)
 sv_c_test(test_cq ${D}/test_cq.c)
 sv_c_test(test_qp ${D}/test_qp.c)
 sv_c_test(test_srq ${D}/test_srq.c)
@@ -43,7 +44,7 @@ sv_c_test(test_engine_direct ${D}/test_engine_direct.c TIMEOUT 180)
 # wire's): SOFTVERBS_DIRECT=0 turns direct execution off.
 foreach(t test_engine_rc test_engine_err test_engine_mw test_engine_rmem
           test_engine_events test_engine_owner test_engine_conform
-          test_engine_direct test_srq test_qp test_cq)
+          test_engine_direct test_srq test_qp test_cq test_null_mr)
   sv_c_test_env(${t}_packets ${t} SOFTVERBS_DIRECT=0)
 endforeach()
 sv_c_test(test_ud_wc ${D}/test_ud_wc.c TIMEOUT 60)
