@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # The softverbs command, end to end: run (library path, exit status, 127),
-# devices, daemon start/stop/status, res show, --help of every subcommand,
-# with Debian's unmodified ibv_devinfo and ibv_asyncwatch.
+# devices, daemon start/stop/status, res show, fault add/list/clear, --help
+# of every subcommand, with Debian's unmodified ibv_devinfo, ibv_asyncwatch
+# and ibv_rc_pingpong (a forced completion status, docs/faults.md).
 set -u
 
 SV=${SOFTVERBS:-${SV_BUILD_DIR:-$(dirname "$0")/../../build}/bin/softverbs}
@@ -74,7 +75,7 @@ expect_rc 2 "unknown command is a usage error" "$SV" frobnicate
 expect_out "^softverbs: unknown command 'frobnicate'" "one-line usage error"
 expect_rc 0 "--help" "$SV" --help
 expect_out "usage: softverbs" "--help prints usage"
-for sub in run devices "daemon" res version; do
+for sub in run devices "daemon" res version fault; do
 	expect_rc 0 "$sub --help" "$SV" $sub --help
 	expect_out "usage: softverbs $sub" "$sub --help prints its usage"
 done
@@ -85,6 +86,12 @@ expect_rc 2 "daemon without a subcommand" "$SV" daemon
 expect_rc 2 "daemon with a bad subcommand" "$SV" daemon reboot
 expect_rc 2 "res show with a bad type" "$SV" res show widgets
 expect_rc 2 "devices with an extra argument" "$SV" devices extra
+expect_rc 2 "fault without a subcommand" "$SV" fault
+expect_rc 2 "fault add with an unknown key" "$SV" fault add 'qp=3,bogus=1'
+expect_out "unknown key 'bogus'" "the bad plan's key is named"
+expect_rc 2 "fault add of two actions" "$SV" fault add 'qp=3,drop,dup'
+expect_rc 2 "fault add naming no QP and no process" "$SV" fault add 'drop=0.5'
+expect_rc 2 "fault clear of nothing named" "$SV" fault clear
 expect_rc 0 "version" "$SV" version
 expect_out "^softverbs [0-9]+\.[0-9]+" "version prints the version"
 
@@ -254,6 +261,60 @@ else
 	expect_out "DEVICE_FATAL|device fatal|event_type 1[^0-9]" "ibv_asyncwatch reports the device's death"
 fi
 wait $aw 2>/dev/null
+
+# --- fault plans (docs/faults.md) -------------------------------------------
+# ibv_rc_pingpong reacting to a forced completion status: its 4th send
+# completion fails with RETRY_EXC_ERR (after=3), its QP goes to ERR, it
+# prints the status and exits 1; the client, whose peer went silent, fails
+# the same way, as with a real NIC.
+PORT=$((20000 + $$ % 20000))
+pp_pair() { # pp_pair PORT: client against a server already started
+	"$SV" run ibv_rc_pingpong -g 0 -p "$1" -n 50 127.0.0.1 >"$TMP/ppc.out" 2>&1
+	echo $? >"$TMP/ppc.rc"
+}
+# From the environment: the server's first QP (qp=#1).
+SOFTVERBS_FAULT='qp=#1,status=RETRY_EXC_ERR,after=3' \
+	"$SV" run ibv_rc_pingpong -g 0 -p $PORT -n 50 >"$TMP/pps.out" 2>&1 &
+srv=$!
+for i in $(seq 1 100); do "$SV" res show qp 2>/dev/null | grep -q ibv_rc_pingpong && break; sleep 0.1; done
+pp_pair $PORT
+wait $srv
+rc=$?
+cp "$TMP/pps.out" "$TMP/out"
+if [ $rc = 1 ]; then ok "SOFTVERBS_FAULT: the pingpong server fails (exit 1)"; else fail "server exit $rc"; fi
+expect_out "Failed status transport retry counter exceeded \(12\)" "it reports RETRY_EXC_ERR"
+expect_out "^softverbs-fault: pid [0-9]+ plan 'qp=#1,status=RETRY_EXC_ERR,after=3' seed 0: QP 0x[0-9a-f]+ send completion 4: RETRY_EXC_ERR" "the firing is logged on stderr"
+cp "$TMP/ppc.out" "$TMP/out"
+[ "$(cat "$TMP/ppc.rc")" = 1 ] && ok "the client fails too" || fail "client exit $(cat "$TMP/ppc.rc")"
+expect_out "Failed status transport retry counter exceeded" "the client sees its peer go silent"
+
+# At run time: `softverbs fault add --pid` on a server waiting for its client.
+PORT=$((PORT + 1))
+"$SV" run ibv_rc_pingpong -g 0 -p $PORT -n 50 >"$TMP/pps.out" 2>&1 &
+srv=$!
+pid=
+for i in $(seq 1 100); do
+	pid=$("$SV" res show qp 2>/dev/null | grep ibv_rc_pingpong | grep -o 'pid [0-9]*' | head -1 | cut -d' ' -f2)
+	[ -n "$pid" ] && break
+	sleep 0.1
+done
+expect_rc 0 "fault add --pid" "$SV" fault add --pid "$pid" 'qp=#1,status=REM_ACCESS_ERR,after=2'
+expect_out "^plan ([0-9]+): pid $pid \(ibv_rc_pingpong\): qp=#1,status=REM_ACCESS_ERR,after=2" "add names the plan and its process"
+plan=$(sed -n 's/^plan \([0-9]*\):.*/\1/p' "$TMP/out")
+expect_rc 0 "fault list" "$SV" fault list
+expect_out "^$plan +$pid +ibv_rc_pingpong +qp=#1,status=REM_ACCESS_ERR,after=2" "list shows it"
+expect_rc 1 "fault add on a QP nobody holds" "$SV" fault add 'qp=16777215,drop'
+expect_rc 1 "fault clear of an unknown plan" "$SV" fault clear 999999
+pp_pair $PORT
+wait $srv
+rc=$?
+cp "$TMP/pps.out" "$TMP/out"
+if [ $rc = 1 ]; then ok "fault add: the pingpong server fails (exit 1)"; else fail "server exit $rc"; fi
+expect_out "Failed status remote access error \(10\)" "it reports REM_ACCESS_ERR"
+expect_out "^softverbs-fault: pid $pid plan $plan 'qp=#1,status=REM_ACCESS_ERR,after=2' seed 0: QP 0x[0-9a-f]+ send completion 3" "the firing is logged with the plan's number"
+expect_rc 0 "fault list after the process is gone" "$SV" fault list
+if grep -q ibv_rc_pingpong "$TMP/out"; then fail "the plan outlived its process"; else ok "its plan went with it"; fi
+expect_rc 0 "fault clear --all" "$SV" fault clear --all
 
 echo "$fails failed"
 [ $fails = 0 ]
