@@ -139,7 +139,7 @@ enum sv_op {
 	SV_OP_CM_NOTIFY,	  /* sv_cm_int_req -> empty */
 	SV_OP_CM_SET_OPTION,	  /* sv_cm_opt_req -> empty */
 	SV_OP_CM_MIGRATE,	  /* sv_cm_migrate_req -> sv_cm_id_rep */
-	SV_OP_CM_JOIN_MCAST,	  /* sv_cm_addr_req -> error (no multicast) */
+	SV_OP_CM_JOIN_MCAST,	  /* sv_cm_addr_req -> empty, then an event */
 
 	/* Capture (issue 9, `softverbs capture`): see "Capture". */
 	SV_OP_CAPTURE_START = 160, /* sv_capture_req -> sv_capture_rep + fd

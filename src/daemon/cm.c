@@ -759,13 +759,23 @@ int svd_op_cm_migrate(struct svd_req *r)
 	return 0;
 }
 
-/* Our device has no multicast: after the kernel's argument and state
- * checks, the answer of a port without multicast support (-ENOSYS). */
+/*
+ * A multicast join on our RoCE v2 port (the kernel's rdma_join_multicast
+ * and cma_iboe_join_multicast): after its checks, the MULTICAST_JOIN
+ * event with the group's address handle -- the MGID (the IPv4 address
+ * mapped, or the IPv6 address), the id's source GID, hop limit 64 --
+ * QP 0xFFFFFF and the id's Q_Key.  The membership itself is the QP's
+ * attachment, which the library makes when it takes the event
+ * (src/rdmacm/cma_mcast.c), and the port's IP group follows it
+ * (gw_mcast.c).
+ */
 int svd_op_cm_join_mcast(struct svd_req *r)
 {
 	const struct sv_cm_addr_req *req = r->body;
+	struct sv_cm_event ev;
 	struct svd_cm_id *id;
 	int err = svd_cm_req_id(r, &id);
+	uint8_t *g = ev.ah_attr.grh.dgid.raw;
 
 	if (err)
 		return err;
@@ -777,7 +787,32 @@ int svd_op_cm_join_mcast(struct svd_req *r)
 		return -EINVAL;
 	if (!id->bound_dev)
 		return -EINVAL; /* the kernel's "ULP is calling this wrong" */
-	return -ENOSYS;
+	memset(&ev, 0, sizeof(ev));
+	if (req->dst.sa.sa_family == AF_INET) {
+		if (!req->dst.in.sin_addr.s_addr)
+			return -EINVAL; /* cma_zero_addr */
+		g[10] = g[11] = 0xff;
+		memcpy(g + 12, &req->dst.in.sin_addr, 4);
+	} else {
+		static const uint8_t zero[16];
+
+		if (!memcmp(&req->dst.in6.sin6_addr, zero, 16))
+			return -EINVAL;
+		memcpy(g, &req->dst.in6.sin6_addr, 16);
+	}
+	if (!id->qkey && (id->ps == RDMA_PS_UDP || id->ps == RDMA_PS_IB))
+		id->qkey = RDMA_UDP_QKEY; /* cma_set_default_qkey */
+	ev.event = RDMA_CM_EVENT_MULTICAST_JOIN;
+	ev.id = id->handle;
+	ev.ah_attr.is_global = 1;
+	ev.ah_attr.port_num = 1;
+	ev.ah_attr.grh.sgid_index = (uint8_t)id->sgid_index;
+	ev.ah_attr.grh.hop_limit = 64; /* IPV6_DEFAULT_HOPLIMIT */
+	ev.ah_attr.grh.traffic_class = id->tos;
+	ev.ud_qpn = 0xffffff;
+	ev.ud_qkey = id->qkey;
+	svd_cm_post(id, NULL, &ev);
+	return 0;
 }
 
 /* SV_OP_RES_LIST with type SV_RES_CM_ID: one row per id, paged by slot

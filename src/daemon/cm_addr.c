@@ -17,6 +17,7 @@
 #include "svd_gw.h"
 #include "svd_ops.h"
 #include "svd_port.h"
+#include "sv_hdr.h"
 #include "sv_log.h"
 
 #include <arpa/inet.h>
@@ -604,6 +605,26 @@ int svd_op_cm_resolve_addr(struct svd_req *r)
 			}
 		}
 		if (!err && !id->bound_dev)
+			err = svd_cm_acquire_dev(id);
+		addr_done(id, err);
+		return 0;
+	}
+	if (sv_gid_is_mcast(id->dgid)) {
+		/* A multicast group (before rdma_join_multicast): the kernel
+		 * routes it from the bound source's device, and a multicast
+		 * neighbour is mapped, never waited for. */
+		union sv_sockaddr s;
+
+		if (svd_cm_any_addr(&id->src)) {
+			err = svd_cm_route_source(dst, &s);
+			if (err) {
+				id->state = CMS_ADDR_BOUND;
+				goto err_dst;
+			}
+			memcpy(&id->src, &s, svd_cm_addr_len(&s));
+			svd_cm_set_port(&id->src, port);
+		}
+		if (!id->bound_dev)
 			err = svd_cm_acquire_dev(id);
 		addr_done(id, err);
 		return 0;

@@ -498,6 +498,7 @@ SV_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 		id->event = NULL;
 	}
 	wait_events(idp);
+	cma_mcast_free(idp);
 	free_id(idp);
 	return 0;
 }

@@ -2,7 +2,7 @@
 /*
  * Connecting ids (cma.c has the devices, channels, ids and addresses):
  * rdma_connect, rdma_listen, rdma_accept, rdma_reject, rdma_notify,
- * rdma_disconnect, rdma_establish, multicast joins, and ECE -- each with
+ * rdma_disconnect, rdma_establish and ECE (joins: cma_mcast.c) -- each with
  * rdma-core's checks before it asks softverbsd's CM.
  */
 #include "cma_int.h"
@@ -266,61 +266,6 @@ SV_EXPORT int rdma_establish(struct rdma_cm_id *id)
 		return cma_err(EINVAL);
 	/* No QP to move: just the RTU to the passive side. */
 	return cma_send_accept(to_idp(id), NULL, 0, 0, 0);
-}
-
-/* Our device has no multicast: the daemon checks the arguments and the
- * id's state as the kernel does, then answers ENOSYS. */
-static int join(struct rdma_cm_id *id, struct sockaddr *addr, int len)
-{
-	struct sv_cm_addr_req req;
-
-	memset(&req, 0, sizeof(req));
-	cma_hdr(to_idp(id), &req.h);
-	memcpy(&req.dst, addr, len);
-	req.dst_len = len;
-	return cma_call(id->channel, SV_OP_CM_JOIN_MCAST, &req, sizeof(req),
-			NULL, 0);
-}
-
-SV_EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr,
-				  void *context)
-{
-	int len = cma_addrlen(addr);
-
-	(void)context;
-	if (!id || !len)
-		return cma_err(EINVAL);
-	return join(id, addr, len);
-}
-
-SV_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id,
-				     struct rdma_cm_join_mc_attr_ex *attr,
-				     void *context)
-{
-	int len;
-
-	(void)context;
-	if (!id || !attr)
-		return cma_err(EINVAL);
-	if (attr->comp_mask >= RDMA_CM_JOIN_MC_ATTR_RESERVED)
-		return cma_err(ENOTSUP);
-	if (!(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS))
-		return cma_err(EINVAL);
-	if (!(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS) ||
-	    attr->join_flags >= RDMA_MC_JOIN_FLAG_RESERVED)
-		return cma_err(EINVAL);
-	len = cma_addrlen(attr->addr);
-	if (!len)
-		return cma_err(EINVAL);
-	return join(id, attr->addr, len);
-}
-
-SV_EXPORT int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
-{
-	if (!id || !cma_addrlen(addr))
-		return cma_err(EINVAL);
-	/* No join ever succeeds, so no group is ever joined. */
-	return cma_err(EADDRNOTAVAIL);
 }
 
 SV_EXPORT int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)

@@ -188,6 +188,14 @@ static int process(struct rdma_event_channel *ch, struct cma_event *evt,
 		copy_conn(evt, ev);
 		cma_modify_qp_err(&idp->id);
 		break;
+	case RDMA_CM_EVENT_MULTICAST_JOIN:
+	case RDMA_CM_EVENT_MULTICAST_ERROR:
+		copy_ud(evt, ev);
+		if (cma_mcast_event(evt)) {
+			cma_complete_event(idp);
+			return 1;
+		}
+		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		if (idp->connect_error) {
 			cma_complete_event(idp);

@@ -91,6 +91,7 @@ struct cma_id_private {
 	uint8_t responder_resources;
 	struct ibv_ece local_ece;
 	struct ibv_ece remote_ece;
+	struct cma_mcast *mcast; /* its joins, oldest first (under mut) */
 };
 
 static inline struct cma_id_private *to_idp(struct rdma_cm_id *id)
@@ -144,6 +145,15 @@ int cma_send_accept(struct cma_id_private *idp,
 int cma_modify_qp_rtr(struct rdma_cm_id *id, uint8_t resp_res);
 int cma_modify_qp_rts(struct rdma_cm_id *id, uint8_t init_depth);
 int cma_modify_qp_err(struct rdma_cm_id *id);
+
+/* cma_mcast.c */
+/* A MULTICAST_JOIN or _ERROR event of evt->id_priv: its join's context
+ * in param.ud.private_data, the QP attached (an error makes it
+ * MULTICAST_ERROR).  1: no join of the id has this group any more (the
+ * event is dropped). */
+int cma_mcast_event(struct cma_event *evt);
+/* Frees the joins of an id being destroyed. */
+void cma_mcast_free(struct cma_id_private *idp);
 
 /* addrinfo.c */
 __be16 cma_get_port(const struct sockaddr *addr);
