@@ -62,6 +62,11 @@ target_link_libraries(test_rdmacm PRIVATE rdmacm)
 # and daemon (the sanitizer build runs the wire too).  Root only.
 sv_c_test(test_wire ${D}/test_wire.c TIMEOUT 300 LABELS wire)
 set_tests_properties(test_wire PROPERTIES SKIP_RETURN_CODE 77)
+# Multicast between two namespaces (IPv4 and IPv6 groups), both paths.
+sv_c_test(test_mcast_wire ${D}/test_mcast_wire.c TIMEOUT 300 LABELS wire)
+sv_c_test_env(test_mcast_wire_packets test_mcast_wire SOFTVERBS_DIRECT=0)
+set_tests_properties(test_mcast_wire test_mcast_wire_packets PROPERTIES
+  SKIP_RETURN_CODE 77 LABELS wire)
 # Hostile packets on the wire (docs/wire.md "Hostile packets"): forged
 # ACKs and NAKs, packets not from the QP's peer, UD above the MTU.  Root.
 sv_c_test(test_wire_trust ${D}/test_wire_trust.c TIMEOUT 300 LABELS wire)
