@@ -45,7 +45,7 @@ def header_rel(h):
 PAGES = {
     "docs/protocol.md": {
         "title": "Control protocol",
-        "headers": ["sv_proto.h", "sv_proto_cap.h", "sv_roce.h"],
+        "headers": ["sv_proto.h", "sv_proto_cap.h", "sv_proto_fault.h", "sv_roce.h"],
         "structs": None,  # all of them
         "intro": (
             "How `libibverbs.so.1` and the `softverbs` command talk to "

@@ -15,10 +15,10 @@
  * | SV_FAULT_LOG    | library  | text: a firing's line    | empty           |
  *
  * ADD answers -EINVAL for a plan sv_fault_parse refuses (nothing kept),
- * -ESRCH when no process holds QP N or pid is not a process of the device,
- * -ENOSPC past SV_FAULT_MAX_PLANS.  The daemon tells the process's engine
- * (SV_ENGINE_FAULT on its engine socket), which answers with SYNC; a
- * process without an engine yet (no QP, no MR) asks at its first.
+ * -ESRCH when no process holds QP N or process pid has no engine (no QP
+ * and no MR yet), -ENOSPC past SV_FAULT_MAX_PLANS.  The daemon tells the
+ * process's engine (SV_ENGINE_FAULT on its engine socket), which answers
+ * with SYNC and runs what the list holds.
  */
 #ifndef SV_PROTO_FAULT_H
 #define SV_PROTO_FAULT_H
