@@ -5,6 +5,12 @@ target_include_directories(test_ida PRIVATE ${CMAKE_SOURCE_DIR}/src/daemon)
 add_test(NAME test_ida COMMAND test_ida)
 set_tests_properties(test_ida PROPERTIES TIMEOUT 120 LABELS unit)
 
+# The fault plans' grammar (src/common/sv_fault.c, docs/faults.md).
+add_executable(test_fault ${U}/test_fault.c)
+target_link_libraries(test_fault PRIVATE sv_common)
+add_test(NAME test_fault COMMAND test_fault)
+set_tests_properties(test_fault PROPERTIES TIMEOUT 60 LABELS unit)
+
 # RoCE v2 encapsulation and ICRC (src/common/sv_roce.c).
 add_executable(test_roce ${U}/test_roce.c)
 target_link_libraries(test_roce PRIVATE sv_common)
