@@ -147,6 +147,11 @@ bad:
 	return -EINVAL;
 }
 
+/* The kernel's IB_UVERBS_DEVICE_ATOMIC_WRITE (ib_user_verbs.h, Linux 6.2),
+ * what rxe reports in device_cap_flags_ex; rdma-core v44's headers have no
+ * name for it.  ibv_wr_atomic_write and IBV_WR_ATOMIC_WRITE work (RC). */
+#define SV_DEVICE_ATOMIC_WRITE (1ULL << 40)
+
 void svd_query_device(struct ibv_device_attr_ex *ax)
 {
 	struct ibv_device_attr *a = &ax->orig_attr;
@@ -205,7 +210,7 @@ void svd_query_device(struct ibv_device_attr_ex *ax)
 	 * 1 GHz clock of 64 bits. */
 	ax->completion_timestamp_mask = UINT64_MAX;
 	ax->hca_core_clock = 1000000; /* kHz */
-	ax->device_cap_flags_ex = a->device_cap_flags;
+	ax->device_cap_flags_ex = a->device_cap_flags | SV_DEVICE_ATOMIC_WRITE;
 	ax->raw_packet_caps = 0;
 	ax->max_dm_size = SV_MAX_DM_SIZE;
 	ax->pci_atomic_caps.fetch_add = 0;

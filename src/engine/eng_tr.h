@@ -13,7 +13,7 @@
 
 /* A queued READ or atomic response (responder, packet path). */
 struct sv_respq_ent {
-	uint8_t kind; /* 1 read, 2 atomic */
+	uint8_t kind; /* 1 read, 2 atomic, 3 atomic write (a read of 0) */
 	uint8_t syn;
 	uint32_t psn;	/* next PSN to send */
 	uint32_t left;	/* read: bytes still to send */

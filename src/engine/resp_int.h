@@ -12,9 +12,11 @@
  *                    state: a unit test links it alone
  *                    (tests/unit/test_resp.c)
  *   sv_resp_exec.c   placing and fetching the data: receive WQEs, keys,
- *                    SEND/WRITE placement, direct READs, atomics, batches
+ *                    SEND/WRITE placement, direct READs, atomics, ATOMIC
+ *                    WRITE, batches
  *   sv_resp_reply.c  the packet path's answers on the link: READ
- *                    responses, atomic ACKs, the coalesced ACK or NAK
+ *                    responses (an ATOMIC WRITE's of no data), atomic
+ *                    ACKs, the coalesced ACK or NAK
  */
 #ifndef SV_RESP_INT_H
 #define SV_RESP_INT_H
@@ -34,9 +36,10 @@ enum resp_state {
 	RESPST_CHK_ACCESS,    /* the QP's remote access flags */
 	RESPST_CHK_LENGTH,    /* WRITE length, atomic alignment */
 	RESPST_CHK_RKEY,      /* the remote key and range */
-	RESPST_EXECUTE,	      /* SEND/WRITE placed, atomic done */
+	RESPST_EXECUTE,	      /* SEND/WRITE placed, atomic(s) done */
 	RESPST_READ_REPLY,    /* a READ's data to the initiator */
 	RESPST_ATOMIC_REPLY,  /* an atomic's original value */
+	RESPST_ATOMIC_WRITE_REPLY, /* an ATOMIC WRITE's answer */
 	RESPST_COMPLETE,      /* the receive CQE of a last packet */
 	RESPST_ACKNOWLEDGE,   /* expected PSN moves on; the ACK */
 	RESPST_DUPLICATE,     /* re-answer, never re-execute */
@@ -68,6 +71,8 @@ struct resp;
  * | read_reply   | queue the READ's responses   | copy into the initiator  |
  * | atomic_reply | cache the value, queue an    | the value to the caller  |
  * |              | atomic ACK                   |                          |
+ * | atomic_write | mark the PSN done, queue a   | an ACK to the caller     |
+ * | _reply       | READ response of no data     |                          |
  * | early_ack    | the coalesced ACK, if asked  | the initiator's hook     |
  * | answer       | the coalesced ACK/NAK        | the outcome to the caller|
  * | span         | 1 PSN                        | the PSNs the initiator   |
@@ -91,6 +96,8 @@ struct resp_ops {
 	enum resp_state (*read_reply)(struct resp *rs);
 	/* RESPST_ATOMIC_REPLY's work: rs->orig to the initiator. */
 	void (*atomic_reply)(struct resp *rs);
+	/* RESPST_ATOMIC_WRITE_REPLY's work: the answer that it is done. */
+	void (*atomic_write_reply)(struct resp *rs);
 	/* The ACK due before the receive CQE is pushed (sv_resp.c
 	 * "The ACK of a message"). */
 	void (*early_ack)(struct resp *rs);
@@ -199,8 +206,12 @@ int sv_resp_respq_full(const struct sv_tr *tr);
 void sv_resp_queue_read(struct sv_tr *tr, const struct sv_pkt *pkt,
 			int repeat);
 void sv_resp_queue_atomic(struct sv_tr *tr, uint32_t psn, uint64_t orig);
-/* The atomic replay cache: an executed atomic's original value by PSN;
- * a repeat of it is answered from here, never executed again. */
+/* Queues an ATOMIC WRITE's answer: an RDMA READ response of no data
+ * (IBTA 1.5, as rxe answers it). */
+void sv_resp_queue_atomic_write(struct sv_tr *tr, uint32_t psn);
+/* The atomic replay cache: an executed atomic's original value by PSN
+ * (an ATOMIC WRITE's PSN with 0); a repeat of it is answered from here,
+ * never executed again. */
 void sv_resp_atomic_record(struct sv_tr *tr, uint32_t psn, uint64_t orig);
 int sv_resp_atomic_replay(const struct sv_tr *tr, uint32_t psn,
 			  uint64_t *orig);
@@ -220,6 +231,7 @@ int sv_resp_rkey(struct resp *rs, uint32_t key, uint64_t va, uint64_t len,
 enum resp_state sv_resp_exec_send(struct resp *rs);
 enum resp_state sv_resp_exec_write(struct resp *rs);
 enum resp_state sv_resp_exec_atomic(struct resp *rs);
+enum resp_state sv_resp_exec_atomic_write(struct resp *rs);
 /* A READ executed in place: the target's memory into rs->data. */
 enum resp_state sv_resp_read_direct(struct resp *rs);
 /* Invalidates key (SEND with invalidate) through the daemon. */

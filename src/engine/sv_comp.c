@@ -68,7 +68,7 @@ static void push_send_cqe(struct sv_qp *qp, struct sv_send_wqe *w,
 	wc.status = status;
 	wc.opcode = (enum ibv_wc_opcode)sv_wrinfo(w->opcode)->wc;
 	wc.qp_num = qp->qpx.qp_base.qp_num;
-	if (sv_wrinfo(w->opcode)->flags & SV_WR_ATOMIC)
+	if (sv_wrinfo(w->opcode)->flags & (SV_WR_ATOMIC | SV_WR_ATOMIC_WRITE))
 		wc.byte_len = 8;
 	else if (w->send_flags & IBV_SEND_INLINE)
 		wc.byte_len = w->inline_len;
@@ -323,6 +323,12 @@ static void read_resp(struct sv_qp *qp, struct sv_tr *tr,
 	if (!find_wqe(qp, pkt->psn, &idx))
 		return; /* duplicate or unexpected: ignored */
 	w = sv_wq_slot(&qp->sq, idx);
+	if (w->opcode == IBV_WR_ATOMIC_WRITE && !pkt->paylen) {
+		/* Its answer, a READ response of no data: an ACK to rxe's
+		 * completer, and to ours. */
+		ack_upto(qp, tr, pkt->psn);
+		return;
+	}
 	if (w->opcode != IBV_WR_RDMA_READ)
 		return;
 	implicit_ack(qp, idx);

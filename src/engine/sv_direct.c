@@ -238,9 +238,9 @@ static void direct_pkt(struct sv_qp *qp, const struct sv_send_wqe *w,
 	}
 }
 
-/* The initiator's side of w's payload (SEND/WRITE: the source; READ:
- * the destination) into data.  Nonzero when w ended there with a local
- * error. */
+/* The initiator's side of w's payload (SEND/WRITE/ATOMIC WRITE: the
+ * source; READ: the destination) into data.  Nonzero when w ended
+ * there with a local error. */
 static int direct_payload(struct sv_qp *qp, struct sv_send_wqe *w,
 			  uint64_t len, struct sv_data *data,
 			  struct sv_seg *segs)
@@ -251,6 +251,11 @@ static int direct_payload(struct sv_qp *qp, struct sv_send_wqe *w,
 	if (sv_is_read_or_atomic(op) && op != IBV_WR_RDMA_READ) {
 		data->nseg = 0;
 		data->len = 0;
+		return 0;
+	}
+	if (op == IBV_WR_ATOMIC_WRITE) {
+		/* Its 8 bytes, in the WQE (sv_req_start put them there). */
+		sv_data_local(data, segs, &w->compare_add, 8);
 		return 0;
 	}
 	if (w->send_flags & IBV_SEND_INLINE) {

@@ -141,7 +141,10 @@ struct sv_send_wqe {
 	uint64_t remote_addr; /* RDMA and atomics */
 	uint32_t rkey;
 	uint32_t pad;
-	uint64_t compare_add; /* atomics */
+	uint64_t compare_add; /* atomics; ATOMIC WRITE: its 8 bytes (in
+				 memory order) when num_sge is 0, else the
+				 requester gathers them from the SGEs into
+				 here when the WQE starts (sv_req_start) */
 	uint64_t swap;
 	/* UD: destination, from the AH at post time (the GRH, or on the
 	 * wire the IP header: source GID, class, label, hop limit). */

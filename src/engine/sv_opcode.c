@@ -38,6 +38,8 @@ const struct sv_opinfo sv_opcodes[256] = {
 	[RC(0x14)] = { "RC_FETCH_ADD", OP_VALID | OP_REQ | OP_ATOMIC | OP_FIRST | OP_LAST | OP_ATMETH },
 	[RC(0x16)] = { "RC_SEND_LAST_INV", OP_VALID | OP_REQ | OP_SEND | OP_LAST | OP_PAYLOAD | OP_IETH },
 	[RC(0x17)] = { "RC_SEND_ONLY_INV", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_IETH },
+	/* IBTA 1.5 (rxe since Linux 6.2): a RETH and the 8 bytes. */
+	[RC(0x1d)] = { "RC_ATOMIC_WRITE", OP_VALID | OP_REQ | OP_ATOMIC_WRITE | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_RETH },
 	[UC(0x00)] = { "UC_SEND_FIRST", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_PAYLOAD },
 	[UC(0x01)] = { "UC_SEND_MIDDLE", OP_VALID | OP_REQ | OP_SEND | OP_MIDDLE | OP_PAYLOAD },
 	[UC(0x02)] = { "UC_SEND_LAST", OP_VALID | OP_REQ | OP_SEND | OP_LAST | OP_PAYLOAD },
@@ -109,7 +111,14 @@ const struct sv_wrinfo sv_wr_opcodes[SV_WR_OPCODES] = {
 	[IBV_WR_BIND_MW] = {
 		"BIND_MW", RDMA_RW | SV_WR_LOCAL, ALL(NONE), IBV_WC_BIND_MW,
 		0 },
-	/* TSO, DRIVER1, FLUSH, ATOMIC_WRITE: not taken (no QP types). */
+	/* RC only (rxe's table gives it no other type); the target grants
+	 * remote WRITE, as rxe's responder asks of both the QP and the MR. */
+	[IBV_WR_ATOMIC_WRITE] = {
+		"ATOMIC_WRITE",
+		RC_ONLY | SV_WR_ATOMIC_WRITE | SV_WR_INLINE | SV_WR_REMOTE,
+		ALL(OPC_ATOMIC_WRITE), IBV_WC_ATOMIC_WRITE,
+		IBV_ACCESS_REMOTE_WRITE },
+	/* TSO, DRIVER1, FLUSH: not taken (no QP types). */
 };
 
 #undef NONE

@@ -42,6 +42,7 @@ enum {
 	OP_IMM = 1 << 16,
 	OP_IETH = 1 << 17,
 	OP_DETH = 1 << 18,
+	OP_ATOMIC_WRITE = 1 << 19, /* IBTA 1.5 ATOMIC WRITE (not OP_WRITE) */
 };
 
 struct sv_opinfo {
@@ -75,6 +76,7 @@ enum {
 	OPC_FETCH_ADD = 0x14,
 	OPC_SEND_LAST_INV = 0x16,
 	OPC_SEND_ONLY_INV = 0x17,
+	OPC_ATOMIC_WRITE = 0x1d, /* IBTA 1.5, RC only: RETH + 8 bytes */
 };
 #define OPC_UC 0x20
 #define OPC_UD 0x60
@@ -124,10 +126,14 @@ enum {
 	SV_WR_INLINE = 1 << 10, /* IBV_SEND_INLINE applies (else ignored) */
 	SV_WR_RECV = 1 << 11,  /* consumes a receive WQE at the target */
 	SV_WR_REMOTE = 1 << 12, /* names remote memory: remote_addr, rkey */
+	SV_WR_ATOMIC_WRITE = 1 << 13, /* an ATOMIC WRITE: 8 bytes stored as
+					 one unit; answered by an RDMA READ
+					 response of no data */
 };
 /* Holds one of the initiator's outstanding RDMA READ/atomic credits
- * (the QP's max_rd_atomic): a READ or an atomic. */
-#define SV_WR_RD_ATOMIC (SV_WR_READ | SV_WR_ATOMIC)
+ * (the QP's max_rd_atomic): a READ, an atomic, an ATOMIC WRITE (rxe's
+ * requester counts it, and its responder keeps a resource for it). */
+#define SV_WR_RD_ATOMIC (SV_WR_READ | SV_WR_ATOMIC | SV_WR_ATOMIC_WRITE)
 
 /* The transport opcode of a message's packet by its position. */
 enum sv_wr_pos { SV_POS_FIRST, SV_POS_MIDDLE, SV_POS_LAST, SV_POS_ONLY };
@@ -198,8 +204,17 @@ static inline uint8_t sv_req_opcode(uint32_t op, int first, int last)
 					SV_POS_MIDDLE];
 }
 
-/* op asks for data back (a READ or an atomic). */
+/* op asks for data back (a READ or an atomic), so only its response
+ * completes it; an ATOMIC WRITE is not one (its answer carries nothing,
+ * and a later ACK implies it, as rxe's completer takes it). */
 static inline int sv_is_read_or_atomic(uint32_t op)
+{
+	return !!(sv_wrinfo(op)->flags & (SV_WR_READ | SV_WR_ATOMIC));
+}
+
+/* op holds a READ/atomic credit while outstanding (SV_WR_RD_ATOMIC): a
+ * fence and max_rd_atomic wait for it. */
+static inline int sv_wr_rd_credit(uint32_t op)
 {
 	return !!(sv_wrinfo(op)->flags & SV_WR_RD_ATOMIC);
 }

@@ -193,23 +193,24 @@ void sv_path_kicked(struct sv_tr *tr, const struct sv_kick *k)
 
 /* ------------------------------------------------------------- WQEs -- */
 
-/* w (new, at `idx`) must wait for the READs and atomics before it: a
- * fence waits for all of them, a READ or atomic while max_rd_atomic are
- * outstanding.  Walks back from idx and stops at the answer, and only
- * for the WQEs that can wait: a stream of WRITEs or SENDs pays nothing. */
+/* w (new, at `idx`) must wait for the READs and atomics (ATOMIC WRITEs
+ * too: sv_wr_rd_credit) before it: a fence waits for all of them, a READ
+ * or atomic while max_rd_atomic are outstanding.  Walks back from idx
+ * and stops at the answer, and only for the WQEs that can wait: a stream
+ * of WRITEs or SENDs pays nothing. */
 static int reads_block(struct sv_qp *qp, uint32_t idx,
 		       const struct sv_send_wqe *w)
 {
 	int fence = (w->send_flags & IBV_SEND_FENCE) != 0;
 	uint32_t n = 0, max = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
 
-	if (!fence && !sv_is_read_or_atomic(w->opcode))
+	if (!fence && !sv_wr_rd_credit(w->opcode))
 		return 0;
 	for (uint32_t i = idx; i != qp->sq.head;) {
 		const struct sv_send_wqe *p = sv_wq_slot(&qp->sq, --i);
 
 		if (WQE_STATE(p) != WQE_DONE && WQE_STATE(p) != WQE_NEW &&
-		    sv_is_read_or_atomic(p->opcode) && (fence || ++n >= max))
+		    sv_wr_rd_credit(p->opcode) && (fence || ++n >= max))
 			return 1;
 	}
 	return 0;

@@ -99,6 +99,29 @@ static int check_sges(struct sv_qp *qp, struct sv_send_wqe *w, uint32_t access)
 	return 0;
 }
 
+/* An ATOMIC WRITE posted with an sg_list (ibv_post_send): its 8 bytes,
+ * read now under the SGEs' lkeys as a NIC reads them when the WQE
+ * executes, into the WQE where ibv_wr_atomic_write puts them
+ * (sv_engine.h); a resend sends the same bytes.  A completion status. */
+static enum ibv_wc_status atomic_write_gather(struct sv_qp *qp,
+					      struct sv_send_wqe *w)
+{
+	struct sv_seg ssegs[SV_MAX_SEGS], dseg;
+	struct sv_data src, dst;
+	uint64_t v;
+	int err = sv_sge_resolve(qp->eng, w->sge, (int)w->num_sge, qp->pd_id,
+				 0, 0, 8, &src, ssegs, SV_MAX_SEGS);
+
+	if (err)
+		return err < 0 ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR;
+	sv_data_local(&dst, &dseg, &v, 8);
+	if (sv_xfer(&dst, 0, &src, 0, 8))
+		return IBV_WC_LOC_PROT_ERR;
+	memcpy(&w->compare_add, &v, 8);
+	w->num_sge = 0;
+	return IBV_WC_SUCCESS;
+}
+
 enum step { STEP_NEXT, STEP_BLOCKED, STEP_UNLOCKED, STEP_STAY };
 
 /* A local operation: the daemon changes the key table.  Called with
@@ -163,10 +186,14 @@ int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
 {
 	int ud = qp->type == IBV_QPT_UD;
 	uint32_t op = w->opcode, mtu = tr->mtu ? tr->mtu : 4096, acc = 0;
+	int aw = !!(sv_wrinfo(op)->flags & SV_WR_ATOMIC_WRITE);
+	enum ibv_wc_status st;
 	uint64_t len;
 
 	if (sv_is_read_or_atomic(op))
 		len = op == IBV_WR_RDMA_READ ? sv_sge_total(w->sge, (int)w->num_sge) : 8;
+	else if (aw)
+		len = 8;
 	else
 		len = sv_wqe_bytes(w);
 	*lenp = len;
@@ -191,6 +218,11 @@ int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
 	if (!(w->send_flags & IBV_SEND_INLINE) && (acc || !keys_later) &&
 	    check_sges(qp, w, acc)) {
 		sv_wqe_done(w, IBV_WC_LOC_PROT_ERR);
+		return 1;
+	}
+	if (aw && w->num_sge &&
+	    (st = atomic_write_gather(qp, w)) != IBV_WC_SUCCESS) {
+		sv_wqe_done(w, st);
 		return 1;
 	}
 	w->bytes_sent = 0;
@@ -356,7 +388,8 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 		return STEP_NEXT;
 	}
 
-	/* SEND / WRITE: one packet per MTU, at least one. */
+	/* SEND / WRITE: one packet per MTU, at least one; an ATOMIC WRITE:
+	 * one packet, RETH and its 8 bytes. */
 	do {
 		uint64_t off = w->bytes_sent;
 		uint32_t chunk = len - off > mtu ? mtu : (uint32_t)(len - off);
@@ -384,7 +417,10 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 		if (p) {
 			build_hdrs(qp, eng, w, p, opc, tr->psn, last, ackreq,
 				   chunk, len, w->remote_addr);
-			if (inl) {
+			if (op == IBV_WR_ATOMIC_WRITE) {
+				/* Its 8 bytes (sv_req_start put them there). */
+				memcpy(p + hl, &w->compare_add, 8);
+			} else if (inl) {
 				memcpy(p + hl, sv_send_wqe_inline(&qp->sq, w) + off,
 				       chunk);
 			} else if (chunk) {

@@ -7,7 +7,8 @@
  *   CHK_QP -> CHK_PSN -> CHK_OP_SEQ -> CHK_RESOURCE -> CHK_ACCESS ->
  *   CHK_LENGTH -> CHK_RKEY -> EXECUTE -+-> COMPLETE -> ACKNOWLEDGE
  *                                      +-> READ_REPLY
- *                                      +-> ATOMIC_REPLY          -> DONE
+ *                                      +-> ATOMIC_REPLY
+ *                                      +-> ATOMIC_WRITE_REPLY    -> DONE
  *
  * with the side exits DUPLICATE (re-answer, never re-execute), NAK_SEQ
  * (a gap: one NAK), RNR (no receive WQE), ERR_* (a NAK, the QP to ERR)
@@ -46,8 +47,9 @@
 
 /*
  * RESPST_EXECUTE: a SEND or WRITE packet placed (then COMPLETE), an
- * atomic executed (then ATOMIC_REPLY); a READ goes to READ_REPLY, where
- * its data is fetched.  Must hold rs->q->lock.
+ * atomic executed (then ATOMIC_REPLY), an ATOMIC WRITE's 8 bytes stored
+ * (then ATOMIC_WRITE_REPLY); a READ goes to READ_REPLY, where its data is
+ * fetched.  Must hold rs->q->lock.
  */
 static enum resp_state execute(struct resp *rs)
 {
@@ -63,6 +65,10 @@ static enum resp_state execute(struct resp *rs)
 	if (f & OP_ATOMIC) {
 		st = sv_resp_exec_atomic(rs);
 		return st == RESPST_DONE ? RESPST_ATOMIC_REPLY : st;
+	}
+	if (f & OP_ATOMIC_WRITE) {
+		st = sv_resp_exec_atomic_write(rs);
+		return st == RESPST_DONE ? RESPST_ATOMIC_WRITE_REPLY : st;
 	}
 	return RESPST_ERR_INV_REQ;
 }
@@ -96,6 +102,21 @@ static enum resp_state read_reply(struct resp *rs)
 static enum resp_state atomic_reply(struct resp *rs)
 {
 	rs->ops->atomic_reply(rs);
+	rs->q->epsn = (rs->pkt->psn + 1) & PSN_MASK;
+	rs->q->msn++;
+	return RESPST_DONE;
+}
+
+/*
+ * RESPST_ATOMIC_WRITE_REPLY: the answer that the 8 bytes are stored, an
+ * RDMA READ response of no data (IBTA 1.5 answers ATOMIC WRITE as a READ:
+ * rxe's send_read_response_ack), whatever AckReq says; on the packet path
+ * its PSN is kept, so a repeat is answered again and never stored twice.
+ * The expected PSN and the MSN move on.  Must hold rs->q->lock.
+ */
+static enum resp_state atomic_write_reply(struct resp *rs)
+{
+	rs->ops->atomic_write_reply(rs);
 	rs->q->epsn = (rs->pkt->psn + 1) & PSN_MASK;
 	rs->q->msn++;
 	return RESPST_DONE;
@@ -279,6 +300,7 @@ static enum resp_state (*const step[RESPST_NSTATES])(struct resp *) = {
 	[RESPST_EXECUTE] = execute,
 	[RESPST_READ_REPLY] = read_reply,
 	[RESPST_ATOMIC_REPLY] = atomic_reply,
+	[RESPST_ATOMIC_WRITE_REPLY] = atomic_write_reply,
 	[RESPST_COMPLETE] = complete,
 	[RESPST_ACKNOWLEDGE] = acknowledge,
 	[RESPST_DUPLICATE] = sv_resp_duplicate,
@@ -329,6 +351,12 @@ static void pkt_atomic_reply(struct resp *rs)
 	sv_resp_queue_atomic(rs->tr, rs->pkt->psn, rs->orig);
 }
 
+static void pkt_atomic_write_reply(struct resp *rs)
+{
+	sv_resp_atomic_record(rs->tr, rs->pkt->psn, 0);
+	sv_resp_queue_atomic_write(rs->tr, rs->pkt->psn);
+}
+
 /* Kept in the owner's transport state until sv_resp_flush: an ACK where
  * the requester asked for one (RC), a NAK or RNR NAK; nothing else
  * leaves. */
@@ -368,6 +396,7 @@ static const struct resp_ops packet_ops = {
 	.room = pkt_room,
 	.read_reply = pkt_read_reply,
 	.atomic_reply = pkt_atomic_reply,
+	.atomic_write_reply = pkt_atomic_write_reply,
 	.early_ack = pkt_early_ack,
 	.answer = pkt_answer,
 	.span = pkt_span,
@@ -401,6 +430,11 @@ static enum resp_state direct_read_reply(struct resp *rs)
 static void direct_atomic_reply(struct resp *rs)
 {
 	rs->res->orig = rs->orig;
+	rs->res->kind = SV_ROUT_ACK;
+}
+
+static void direct_atomic_write_reply(struct resp *rs)
+{
 	rs->res->kind = SV_ROUT_ACK;
 }
 
@@ -440,6 +474,7 @@ static const struct resp_ops direct_ops = {
 	.room = direct_room,
 	.read_reply = direct_read_reply,
 	.atomic_reply = direct_atomic_reply,
+	.atomic_write_reply = direct_atomic_write_reply,
 	.early_ack = direct_early_ack,
 	.answer = direct_answer,
 	.span = direct_span,

@@ -206,8 +206,8 @@ enum resp_state sv_resp_chk_op_seq(struct resp *rs)
 
 /*
  * RESPST_CHK_RESOURCE: a request that consumes a receive WQE takes one
- * now (none: RC answers RNR, UC and UD drop it, 9.7.4, 9.8.3); a READ or
- * atomic needs room for its answer (none: dropped, the requester's retry
+ * now (none: RC answers RNR, UC and UD drop it, 9.7.4, 9.8.3); a READ,
+ * atomic or ATOMIC WRITE needs room for its answer (none: dropped, the requester's retry
  * comes back).  Must hold rs->q->lock.
  */
 enum resp_state sv_resp_chk_resource(struct resp *rs)
@@ -216,7 +216,7 @@ enum resp_state sv_resp_chk_resource(struct resp *rs)
 
 	if (sv_resp_needs_recv(f) && sv_resp_take_recv(rs))
 		return rs->q->type == IBV_QPT_RC ? RESPST_RNR : RESPST_DROP;
-	if ((f & (OP_READ | OP_ATOMIC)) && !rs->ops->room(rs))
+	if ((f & (OP_READ | OP_ATOMIC | OP_ATOMIC_WRITE)) && !rs->ops->room(rs))
 		return RESPST_DROP;
 	return RESPST_CHK_ACCESS;
 }
@@ -224,13 +224,16 @@ enum resp_state sv_resp_chk_resource(struct resp *rs)
 /*
  * RESPST_CHK_ACCESS: the QP's own access flags gate remote operations
  * before any key is looked at (qp_access_flags, 10.2.4; mlx5 answers a
- * remote access error, a UC QP drops it, 9.8.3).  Must hold rs->q->lock.
+ * remote access error, a UC QP drops it, 9.8.3).  An ATOMIC WRITE needs
+ * remote WRITE, as rxe's responder asks (rxe answers an invalid request
+ * for it as for a WRITE; we answer both as mlx5 answers a WRITE).  Must
+ * hold rs->q->lock.
  */
 enum resp_state sv_resp_chk_access(struct resp *rs)
 {
 	uint32_t f = rs->flags, a = rs->q->access;
 
-	if (((f & OP_WRITE) && (f & OP_FIRST) &&
+	if (((f & (OP_WRITE | OP_ATOMIC_WRITE)) && (f & OP_FIRST) &&
 	     !(a & IBV_ACCESS_REMOTE_WRITE)) ||
 	    ((f & OP_READ) && !(a & IBV_ACCESS_REMOTE_READ)) ||
 	    ((f & OP_ATOMIC) && !(a & IBV_ACCESS_REMOTE_ATOMIC)))
@@ -241,8 +244,9 @@ enum resp_state sv_resp_chk_access(struct resp *rs)
 
 /*
  * RESPST_CHK_LENGTH: a WRITE carries no more than its RETH's DMA length
- * (a whole message exactly that); an atomic names an aligned 8 bytes.
- * Both are invalid requests (UC: dropped).  Must hold rs->q->lock.
+ * (a whole message exactly that); an atomic names an aligned 8 bytes, an
+ * ATOMIC WRITE carries them.  All are invalid requests (UC: dropped).
+ * Must hold rs->q->lock.
  */
 enum resp_state sv_resp_chk_length(struct resp *rs)
 {
@@ -254,6 +258,13 @@ enum resp_state sv_resp_chk_length(struct resp *rs)
 		return rs->q->type == IBV_QPT_UC ? RESPST_DROP :
 						   RESPST_ERR_INV_REQ;
 	if ((rs->flags & OP_ATOMIC) && (pkt->va & 7))
+		return RESPST_ERR_INV_REQ;
+	/* ATOMIC WRITE: exactly 8 bytes, in the RETH and in the packet (rxe:
+	 * a length error, answered as an invalid request), at an address
+	 * aligned to them (A19.4.2; rxe's misaligned atomic, an invalid
+	 * request too; sv_resp_exec_atomic_write checks the host address). */
+	if ((rs->flags & OP_ATOMIC_WRITE) &&
+	    (pkt->dma_len != 8 || rs->len != 8 || (pkt->va & 7)))
 		return RESPST_ERR_INV_REQ;
 	return RESPST_CHK_RKEY;
 }
@@ -295,6 +306,12 @@ enum resp_state sv_resp_chk_rkey(struct resp *rs)
 				 IBV_ACCESS_REMOTE_ATOMIC, &m);
 		if (e)
 			return sv_resp_kerr_state(e);
+	} else if (rs->flags & OP_ATOMIC_WRITE) {
+		/* Remote WRITE on the key, as rxe's check_rkey asks. */
+		e = sv_resp_rkey(rs, pkt->rkey, pkt->va, 8,
+				 IBV_ACCESS_REMOTE_WRITE, &m);
+		if (e)
+			return sv_resp_kerr_state(e);
 	}
 	return RESPST_EXECUTE;
 }
@@ -303,7 +320,8 @@ enum resp_state sv_resp_chk_rkey(struct resp *rs)
  * RESPST_DUPLICATE: a request behind the expected PSN is answered again,
  * never executed again (9.7.5.1.2): a READ from its PSN on, an atomic
  * with the value its execution found (none cached: dropped, the
- * requester retries), a SEND or WRITE with an ACK of where we stand.
+ * requester retries), an ATOMIC WRITE with its READ response of no data
+ * (the same), a SEND or WRITE with an ACK of where we stand.
  * Only a stream of packets has duplicates.  Must hold rs->q->lock.
  */
 enum resp_state sv_resp_duplicate(struct resp *rs)
@@ -328,6 +346,15 @@ enum resp_state sv_resp_duplicate(struct resp *rs)
 		if (!sv_resp_atomic_replay(tr, pkt->psn, &orig))
 			return RESPST_DROP;
 		sv_resp_queue_atomic(tr, pkt->psn, orig);
+		return RESPST_DONE;
+	}
+	if (rs->flags & OP_ATOMIC_WRITE) {
+		/* As rxe: the resource of the one executed is answered again
+		 * (its READ response of no data), the 8 bytes never stored
+		 * twice; none kept, dropped (class D). */
+		if (!sv_resp_atomic_replay(tr, pkt->psn, &orig))
+			return RESPST_DROP;
+		sv_resp_queue_atomic_write(tr, pkt->psn);
 		return RESPST_DONE;
 	}
 	/* One ACK per burst of duplicates (a resend of packets the
@@ -452,6 +479,15 @@ void sv_resp_queue_read(struct sv_tr *tr, const struct sv_pkt *pkt, int repeat)
 void sv_resp_queue_atomic(struct sv_tr *tr, uint32_t psn, uint64_t orig)
 {
 	struct sv_respq_ent q = { .kind = 2, .psn = psn, .orig = orig };
+
+	respq_push(tr, &q);
+}
+
+void sv_resp_queue_atomic_write(struct sv_tr *tr, uint32_t psn)
+{
+	/* A READ response of no data (rxe's send_read_response_ack):
+	 * sv_resp_reply.c sends a READ of 0 bytes as one. */
+	struct sv_respq_ent q = { .kind = 3, .psn = psn };
 
 	respq_push(tr, &q);
 }

@@ -2,7 +2,7 @@
 /*
  * The responder's data: receive WQEs taken and completed, remote keys
  * looked up, a SEND or WRITE placed, a READ fetched in place (direct), an
- * atomic executed, and a run of whole WRITEs or READs moved in one
+ * atomic executed, an ATOMIC WRITE stored, and a run of whole WRITEs or READs moved in one
  * transfer (sv_resp_rw_batch).  The state machine (sv_resp.c) decides
  * when; this file moves the bytes, through sv_xfer, between the packet or
  * the initiator's memory and the target's.
@@ -325,6 +325,46 @@ enum resp_state sv_resp_exec_atomic(struct resp *rs)
 			  pkt->comp, pkt->swap, &rs->orig))
 		return m.ptr ? RESPST_ERR_ACCESS : RESPST_ERR_OP;
 	return RESPST_DONE;
+}
+
+/*
+ * An ATOMIC WRITE: its 8 bytes stored at the key's address as one unit
+ * (IBTA 1.5; A19.4.2): an aligned 64-bit store, atomic with respect to
+ * every other atomic of the device and to any aligned 8-byte load --
+ * compare-and-swap until it takes, on the memory here or by its owner
+ * (sv_mem_atomic, never CMA, whose copy may split it) -- and sequentially
+ * consistent, so it lands after everything before it on this QP (rxe:
+ * smp_store_release, "after all prior operations have completed").
+ */
+enum resp_state sv_resp_exec_atomic_write(struct resp *rs)
+{
+	const struct sv_pkt *pkt = rs->pkt;
+	struct sv_seg pseg, vseg;
+	struct sv_data pd, vd;
+	const struct sv_data *src = rs->ops->payload(rs, &pd, &pseg);
+	uint64_t v, cur = 0, orig;
+	struct sv_mem m;
+	int e;
+
+	sv_data_local(&vd, &vseg, &v, 8);
+	e = sv_xfer(&vd, 0, src, 0, 8);
+	if (e)
+		return xerr_state(rs, e, SV_XERR_SRC, RESPST_ERR_INV_REQ);
+	e = sv_resp_rkey(rs, pkt->rkey, pkt->va, 8, IBV_ACCESS_REMOTE_WRITE,
+			 &m);
+	if (e)
+		return sv_resp_kerr_state(e);
+	/* Where the bytes land, as rxe checks (a zero-based window moves
+	 * them off the iova's alignment). */
+	if ((m.ptr ? (uint64_t)(uintptr_t)m.ptr : m.raddr) & 7)
+		return RESPST_ERR_INV_REQ;
+	for (;;) {
+		if (sv_mem_atomic(&m, SV_RMEM_CSWAP, cur, v, &orig))
+			return m.ptr ? RESPST_ERR_ACCESS : RESPST_ERR_OP;
+		if (orig == cur)
+			return RESPST_DONE;
+		cur = orig; /* what it holds now: swap that for v */
+	}
 }
 
 /* Invalidates key for SEND_WITH_INV: the daemon owns the key table.  The

@@ -8,7 +8,9 @@
  * a batch of requests: the queued answers first, then the ACK.  A full
  * ring leaves them queued, so a responder never blocks on its peer.  A
  * READ response is cut by the path MTU and its bytes fetched under its
- * rkey as it is built: a key revoked mid-READ ends it with a NAK.
+ * rkey as it is built: a key revoked mid-READ ends it with a NAK.  An
+ * ATOMIC WRITE's answer (kind 3) is a READ of 0 bytes: one READ RESPONSE
+ * ONLY with its AETH and no payload, as rxe sends it.
  */
 #include "resp_int.h"
 

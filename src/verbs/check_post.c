@@ -158,7 +158,7 @@ void sv_check_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 		for (int i = 0; i < wr->num_sge && i < (int)qp->cap.max_send_sge;
 		     i++)
 			check_sge(&p, i, &wr->sg_list[i],
-				  !!(wi->flags & SV_WR_RD_ATOMIC));
+				  !!(wi->flags & (SV_WR_READ | SV_WR_ATOMIC)));
 	/* A send queue slot is given back when the WR's completion, or a
 	 * later signaled one's, is polled: a queue's worth of unsignaled WRs
 	 * with no signaled one leaves nothing that can give them back. */
@@ -569,7 +569,7 @@ static void remote_denied(struct sv_qp *q, const struct ibv_wc *wc)
 	if (!w)
 		return;
 	wi = sv_wrinfo(w->opcode);
-	if (wi->flags & SV_WR_ATOMIC)
+	if (wi->flags & (SV_WR_ATOMIC | SV_WR_ATOMIC_WRITE))
 		len = 8;
 	else
 		for (uint32_t k = 0; k < w->num_sge; k++)

@@ -50,6 +50,16 @@ void sv_wq_free(struct sv_wq *wq)
 	wq->buf = NULL;
 }
 
+/* The bytes wr's sg_list names. */
+static uint64_t sge_bytes(const struct ibv_send_wr *wr)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < wr->num_sge; i++)
+		n += wr->sg_list[i].length;
+	return n;
+}
+
 int sv_post_one_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 {
 	struct sv_send_wqe *w;
@@ -67,16 +77,12 @@ int sv_post_one_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 	/* IBV_SEND_INLINE is ignored where there is no payload to send, as
 	 * hardware does. */
 	is_inline = (flags & IBV_SEND_INLINE) && (wi->flags & SV_WR_INLINE);
-	if (is_inline) {
-		uint64_t len = 0;
-
-		for (int i = 0; i < wr->num_sge; i++)
-			len += wr->sg_list[i].length;
-		if (len > qp->cap.max_inline_data)
-			return EINVAL;
-	}
+	if (is_inline && sge_bytes(wr) > qp->cap.max_inline_data)
+		return EINVAL;
 	if (qp->type == IBV_QPT_UD && !wr->wr.ud.ah)
 		return EINVAL;
+	if ((wi->flags & SV_WR_ATOMIC_WRITE) && sge_bytes(wr) != 8)
+		return EINVAL; /* its sg_list is the 8 bytes, no more, no less */
 	if (qp->sq.tail - qp->sq.head >= qp->sq.max_wr)
 		return ENOMEM;
 
@@ -92,7 +98,19 @@ int sv_post_one_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 	w->imm_data = wr->imm_data;
 	if (wi->flags & SV_WR_INV)
 		w->invalidate_rkey = wr->invalidate_rkey;
-	if (is_inline) {
+	if (is_inline && (wi->flags & SV_WR_ATOMIC_WRITE)) {
+		/* The 8 bytes go where ibv_wr_atomic_write puts them
+		 * (sv_engine.h, struct sv_send_wqe). */
+		uint8_t *dst = (uint8_t *)&w->compare_add;
+
+		for (int i = 0, n = 0; i < wr->num_sge; i++) {
+			memcpy(dst + n, (void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
+			n += (int)wr->sg_list[i].length;
+		}
+		flags &= ~(uint32_t)IBV_SEND_INLINE;
+		w->send_flags = flags;
+	} else if (is_inline) {
 		uint8_t *dst = sv_send_wqe_inline(&qp->sq, w);
 
 		for (int i = 0; i < wr->num_sge; i++) {

@@ -427,7 +427,7 @@ static uint64_t type_send_ops(enum ibv_qp_type t)
 		return uc;
 	return uc | IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_RDMA_READ |
 	       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-	       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+	       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_ATOMIC_WRITE;
 }
 
 /* What the device checks at create (rxe_qp_chk_init / chk_cap). */

@@ -174,6 +174,21 @@ static void wr_atomic_fetch_add(struct ibv_qp_ex *q, uint32_t rkey,
 	wr_atomic(q, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, addr, add, 0);
 }
 
+/* IBTA 1.5 ATOMIC WRITE: the 8 bytes at data are copied into the WQE now
+ * (as rxe's provider does), so the caller's buffer is free on return and
+ * no SGE is set: a setter after it fails the batch. */
+static void wr_atomic_write(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
+			    const void *data)
+{
+	struct sv_send_wqe *w = new_wqe(qx(q), IBV_WR_ATOMIC_WRITE);
+
+	if (w) {
+		w->rkey = rkey;
+		w->remote_addr = addr;
+		memcpy(&w->compare_add, data, 8);
+	}
+}
+
 static void wr_bind_mw(struct ibv_qp_ex *q, struct ibv_mw *mw, uint32_t rkey,
 		       const struct ibv_mw_bind_info *info)
 {
@@ -222,7 +237,7 @@ static void wr_set_sge_list(struct ibv_qp_ex *q, size_t n,
 	struct sv_qp *qp = qx(q);
 	struct sv_send_wqe *w = cur_wqe(qp);
 
-	if (!w || n > qp->cap.max_send_sge) {
+	if (!w || n > qp->cap.max_send_sge || w->opcode == IBV_WR_ATOMIC_WRITE) {
 		fail(qp, EINVAL);
 		return;
 	}
@@ -249,7 +264,7 @@ static void wr_set_inline_data_list(struct ibv_qp_ex *q, size_t n,
 	size_t len = 0;
 	uint8_t *dst;
 
-	if (!w) {
+	if (!w || w->opcode == IBV_WR_ATOMIC_WRITE) {
 		fail(qp, EINVAL);
 		return;
 	}
@@ -283,15 +298,6 @@ static void wr_send_tso(struct ibv_qp_ex *q, void *hdr, uint16_t hdr_sz,
 	(void)hdr;
 	(void)hdr_sz;
 	(void)mss;
-	unsupported(q);
-}
-
-static void wr_atomic_write(struct ibv_qp_ex *q, uint32_t rkey,
-			    uint64_t addr, const void *data)
-{
-	(void)rkey;
-	(void)addr;
-	(void)data;
 	unsupported(q);
 }
 
@@ -349,6 +355,15 @@ static void no_fetch_add(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
 	unsupported(q);
 }
 
+static void no_atomic_write(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
+			    const void *data)
+{
+	(void)rkey;
+	(void)addr;
+	(void)data;
+	unsupported(q);
+}
+
 static void no_bind(struct ibv_qp_ex *q, struct ibv_mw *mw, uint32_t rkey,
 		    const struct ibv_mw_bind_info *info)
 {
@@ -381,7 +396,8 @@ void sv_qp_ex_init(struct sv_qp *qp)
 	q->wr_bind_mw = (f & IBV_QP_EX_WITH_BIND_MW) ? wr_bind_mw : no_bind;
 	q->wr_local_inv = (f & IBV_QP_EX_WITH_LOCAL_INV) ? wr_local_inv : no_rkey;
 	q->wr_send_tso = wr_send_tso;
-	q->wr_atomic_write = wr_atomic_write;
+	q->wr_atomic_write = (f & IBV_QP_EX_WITH_ATOMIC_WRITE) ?
+				     wr_atomic_write : no_atomic_write;
 	q->wr_set_ud_addr = wr_set_ud_addr;
 	q->wr_set_xrc_srqn = wr_set_xrc_srqn;
 	q->wr_set_inline_data = wr_set_inline_data;

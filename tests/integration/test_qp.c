@@ -302,8 +302,18 @@ SV_TEST(post_validation)
 	}
 	wr.opcode = (enum ibv_wr_opcode)99;
 	CHECK_EQ(ibv_post_send(qp, &wr, &bad), EINVAL);
-	wr.opcode = IBV_WR_ATOMIC_WRITE; /* not built: docs/differences.md */
+	/* ATOMIC WRITE: its sg_list is exactly the 8 bytes (none, 16, or
+	 * two SGEs of 8 are EINVAL); tests/integration/test_atomic_write.c
+	 * has the rest. */
+	wr.opcode = IBV_WR_ATOMIC_WRITE;
+	sge[0].length = 16;
 	CHECK_EQ(ibv_post_send(qp, &wr, &bad), EINVAL);
+	sge[0].length = 8;
+	wr.num_sge = 2;
+	CHECK_EQ(ibv_post_send(qp, &wr, &bad), EINVAL);
+	wr.num_sge = 0;
+	CHECK_EQ(ibv_post_send(qp, &wr, &bad), EINVAL);
+	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
 	wr.send_flags = IBV_SEND_INLINE;
 	sge[0].length = 17; /* > max_inline_data 16 */
@@ -323,6 +333,9 @@ SV_TEST(post_validation)
 	wr.opcode = IBV_WR_RDMA_WRITE;
 	CHECK_EQ(ibv_post_send(ud, &wr, &bad), EINVAL);
 	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	CHECK_EQ(ibv_post_send(ud, &wr, &bad), EINVAL);
+	wr.opcode = IBV_WR_ATOMIC_WRITE; /* RC only */
+	sge[0].length = 8;
 	CHECK_EQ(ibv_post_send(ud, &wr, &bad), EINVAL);
 	wr.opcode = IBV_WR_SEND;
 	wr.wr.ud.ah = NULL;
@@ -390,11 +403,13 @@ SV_TEST(qp_ex_ops)
 	a.pd = d.pd;
 	a.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
 	CHECK_NULL_ERRNO(ibv_create_qp_ex(d.ctx, &a), EOPNOTSUPP);
-	/* ATOMIC WRITE is not built (docs/differences.md says so): refused where it
-	 * is asked for, as a device without it refuses it. */
-	a.qp_type = IBV_QPT_RC;
+	/* ATOMIC WRITE is RC's alone (rxe's send_ops_flags for UC and UD
+	 * lack it); test_atomic_write.c has it on RC. */
 	a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_ATOMIC_WRITE;
 	CHECK_NULL_ERRNO(ibv_create_qp_ex(d.ctx, &a), EOPNOTSUPP);
+	a.qp_type = IBV_QPT_UC;
+	CHECK_NULL_ERRNO(ibv_create_qp_ex(d.ctx, &a), EOPNOTSUPP);
+	a.qp_type = IBV_QPT_RC;
 	a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
 	qp = ibv_create_qp_ex(d.ctx, &a);
 	CHECK(qp);
@@ -416,6 +431,9 @@ SV_TEST(qp_ex_ops)
 	ibv_wr_send(qx);
 	ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf, 8);
 	ibv_wr_rdma_read(qx, 0, 0);
+	CHECK_EQ(ibv_wr_complete(qx), EOPNOTSUPP);
+	ibv_wr_start(qx);
+	ibv_wr_atomic_write(qx, 0, 0, buf);
 	CHECK_EQ(ibv_wr_complete(qx), EOPNOTSUPP);
 	/* Inline longer than max_inline_data (0). */
 	ibv_wr_start(qx);

@@ -91,3 +91,10 @@ sv_c_test(test_wire_fuzz ${D}/test_wire_fuzz.c TIMEOUT 600 LABELS wire)
 # (-rdynamic): the checker names the bug's function through dladdr(3).
 sv_c_test(test_check ${D}/test_check.c TIMEOUT 300)
 set_target_properties(test_check PROPERTIES ENABLE_EXPORTS ON)
+# IBTA 1.5 ATOMIC WRITE (issue 24 item 2): both post forms, the
+# responder's refusals, no torn value in a reader of the target's process,
+# and between two namespaces (root; tshark reads the capture) with
+# duplicated and reordered packets.  Both paths.
+sv_c_test(test_atomic_write ${D}/test_atomic_write.c TIMEOUT 600 LABELS wire)
+target_link_libraries(test_atomic_write PRIVATE pthread)
+sv_c_test_env(test_atomic_write_packets test_atomic_write SOFTVERBS_DIRECT=0)

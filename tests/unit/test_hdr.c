@@ -307,6 +307,54 @@ static void test_frame(void)
 	EXPECT(sv_pkt_parse(&pkt, ib, (uint32_t)ib_len - 1, 0) == -1);
 }
 
+/* IBTA 1.5 ATOMIC WRITE as rxe sends it: opcode 0x1d, BTH | RETH | the 8
+ * bytes (no pad); and its answer, an RDMA READ RESPONSE ONLY of no data. */
+static void test_atomic_write_pkt(void)
+{
+	static const uint8_t req[] = {
+		0x1d, 0x40, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11, /* BTH */
+		0x80, 0x00, 0x01, 0x00,
+		0x00, 0x00, 0x7f, 0x00, 0x12, 0x34, 0x56, 0x78, /* RETH VA */
+		0x00, 0xab, 0xcd, 0xef,				/* R_Key */
+		0x00, 0x00, 0x00, 0x08,				/* DMA length */
+		'a', 't', 'o', 'm', 'i', 'c', '!', '!',		/* the 8 bytes */
+	};
+	static const uint8_t resp[] = {
+		0x10, 0x40, 0xff, 0xff, 0x00, 0x00, 0x00, 0x22, /* BTH */
+		0x00, 0x00, 0x01, 0x00,
+		0x1f, 0x00, 0x00, 0x05, /* AETH: ACK, MSN 5 */
+	};
+	uint8_t b[sizeof(req)];
+	struct sv_pkt pkt;
+
+	EXPECT(sv_pkt_parse(&pkt, req, sizeof(req), 0) == 0);
+	EXPECT(pkt.opcode == OPC_ATOMIC_WRITE);
+	EXPECT(!strcmp(sv_opcodes[OPC_ATOMIC_WRITE].name, "RC_ATOMIC_WRITE"));
+	EXPECT((pkt.flags & (OP_REQ | OP_ATOMIC_WRITE | OP_RETH | OP_FIRST |
+			     OP_LAST | OP_PAYLOAD)) ==
+	       (OP_REQ | OP_ATOMIC_WRITE | OP_RETH | OP_FIRST | OP_LAST |
+		OP_PAYLOAD));
+	EXPECT(!(pkt.flags & (OP_WRITE | OP_ATOMIC | OP_ATMETH | OP_IMM)));
+	EXPECT(pkt.qpn == 0x11 && pkt.psn == 0x100 && pkt.ackreq);
+	EXPECT(pkt.va == 0x00007f0012345678ull && pkt.rkey == 0xabcdef);
+	EXPECT(pkt.dma_len == 8 && pkt.paylen == 8);
+	EXPECT(memcmp(pkt.payload, "atomic!!", 8) == 0);
+	EXPECT(sv_op_hdr_len(pkt.flags) == SV_BTH_BYTES + SV_RETH_BYTES);
+	/* Written back with the codec: the same bytes. */
+	bth_init(b, OPC_ATOMIC_WRITE, 0, 0xffff, 0x11, 1, 0x100);
+	reth_set(b + SV_BTH_BYTES, 0x00007f0012345678ull, 0xabcdef, 8);
+	memcpy(b + SV_BTH_BYTES + SV_RETH_BYTES, "atomic!!", 8);
+	EXPECT(memcmp(b, req, sizeof(req)) == 0);
+	/* Not a UC or UD opcode (RC only). */
+	EXPECT(!(sv_opcodes[OPC_UC | OPC_ATOMIC_WRITE].flags & OP_VALID));
+	EXPECT(!(sv_opcodes[OPC_UD | OPC_ATOMIC_WRITE].flags & OP_VALID));
+
+	EXPECT(sv_pkt_parse(&pkt, resp, sizeof(resp), 0) == 0);
+	EXPECT(pkt.opcode == OPC_READ_RESP_ONLY && (pkt.flags & OP_READ));
+	EXPECT(pkt.paylen == 0 && pkt.psn == 0x100 && pkt.msn == 5);
+	EXPECT(pkt.syn == (SV_AETH_ACK | SV_AETH_ACK_UNLIMITED));
+}
+
 /* The transport opcodes of a row at its positions, for a transport. */
 static void check_row(uint32_t op, const struct sv_wrinfo *wi, uint8_t tp)
 {
@@ -314,11 +362,14 @@ static void check_row(uint32_t op, const struct sv_wrinfo *wi, uint8_t tp)
 		[SV_POS_FIRST] = OP_FIRST, [SV_POS_MIDDLE] = OP_MIDDLE,
 		[SV_POS_LAST] = OP_LAST, [SV_POS_ONLY] = OP_FIRST | OP_LAST,
 	};
-	uint32_t kind = (wi->flags & SV_WR_SEND)   ? OP_SEND :
-			(wi->flags & SV_WR_WRITE)  ? OP_WRITE :
-			(wi->flags & SV_WR_READ)   ? OP_READ :
-			(wi->flags & SV_WR_ATOMIC) ? OP_ATOMIC :
-						     0;
+	uint32_t kind = (wi->flags & SV_WR_SEND)	 ? OP_SEND :
+			(wi->flags & SV_WR_WRITE)	 ? OP_WRITE :
+			(wi->flags & SV_WR_READ)	 ? OP_READ :
+			(wi->flags & SV_WR_ATOMIC)	 ? OP_ATOMIC :
+			(wi->flags & SV_WR_ATOMIC_WRITE) ? OP_ATOMIC_WRITE :
+							   0;
+	/* One packet whatever the length: what holds a READ/atomic
+	 * credit (READ requests, atomics, ATOMIC WRITE). */
 	int single = !!(wi->flags & SV_WR_RD_ATOMIC);
 
 	for (int pos = 0; pos < 4; pos++) {
@@ -350,8 +401,10 @@ static void check_row(uint32_t op, const struct sv_wrinfo *wi, uint8_t tp)
 		if (wi->flags & SV_WR_REMOTE)
 			EXPECT(!!(f & (OP_RETH | OP_ATMETH)) == !!(f & OP_FIRST));
 		EXPECT(!!(f & OP_DETH) == (tp == SV_OPC_UD));
-		/* READ requests and atomics carry no payload. */
-		EXPECT(!!(f & OP_PAYLOAD) == !single);
+		/* READ requests and atomics carry no payload; ATOMIC
+		 * WRITE carries its 8 bytes. */
+		EXPECT(!!(f & OP_PAYLOAD) ==
+		       !(wi->flags & (SV_WR_READ | SV_WR_ATOMIC)));
 	}
 }
 
@@ -382,6 +435,9 @@ static void test_wr_table(void)
 		  IBV_ACCESS_REMOTE_ATOMIC, 0 },
 		{ IBV_WR_LOCAL_INV, SV_WR_RC | SV_WR_UC, IBV_WC_LOCAL_INV, 0, 0 },
 		{ IBV_WR_BIND_MW, SV_WR_RC | SV_WR_UC, IBV_WC_BIND_MW, 0, 0 },
+		/* IBTA 1.5, RC only as in rxe; remote WRITE at the target. */
+		{ IBV_WR_ATOMIC_WRITE, SV_WR_RC, IBV_WC_ATOMIC_WRITE,
+		  IBV_ACCESS_REMOTE_WRITE, 0 },
 	};
 	int named = 0;
 
@@ -404,7 +460,7 @@ static void test_wr_table(void)
 		const struct sv_wrinfo *wi = sv_wrinfo(op);
 		uint32_t kinds = wi->flags & (SV_WR_SEND | SV_WR_WRITE |
 					      SV_WR_READ | SV_WR_ATOMIC |
-					      SV_WR_LOCAL);
+					      SV_WR_ATOMIC_WRITE | SV_WR_LOCAL);
 
 		if (!wi->name) {
 			/* Not ours: no QP type takes it, and no packet. */
@@ -415,7 +471,9 @@ static void test_wr_table(void)
 		}
 		named++;
 		EXPECT(kinds && !(kinds & (kinds - 1))); /* exactly one */
-		EXPECT(!!(wi->flags & SV_WR_RD_ATOMIC) == sv_is_read_or_atomic(op));
+		EXPECT(!!(wi->flags & SV_WR_RD_ATOMIC) == sv_wr_rd_credit(op));
+		EXPECT(!!(wi->flags & (SV_WR_READ | SV_WR_ATOMIC)) ==
+		       sv_is_read_or_atomic(op));
 		/* A receive at the target: SENDs, and WRITE with immediate
 		 * (the responder's rule: sv_resp_needs_recv, sv_resp_check.c). */
 		EXPECT(!!(wi->flags & SV_WR_RECV) ==
@@ -423,7 +481,8 @@ static void test_wr_table(void)
 			((wi->flags & SV_WR_WRITE) && (wi->flags & SV_WR_IMM))));
 		/* Inline data: the payload-carrying requests. */
 		EXPECT(!!(wi->flags & SV_WR_INLINE) ==
-		       !!(wi->flags & (SV_WR_SEND | SV_WR_WRITE)));
+		       !!(wi->flags & (SV_WR_SEND | SV_WR_WRITE |
+				       SV_WR_ATOMIC_WRITE)));
 		if (wi->flags & SV_WR_LOCAL) {
 			for (int pos = 0; pos < 4; pos++)
 				EXPECT(wi->opc[pos] == SV_OPC_NONE);
@@ -439,7 +498,7 @@ static void test_wr_table(void)
 		if (failures)
 			return;
 	}
-	EXPECT(named == 10);
+	EXPECT(named == 11);
 	/* QP types we send on none of. */
 	EXPECT(!sv_wr_takes(IBV_QPT_RAW_PACKET, IBV_WR_SEND));
 	EXPECT(!sv_wr_takes(IBV_QPT_XRC_SEND, IBV_WR_SEND));
@@ -454,6 +513,7 @@ int main(void)
 	test_ip();
 	test_grh_ip4();
 	test_frame();
+	test_atomic_write_pkt();
 	test_wr_table();
 	return unit_result();
 }

@@ -243,6 +243,88 @@ static void duplicate_atomic(void)
 	fx_free(f);
 }
 
+/*
+ * ATOMIC WRITE (IBTA 1.5), as rxe's responder checks it: remote WRITE on
+ * the QP (else a remote access error, as a WRITE here) and on the key;
+ * exactly 8 bytes in the RETH and the packet, an aligned address (else an
+ * invalid request); room for its answer (else dropped: the retry comes
+ * back); UC and UD take no such opcode.  A duplicate is answered again
+ * with its READ response of no data (kind 3), never executed again; one
+ * whose PSN is not kept is dropped.
+ */
+static void atomic_write(void)
+{
+	struct fx *f = fx_new(IBV_QPT_RC, 10);
+	const struct sv_respq_ent *e;
+
+	fx_pkt(f, OPC_ATOMIC_WRITE, 10, 8);
+	f->pkt.dma_len = 8;
+	f->pkt.va = 0x1008;
+	EXPECT(check(f, &stream_ops) == RESPST_EXECUTE);
+	EXPECT(check(f, &whole_ops) == RESPST_EXECUTE);
+	/* Lengths and alignment: invalid requests (rxe: a length error and
+	 * a misaligned atomic, both NAK invalid request). */
+	f->pkt.dma_len = 16;
+	EXPECT(check(f, &stream_ops) == RESPST_ERR_INV_REQ);
+	f->pkt.dma_len = 8;
+	fx_pkt(f, OPC_ATOMIC_WRITE, 10, 4);
+	f->pkt.dma_len = 8;
+	f->pkt.va = 0x1008;
+	EXPECT(check(f, &stream_ops) == RESPST_ERR_INV_REQ);
+	fx_pkt(f, OPC_ATOMIC_WRITE, 10, 8);
+	f->pkt.dma_len = 8;
+	f->pkt.va = 0x1004;
+	EXPECT(check(f, &stream_ops) == RESPST_ERR_INV_REQ);
+	EXPECT(sv_resp_syndrome(&f->q, RESPST_ERR_INV_REQ) ==
+	       (SV_AETH_NAK | SV_NAK_INV_REQ));
+	f->pkt.va = 0x1008;
+	/* The key: remote WRITE (the stand-in answers for the key). */
+	rkey_answer = SV_KERR_ACCESS;
+	EXPECT(check(f, &stream_ops) == RESPST_ERR_ACCESS);
+	rkey_answer = SV_KERR_OWNER;
+	EXPECT(check(f, &stream_ops) == RESPST_ERR_OP);
+	rkey_answer = SV_KOK;
+	/* The QP: remote WRITE, not ATOMIC, is what it needs. */
+	f->q.access = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+	EXPECT(check(f, &stream_ops) == RESPST_ERR_ACCESS);
+	f->q.access = IBV_ACCESS_REMOTE_WRITE;
+	EXPECT(check(f, &stream_ops) == RESPST_EXECUTE);
+	/* Inside a WRITE: out of sequence. */
+	f->q.rflags |= SV_RF_IN_WRITE;
+	EXPECT(check(f, &stream_ops) == RESPST_ERR_INV_REQ);
+	f->q.rflags &= ~(uint32_t)SV_RF_IN_WRITE;
+	/* No room for the answer: dropped. */
+	f->tr->rq_tail = f->tr->rq_head + SV_ENG_RESPQ;
+	EXPECT(check(f, &stream_ops) == RESPST_DROP);
+	f->tr->rq_tail = f->tr->rq_head;
+	/* A duplicate: answered from the kept PSN, or dropped. */
+	fx_pkt(f, OPC_ATOMIC_WRITE, 9, 8);
+	f->pkt.dma_len = 8;
+	EXPECT(check(f, &stream_ops) == RESPST_DROP);
+	EXPECT(f->tr->rq_tail == f->tr->rq_head);
+	sv_resp_atomic_record(f->tr, 9, 0);
+	EXPECT(check(f, &stream_ops) == RESPST_DONE);
+	EXPECT(f->tr->rq_tail - f->tr->rq_head == 1);
+	e = &f->tr->respq[f->tr->rq_head % SV_ENG_RESPQ];
+	EXPECT(e->kind == 3 && e->psn == 9 && e->left == 0 && e->total == 0);
+	EXPECT(ans.n == 0); /* no ACK besides it */
+	fx_free(f);
+	/* UC and UD have no ATOMIC WRITE: an RC opcode there is dropped. */
+	f = fx_new(IBV_QPT_UC, 10);
+	f->pkt = (struct sv_pkt){ .opcode = OPC_ATOMIC_WRITE, .psn = 10,
+				  .paylen = 8, .dma_len = 8,
+				  .flags = sv_opcodes[OPC_ATOMIC_WRITE].flags };
+	EXPECT(check(f, &stream_ops) == RESPST_DROP);
+	fx_free(f);
+	f = fx_new(IBV_QPT_UD, 0);
+	f->q.qkey = 0x11111111;
+	f->pkt = (struct sv_pkt){ .opcode = OPC_ATOMIC_WRITE, .paylen = 8,
+				  .dma_len = 8, .qkey = 0x11111111,
+				  .flags = sv_opcodes[OPC_ATOMIC_WRITE].flags };
+	EXPECT(check(f, &stream_ops) == RESPST_DROP);
+	fx_free(f);
+}
+
 /* A repeated READ supersedes what is queued of the same READ; a new READ
  * of the same range does not; a QP without remote READ repeats none. */
 static void duplicate_read(void)
@@ -451,6 +533,7 @@ int main(void)
 	psn_duplicate();
 	duplicate_atomic();
 	duplicate_read();
+	atomic_write();
 	op_sequence();
 	nak_syndromes();
 	rnr();
