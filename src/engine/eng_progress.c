@@ -585,6 +585,7 @@ void *sv_progress_main(void *arg)
 {
 	struct sv_engine *eng = arg;
 	struct policy pol;
+	uint64_t sock_look = 0;
 
 	pthread_once(&spin_once, spin_init);
 	policy_init(&pol, eng, sv_now_ns());
@@ -609,6 +610,14 @@ void *sv_progress_main(void *arg)
 			atomic_store(&eng->work, 1);
 		if (__atomic_load_n(&sv_fault_pending, __ATOMIC_RELAXED))
 			sv_fault_drain(eng); /* before: it queues events */
+		/* The engine socket wakes a sleeping thread; one that never
+		 * sleeps (its application polls all the time) reads it every
+		 * millisecond, so what the daemon pushes (a fault plan) is
+		 * not left waiting for a pause. */
+		if (now - sock_look >= 1000000 && !atomic_load(&eng->device_gone)) {
+			sock_look = now;
+			sock_readable(eng);
+		}
 		/* A look without async_lock; the drain takes it. */
 		if (__atomic_load_n(&eng->async_head, __ATOMIC_RELAXED))
 			sv_eng_async_drain(eng);

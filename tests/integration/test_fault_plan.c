@@ -11,6 +11,7 @@
  * Each case sets the variable before its first verb (read once).
  */
 #include "engine_util.h"
+#include "sv_client.h"
 
 #include <stdlib.h>
 
@@ -379,6 +380,92 @@ SV_TEST_T(packet_seed_gives_the_same_losses, 120)
 	CHECK_EQ(m1, m2);
 	CHECK(m1 != m3);
 	CHECK(lost > 5 && lost < 35); /* about half */
+}
+
+/* ---------------------------------------------------------- run time -- */
+
+/* Adds a plan for this process through the daemon, as `softverbs fault
+ * add --pid` does.  Its number. */
+static uint32_t add_runtime(const char *plan)
+{
+	struct sv_fault_req req = { .cmd = SV_FAULT_ADD,
+				    .pid = (uint32_t)getpid() };
+	struct sv_fault_rep *rep = calloc(1, sizeof(*rep));
+	uint32_t id;
+
+	CHECK(rep);
+	snprintf(req.text, sizeof(req.text), "%s", plan);
+	CHECK_EQ(sv_call_simple(SV_OP_FAULT, 0, 0, -1, &req, sizeof(req), rep,
+				sizeof(*rep)),
+		 0);
+	CHECK_EQ(rep->pid, (uint32_t)getpid());
+	id = rep->id;
+	free(rep);
+	return id;
+}
+
+/* Sends a -> b until a send completes with st (the plan reached the
+ * engine: it syncs on its own thread), for at most 20 s. */
+static void send_until(struct ep *a, struct ep *b, enum ibv_wc_status st)
+{
+	struct ibv_wc wc;
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0;; i++) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 20)
+			break;
+		post_recv(b, (uint64_t)i, b->buf, 64);
+		post_send_op(a, (uint64_t)i, IBV_WR_SEND, a->buf, 16, 0, 0);
+		CHECK(poll1(a->cq, &wc, 10000));
+		if (wc.status == st)
+			return;
+		CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+		CHECK(poll1(b->cq, &wc, 10000));
+	}
+	CHECK(!"the run-time plan never acted");
+}
+
+SV_TEST_T(runtime_peer_plan_loses_what_a_sends, 120)
+{
+	struct ep a, b;
+	struct sv_fault_req req = { .cmd = SV_FAULT_CLEAR };
+	struct sv_fault_rep *rep = calloc(1, sizeof(*rep));
+	char plan[64];
+
+	/* a's QP runs directly before the plan (by default): the plan moves
+	 * it to packets, so losses are possible at all. */
+	pair_plan(&a, &b, IBV_QPT_RC, "", 2);
+	snprintf(plan, sizeof(plan), "peer=%u,drop", b.qp->qp_num);
+	req.id = add_runtime(plan);
+	send_until(&a, &b, IBV_WC_RETRY_EXC_ERR);
+	CHECK_EQ(qp_state(a.qp), IBV_QPS_ERR);
+	CHECK(rep);
+	CHECK_EQ(sv_call_simple(SV_OP_FAULT, 0, 0, -1, &req, sizeof(req), rep,
+				sizeof(*rep)),
+		 0);
+	CHECK_EQ(rep->n, 1);
+	free(rep);
+}
+
+SV_TEST_T(runtime_status_plan_on_a_running_qp, 120)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+	char plan[64];
+
+	pair_plan(&a, &b, IBV_QPT_RC, "", 7);
+	snprintf(plan, sizeof(plan), "qp=%u,status=REM_OP_ERR", a.qp->qp_num);
+	add_runtime(plan);
+	send_until(&a, &b, IBV_WC_REM_OP_ERR);
+	CHECK_EQ(qp_state(a.qp), IBV_QPS_ERR);
+	post_send_op(&a, 999, IBV_WR_SEND, a.buf, 16, 0, 0);
+	for (;;) { /* b's receives flushed first, then this one */
+		EXPECT_WC(a.cq, &wc, IBV_WC_WR_FLUSH_ERR);
+		if (wc.wr_id == 999)
+			break;
+	}
 }
 
 SV_TEST_MAIN()
