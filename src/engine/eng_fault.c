@@ -12,7 +12,10 @@
  *     request it sends, on one host too;
  *   - status: a send WQE that would retire with success retires with the
  *     plan's status instead (sv_comp.c sv_comp_retire), which moves the QP
- *     to ERR and flushes what follows, as any error there does;
+ *     to ERR and flushes what follows, as any error there does.  Its QP
+ *     sends packets too: direct execution retires a WQE holding the
+ *     target's responder lock, where no error is ever decided (sv_lock.h
+ *     would not let the move to ERR take our own);
  *   - event: an async event on the QP, its send CQ, port 1 or the device,
  *     with the state change it implies (QP_FATAL, QP_REQ_ERR,
  *     QP_ACCESS_ERR: the QP to ERR; DEVICE_FATAL: every QP to ERR);
@@ -170,16 +173,18 @@ static uint32_t ord_qpn(uint32_t k)
 	return ords[k - 1];
 }
 
-/* Publishes a plan: 0 or -ENOSPC.  Seed plans only set the list's seed. */
-static int add_plan(const struct sv_fault_plan *p)
+static void publish(int i)
+{
+	__atomic_store_n(&slots[i].live, 1, __ATOMIC_RELEASE);
+	__atomic_fetch_add(counter(slots[i].p.kind), 1, __ATOMIC_RELEASE);
+}
+
+/* Fills a slot for plan p, not acting yet: its index, or -ENOSPC. */
+static int reserve(const struct sv_fault_plan *p)
 {
 	struct slot *s;
 	int i;
 
-	if (p->kind == SV_FK_SEED) {
-		list_seed = p->seed;
-		return 0;
-	}
 	i = __atomic_fetch_add(&nslots, 0, __ATOMIC_RELAXED);
 	do {
 		if (i >= SLOTS)
@@ -192,8 +197,22 @@ static int add_plan(const struct sv_fault_plan *p)
 	s->dst = SV_FAULT_ANY;
 	s->seed = p->has_seed ? p->seed : list_seed;
 	s->salt = p->id ? p->id : (uint64_t)i + 1;
-	__atomic_store_n(&s->live, 1, __ATOMIC_RELEASE);
-	__atomic_fetch_add(counter(p->kind), 1, __ATOMIC_RELEASE);
+	return i;
+}
+
+/* Publishes a plan: 0 or -ENOSPC.  Seed plans only set the list's seed. */
+static int add_plan(const struct sv_fault_plan *p)
+{
+	int i;
+
+	if (p->kind == SV_FK_SEED) {
+		list_seed = p->seed;
+		return 0;
+	}
+	i = reserve(p);
+	if (i < 0)
+		return i;
+	publish(i);
 	return 0;
 }
 
@@ -337,7 +356,8 @@ int sv_fault_packets_slow(const struct sv_qp *qp)
 	for (int i = 0; i < nused(); i++) {
 		const struct slot *s = &slots[i];
 
-		if (live(s) && s->p.kind == SV_FK_PACKET &&
+		if (live(s) &&
+		    (s->p.kind == SV_FK_PACKET || s->p.kind == SV_FK_STATUS) &&
 		    names_qp(s, qp->qpx.qp_base.qp_num, qp->shm->dest_qpn))
 			return 1;
 	}
@@ -554,7 +574,9 @@ void sv_fault_drain(struct sv_engine *eng)
 	}
 }
 
-/* A run-time plan just published: it acts on the QPs we already have. */
+/* A run-time plan about to be published acts on the QPs we already have:
+ * a packet or status plan moves them to packets first (under sq_lock, so
+ * no direct execution is under way when the plan starts to act). */
 static void apply_now(struct sv_engine *eng, int i)
 {
 	struct slot *s = &slots[i];
@@ -573,8 +595,8 @@ static void apply_now(struct sv_engine *eng, int i)
 			continue;
 		if (s->qpn == qpn && sv_qp_state(qp) >= IBV_QPS_RTR)
 			__atomic_store_n(&s->dst, dest, __ATOMIC_RELEASE);
-		if (s->p.kind == SV_FK_PACKET && qp->type != IBV_QPT_UD &&
-		    tr_of(qp)) {
+		if ((s->p.kind == SV_FK_PACKET || s->p.kind == SV_FK_STATUS) &&
+		    qp->type != IBV_QPT_UD && tr_of(qp)) {
 			sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 			tr_of(qp)->path.reach = SV_REACH_PACKETS;
 			sv_unlock_spin(&qp->sq_lock);
@@ -635,9 +657,13 @@ void sv_fault_sync(struct sv_engine *eng)
 					   sizeof(why)))
 			continue;
 		p.id = rep->ent[j].id;
-		n = nused();
-		if (add_plan(&p) == 0 && p.kind != SV_FK_SEED)
-			apply_now(eng, n);
+		if (p.kind == SV_FK_SEED) /* the daemon refuses those */
+			continue;
+		n = reserve(&p);
+		if (n < 0)
+			continue;
+		apply_now(eng, n);
+		publish(n);
 	}
 	free(rep);
 }

@@ -41,12 +41,15 @@ static inline int sv_fault_packet(const uint8_t *bth, uint32_t len)
 		       SV_FP_NONE;
 }
 
-/* Whether a packet plan targets qp (its WQEs then travel as packets,
- * never by direct execution, so the plan sees them). */
+/* Whether a packet or status plan targets qp (its WQEs then travel as
+ * packets, never by direct execution: the plan sees them, and a forced
+ * status is decided where the completer decides real ones). */
 int sv_fault_packets_slow(const struct sv_qp *qp);
 static inline int sv_fault_packets(const struct sv_qp *qp)
 {
-	return __atomic_load_n(&sv_fault_npkt, __ATOMIC_RELAXED) ?
+	return __atomic_load_n(&sv_fault_npkt, __ATOMIC_RELAXED) ||
+			       __atomic_load_n(&sv_fault_ncomp,
+					       __ATOMIC_RELAXED) ?
 		       sv_fault_packets_slow(qp) :
 		       0;
 }
