@@ -7,6 +7,7 @@
  */
 #include "sv_fault.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <stdio.h>
@@ -239,6 +240,17 @@ static int field(struct sv_fault_plan *p, char *key, char *v, int *kinds,
 		if (num(v, 0xffffff, &x))
 			WHY("peer=N: N is a QP number (0..0xffffff)");
 		p->peer = (uint32_t)x;
+	} else if (!strcmp(key, "gid")) {
+		struct in_addr a4;
+
+		if (inet_pton(AF_INET, v, &a4) == 1) {
+			memset(p->gid, 0, 10);
+			p->gid[10] = p->gid[11] = 0xff; /* IPv4-mapped */
+			memcpy(p->gid + 12, &a4, 4);
+		} else if (inet_pton(AF_INET6, v, p->gid) != 1) {
+			WHY("gid=%s: a GID as IPv6 (or IPv4) text", v);
+		}
+		p->has_gid = 1;
 	} else if (!strcmp(key, "drop") || !strcmp(key, "dup") ||
 		   !strcmp(key, "reorder")) {
 		if (prob(v, &p->p))
@@ -318,7 +330,7 @@ static int field(struct sv_fault_plan *p, char *key, char *v, int *kinds,
 int sv_fault_parse(const char *s, size_t len, struct sv_fault_plan *p,
 		   char *why, size_t why_len)
 {
-	char buf[SV_FAULT_TEXT], *save = NULL, *f;
+	char buf[SV_FAULT_TEXT], *f, *next;
 	int kinds = 0, err;
 
 	memset(p, 0, sizeof(*p));
@@ -335,9 +347,15 @@ int sv_fault_parse(const char *s, size_t len, struct sv_fault_plan *p,
 		WHY("plan longer than %d bytes", SV_FAULT_TEXT - 1);
 	memcpy(buf, s, len);
 	buf[len] = 0;
-	for (f = strtok_r(buf, ",:", &save); f; f = strtok_r(NULL, ",:", &save)) {
-		char *eq = strchr(f, '=');
+	for (f = buf; f; f = next) {
+		/* A GID holds ':' itself: its field ends at ',' only. */
+		char *eq;
 
+		next = f + strcspn(f, strncmp(f, "gid=", 4) ? ",:" : ",");
+		next = *next ? (*next = 0, next + 1) : NULL;
+		if (!*f)
+			continue;
+		eq = strchr(f, '=');
 		if (eq)
 			*eq++ = 0;
 		err = field(p, f, eq ? eq : (char *)"", &kinds, why, why_len);
@@ -353,10 +371,13 @@ int sv_fault_parse(const char *s, size_t len, struct sv_fault_plan *p,
 	}
 	if (p->qpn != SV_FAULT_ANY && p->qp_ord)
 		WHY("qp=N or qp=#K, not both");
+	if (p->has_gid && (p->qpn != SV_FAULT_ANY || p->qp_ord))
+		WHY("gid= names the QP by its peer: not with qp=");
 	if (p->kind == SV_FK_VERB) {
 		if (!p->err)
 			WHY("verb=%s needs errno=E...", verb_names[p->verb]);
-		if (p->qpn != SV_FAULT_ANY || p->qp_ord || p->peer != SV_FAULT_ANY)
+		if (p->qpn != SV_FAULT_ANY || p->qp_ord ||
+		    p->peer != SV_FAULT_ANY || p->has_gid)
 			WHY("a verb plan names no QP");
 		if (!p->lo)
 			p->lo = p->hi = 1;

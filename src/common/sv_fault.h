@@ -13,6 +13,8 @@
  * | qp       | N, or #K                   | QP number N, or the K-th QP the |
  * |          |                            | process creates (1-based)       |
  * | peer     | N                          | the QP connected to remote QPN N|
+ * | gid      | G (IPv6 or IPv4 text)      | ... at remote GID G; a gid field |
+ * |          |                            | ends at ',' only                |
  * | drop     | [P]                        | packets the QP sends are lost,  |
  * | dup      | [P]                        | duplicated, or held back behind |
  * | reorder  | [P]                        | the next one; probability P (1) |
@@ -74,6 +76,7 @@ enum sv_fault_elem { SV_FE_QP, SV_FE_CQ, SV_FE_PORT, SV_FE_DEVICE };
  * | qpn    | qp=N; SV_FAULT_ANY: no qp= (every QP)                      |
  * | qp_ord | qp=#K: K; 0 when qpn (or nothing) names the QP             |
  * | peer   | peer=N; SV_FAULT_ANY                                       |
+ * | gid    | gid=G, the remote GID (has_gid)                           |
  * | pkt    | SV_FP_* (kind PACKET)                                      |
  * | p      | its probability, 0..1                                     |
  * | lo, hi | nth range, 1-based, inclusive; 0, 0: every one            |
@@ -92,6 +95,8 @@ struct sv_fault_plan {
 	uint32_t qpn;
 	uint32_t qp_ord;
 	uint32_t peer;
+	uint32_t has_gid;
+	uint8_t gid[16];
 	uint32_t pkt;
 	double p;
 	uint64_t lo, hi;

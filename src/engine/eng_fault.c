@@ -193,7 +193,7 @@ static int reserve(const struct sv_fault_plan *p)
 					      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
 	s = &slots[i];
 	s->p = *p;
-	s->qpn = p->qp_ord ? ord_qpn(p->qp_ord) : p->qpn;
+	s->qpn = p->has_gid ? NONE : p->qp_ord ? ord_qpn(p->qp_ord) : p->qpn;
 	s->dst = SV_FAULT_ANY;
 	s->seed = p->has_seed ? p->seed : list_seed;
 	s->salt = p->id ? p->id : (uint64_t)i + 1;
@@ -269,6 +269,20 @@ static void env_read(void)
 static void env_init(void)
 {
 	pthread_once(&env_once, env_read);
+}
+
+/* gid=G[,peer=N]: the first QP connected to G (and N) becomes the QP the
+ * plan names. */
+static void resolve_gid(struct slot *s, const struct sv_qp *qp)
+{
+	uint32_t none = NONE;
+
+	if (!s->p.has_gid || __atomic_load_n(&s->qpn, __ATOMIC_ACQUIRE) != NONE ||
+	    memcmp(qp->dgid.raw, s->p.gid, 16) ||
+	    (s->p.peer != SV_FAULT_ANY && s->p.peer != qp->shm->dest_qpn))
+		return;
+	__atomic_compare_exchange_n(&s->qpn, &none, qp->qpx.qp_base.qp_num, 0,
+				    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 
 /* Whether plan s names QP qpn whose remote QP is dest. */
@@ -532,6 +546,7 @@ void sv_fault_qp_state(struct sv_qp *qp, enum ibv_qp_state now)
 
 		if (!live(s))
 			continue;
+		resolve_gid(s, qp);
 		if (__atomic_load_n(&s->qpn, __ATOMIC_ACQUIRE) == qpn)
 			__atomic_store_n(&s->dst, dest, __ATOMIC_RELEASE);
 		if (now == IBV_QPS_RTS && s->p.kind == SV_FK_EVENT &&
@@ -591,6 +606,8 @@ static void apply_now(struct sv_engine *eng, int i)
 			continue;
 		qpn = qp->qpx.qp_base.qp_num;
 		dest = qp->shm->dest_qpn;
+		if (sv_qp_state(qp) >= IBV_QPS_RTR)
+			resolve_gid(s, qp);
 		if (!names_qp(s, qpn, dest))
 			continue;
 		if (s->qpn == qpn && sv_qp_state(qp) >= IBV_QPS_RTR)

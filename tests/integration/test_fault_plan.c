@@ -307,6 +307,22 @@ SV_TEST_T(packet_uc_drop_exactly_the_second, 60)
 	CHECK_EQ(got[2], 4);
 }
 
+SV_TEST_T(packet_gid_names_the_qp_by_its_peer, 60)
+{
+	struct ep a, b;
+	uint8_t got[8];
+	int n;
+
+	/* Both QPs reach GID :: (engine_util's paths name no GID); a gets
+	 * to RTR first, so the plan is a's. */
+	pair_plan(&a, &b, IBV_QPT_UC, "gid=::,drop,nth=3", 7);
+	stream(&a, &b, 4, got, &n);
+	CHECK_EQ(n, 3);
+	CHECK_EQ(got[0], 1);
+	CHECK_EQ(got[1], 2);
+	CHECK_EQ(got[2], 4);
+}
+
 SV_TEST_T(packet_rc_drop_all_gives_retry_exceeded, 60)
 {
 	struct ep a, b;

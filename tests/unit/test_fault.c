@@ -36,6 +36,11 @@ static void kinds(void)
 	EXPECT(p.lo == 4 && p.hi == UINT64_MAX);
 	EXPECT(!strcmp(p.text, "qp=#2:dup:nth=4+"));
 
+	EXPECT(parse("gid=::ffff:192.0.2.7,peer=9:drop", &p, why) == 0);
+	EXPECT(p.has_gid && p.gid[10] == 0xff && p.gid[15] == 7);
+	EXPECT(p.peer == 9 && p.pkt == SV_FP_DROP);
+	EXPECT(parse("gid=192.0.2.7,dup", &p, why) == 0);
+	EXPECT(p.has_gid && p.gid[11] == 0xff && p.gid[12] == 192);
 	EXPECT(parse("peer=0x40,reorder", &p, why) == 0);
 	EXPECT(p.pkt == SV_FP_REORDER && p.peer == 0x40 && !p.lo && !p.hi);
 
@@ -91,6 +96,8 @@ static void mistakes(void)
 	refused("qp=0x1000000,drop", "QP number");
 	refused("qp=#0,drop", "K-th");
 	refused("qp=3,qp=#1,drop", "not both");
+	refused("gid=fe80::1,qp=3,drop", "not with qp=");
+	refused("gid=nope,drop", "GID as IPv6");
 	refused("qp=1,drop,nth=0", "nth=");
 	refused("qp=1,drop,nth=5-3", "nth=");
 	refused("qp=1,drop,nth=x", "nth=");
