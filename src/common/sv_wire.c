@@ -9,11 +9,14 @@
 #include "sv_roce.h"
 
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/types.h>
+#include <time.h>
 
 #ifndef UDP_NO_CHECK6_RX
 #define UDP_NO_CHECK6_RX 102
@@ -88,6 +91,49 @@ static uint32_t put_cmsg(void *ctl, uint32_t at, int level, int type,
 	return at + (uint32_t)CMSG_SPACE(n);
 }
 
+/*
+ * The interface holding IPv6 address a, or 0: a datagram to an IPv6 group
+ * must name it, for the kernel routes a group by interface (every one has
+ * ff00::/8; an IPv4 group goes out the source address's own), where rxe
+ * sends on its netdev.  A few addresses cached for a second.
+ */
+static unsigned mcast_ifindex(const uint8_t a[16])
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static struct {
+		uint8_t a[16];
+		unsigned idx;
+		time_t at;
+	} c[4];
+	static unsigned next;
+	struct ifaddrs *ifa, *i;
+	time_t now = time(NULL);
+	unsigned idx = 0, k;
+
+	pthread_mutex_lock(&lock);
+	for (k = 0; k < 4; k++)
+		if (c[k].at && now - c[k].at < 2 && !memcmp(c[k].a, a, 16)) {
+			idx = c[k].idx;
+			pthread_mutex_unlock(&lock);
+			return idx;
+		}
+	pthread_mutex_unlock(&lock);
+	if (getifaddrs(&ifa))
+		return 0;
+	for (i = ifa; i && !idx; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET6 &&
+		    !memcmp(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, a, 16))
+			idx = if_nametoindex(i->ifa_name);
+	freeifaddrs(ifa);
+	pthread_mutex_lock(&lock);
+	k = next++ % 4;
+	memcpy(c[k].a, a, 16);
+	c[k].idx = idx;
+	c[k].at = now;
+	pthread_mutex_unlock(&lock);
+	return idx;
+}
+
 uint32_t sv_wire_address(const struct sv_roce_flow *f, int fam,
 			 struct sockaddr_in6 *dst, void *ctl)
 {
@@ -104,6 +150,8 @@ uint32_t sv_wire_address(const struct sv_roce_flow *f, int fam,
 		memcpy(&dst->sin6_addr, f->dgid, 16);
 		memset(&pi, 0, sizeof(pi));
 		memcpy(&pi.ipi6_addr, f->sgid, 16);
+		if (f->ipv6 && f->dgid[0] == 0xff)
+			pi.ipi6_ifindex = mcast_ifindex(f->sgid);
 		n = put_cmsg(ctl, n, IPPROTO_IPV6, IPV6_PKTINFO, &pi, sizeof(pi));
 		if (f->ipv6) {
 			dst->sin6_flowinfo = htonl(f->flow_label & 0xfffff);

@@ -163,6 +163,13 @@ endforeach()
 sv_script_test(wire_cm compat/wire_cm.sh --all)
 set_tests_properties(wire_cm PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
                      LABELS "compat;netns;wire;rdmacm")
+# Multicast with unmodified mckey: a sender and two receivers on one host,
+# then across three namespaces on a bridge (IPv4 and IPv6 groups), the
+# bridge's capture checked for the IGMP/MLD reports and RoCE v2 datagrams
+# to the group with BTH QP 0xFFFFFF.  Root only; SKIP otherwise.
+sv_script_test(wire_mcast compat/wire_mcast.sh)
+set_tests_properties(wire_mcast PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+                     LABELS "compat;netns;wire;rdmacm")
 
 # Captures of real conversations between two namespaces (tcpdump on the
 # veth and `softverbs capture`) decoded by tshark and scapy's RoCE layer:
