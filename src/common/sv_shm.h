@@ -270,6 +270,10 @@ enum {
  * | events       | SV_QEV_* for the owner (atomic)           | anyone     |
  * | rq           | the QP's own receive queue (no SRQ)       |            |
  * | cur_off      | region offset of cur (one WQE slot)       | owner      |
+ * | rq_psn       | rq_psn as modify set it (the checker)     | owner      |
+ * | sq_psn       | sq_psn as modify set it (the checker)     | owner      |
+ * | max_rd_atomic | as modify set it (the checker)           | owner      |
+ * | max_dest_rd_atomic | as modify set it (the checker)      | owner      |
  */
 struct sv_qp_shm {
 	struct sv_shm_hdr h;
@@ -297,7 +301,11 @@ struct sv_qp_shm {
 	_Atomic uint32_t events;
 	uint32_t pad0;
 	uint64_t cur_off;
-	uint8_t pad1[16];
+	uint32_t rq_psn;
+	uint32_t sq_psn;
+	uint8_t max_rd_atomic;
+	uint8_t max_dest_rd_atomic;
+	uint8_t pad1[6];
 	struct sv_rq_shm rq;
 };
 static_assert(sizeof(struct sv_qp_shm) == 320, "qp shm layout");

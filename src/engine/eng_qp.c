@@ -303,6 +303,10 @@ int sv_engine_qp_commit(struct sv_qp *qp, enum ibv_qp_state cur,
 	q->min_rnr = na->min_rnr_timer;
 	if (mask & IBV_QP_RQ_PSN)
 		q->epsn = na->rq_psn & PSN_MASK;
+	q->rq_psn = na->rq_psn & PSN_MASK;
+	q->sq_psn = na->sq_psn & PSN_MASK;
+	q->max_rd_atomic = na->max_rd_atomic;
+	q->max_dest_rd_atomic = na->max_dest_rd_atomic;
 	if (next == IBV_QPS_RESET || (next == IBV_QPS_INIT && cur == IBV_QPS_RESET)) {
 		/* RESET empties both queues without completions. */
 		qp->sq.head = qp->sq.tail = qp->sq.next = 0;

@@ -226,11 +226,6 @@ struct sv_srq {
 	struct ibv_pd *parent; /* the parent domain it was made on, or NULL
 				  (srq.pd may be an unimported view by then) */
 	size_t slot_bytes;     /* the region's room for WQEs (resize) */
-	/* An XRC SRQ (src/verbs/xrc.c): its device-wide number (0: a basic
-	 * SRQ), the CQ its receives complete into, its XRCD. */
-	uint32_t srqn;
-	struct ibv_cq *xrc_cq;
-	struct ibv_xrcd *xrcd;
 };
 
 static inline struct sv_srq *to_svsrq(struct ibv_srq *srq)
@@ -309,11 +304,6 @@ int sv_qp_shm_create(struct sv_qp *qp, uint32_t max_recv_wr,
 		     uint32_t max_recv_sge, int has_srq, int *fdp);
 /* Unmaps a region made by sv_*_shm_create, marking it dead for peers. */
 void sv_shm_release(void *region);
-/* sv_queue.c: an XRC TGT QP's region that fd names (ibv_open_qp), or
- * NULL when it is not a QP region; sv_qp_shm_close unmaps it without
- * marking it dead (the daemon does that when the QP goes). */
-struct sv_qp_shm *sv_qp_shm_open(int fd);
-void sv_qp_shm_close(struct sv_qp_shm *q);
 
 /* -------------------------------------------------------- engine API -- */
 
@@ -443,6 +433,60 @@ int sv_engine_key_check(const struct sv_ctx_ref *cref, uint32_t lkey,
 struct sv_key_entry;
 int sv_engine_key_entry(struct sv_engine *eng, uint32_t key,
 			struct sv_key_entry *out);
+
+/* A QP of any process of the device as its responder block shows it
+ * (eng_keyview.c), for the misuse checker's MISMATCHED_PEER and
+ * RECV_NOT_POSTED across processes. */
+struct sv_qp_view {
+	uint32_t qpn, type, state; /* enum ibv_qp_type, ibv_qp_state */
+	uint32_t dest_qpn;
+	uint32_t mtu; /* path MTU in bytes */
+	uint32_t rq_psn, sq_psn;
+	uint8_t max_rd_atomic, max_dest_rd_atomic;
+	int srq;	/* its receives come from an SRQ */
+	uint32_t recvs; /* receives posted now (its own queue, or the SRQ's) */
+	uint32_t access; /* qp_access_flags */
+	uint32_t pd_id;
+	uint32_t pid;	/* its owner */
+};
+/* qpn's view into *out (one SV_OP_QP_PEER, a map and an unmap: for the
+ * checker only).  0, or -1 when the device has no such QP.  No lock
+ * held. */
+int sv_engine_qp_view(struct sv_engine *eng, uint32_t qpn,
+		      struct sv_qp_view *out);
+
+/*
+ * A request the responder refused, as sv_resp.c describes it to the
+ * misuse checker: kind SV_RDIAG_* (the state that decided it), the QP it
+ * was for (q: its responder block), the request.  The checker installs
+ * sv_engine_resp_diag once, at load, when SOFTVERBS_CHECK asks for it;
+ * the responder calls it, when set, with the QP's responder lock held
+ * (so it must take no lock of the engine), in whichever process runs the
+ * responder (the target's on packets, the initiator's under direct
+ * execution).
+ */
+enum sv_rdiag_kind {
+	SV_RDIAG_ACCESS, /* a remote access error: the QP's flags or the key */
+	SV_RDIAG_RNR,	 /* no receive for a request that needs one */
+};
+struct sv_rdiag {
+	enum sv_rdiag_kind kind;
+	uint32_t qpn, src_qpn; /* the responder QP, its peer (the requester) */
+	uint32_t owner;	       /* the responder QP's process */
+	uint32_t qp_type;
+	uint32_t access;       /* needed: IBV_ACCESS_REMOTE_* */
+	uint32_t qp_access;    /* the QP's qp_access_flags */
+	uint32_t pd_id;	       /* the QP's PD */
+	uint32_t psn;
+	uint32_t rkey;
+	uint64_t va, len;
+	const char *op;	       /* the request's opcode name */
+	int srq;	       /* RNR: its receives come from an SRQ */
+	uint32_t recvs;	       /* RNR: receives posted now */
+	int direct;	       /* run by the initiator (direct execution) */
+};
+extern void (*sv_engine_resp_diag)(struct sv_engine *eng,
+				   const struct sv_rdiag *d);
 
 /* Raises an async event on the context that created the object (element:
  * the user's object pointer, as the kernel's user_handle). */

@@ -228,11 +228,66 @@ static enum resp_state err_inv_req(struct resp *rs)
 				       IBV_WC_REM_INV_REQ_ERR);
 }
 
+/*
+ * The misuse checker's view of a refusal (sv_engine_resp_diag, installed
+ * only when SOFTVERBS_CHECK asks): called from the error states behind
+ * one test of the hook, so a responder without the checker pays a load
+ * and a branch never taken, on error paths only.  Must hold rs->q->lock.
+ */
+static void diag(struct resp *rs, enum sv_rdiag_kind kind)
+{
+	const struct sv_pkt *pkt = rs->pkt;
+	const struct sv_qp_shm *q = rs->q;
+	uint32_t f = rs->flags;
+	struct sv_rdiag d = {
+		.kind = kind,
+		.qpn = q->qpn,
+		.src_qpn = q->dest_qpn,
+		.owner = q->h.owner_pid,
+		.qp_type = q->type,
+		.qp_access = q->access,
+		.pd_id = q->pd_id,
+		.psn = pkt->psn,
+		.op = sv_opcodes[pkt->opcode].name,
+		.direct = rs->ops->whole,
+	};
+
+	if (f & (OP_WRITE | OP_ATOMIC_WRITE))
+		d.access = IBV_ACCESS_REMOTE_WRITE;
+	else if (f & OP_READ)
+		d.access = IBV_ACCESS_REMOTE_READ;
+	else if (f & OP_ATOMIC)
+		d.access = IBV_ACCESS_REMOTE_ATOMIC;
+	if (f & OP_WRITE) {
+		/* A later packet of a WRITE names the range its first did. */
+		d.rkey = (f & OP_FIRST) ? pkt->rkey : q->wr_rkey;
+		d.va = (f & OP_FIRST) ? pkt->va : q->wr_va;
+		d.len = (f & OP_FIRST) ? pkt->dma_len : q->wr_total;
+	} else if (f & (OP_READ | OP_ATOMIC | OP_ATOMIC_WRITE)) {
+		d.rkey = pkt->rkey;
+		d.va = pkt->va;
+		d.len = (f & OP_READ) ? pkt->dma_len : 8;
+	}
+	d.srq = rs->t->srq != NULL;
+	d.recvs = sv_rq_count(d.srq ? &rs->t->srq->rq : &rs->q->rq);
+	sv_engine_resp_diag(rs->eng, &d);
+}
+
 /* RESPST_ERR_ACCESS: an R_Key or range the request may not use, or the
  * QP's access flags.  Must hold rs->q->lock. */
 static enum resp_state err_access(struct resp *rs)
 {
+	if (__builtin_expect(sv_engine_resp_diag != NULL, 0))
+		diag(rs, SV_RDIAG_ACCESS);
 	return fatal(rs, RESPST_ERR_ACCESS, IBV_WC_REM_ACCESS_ERR);
+}
+
+/* RESPST_RNR (sv_resp_rnr), told to the checker first. */
+static enum resp_state rnr(struct resp *rs)
+{
+	if (__builtin_expect(sv_engine_resp_diag != NULL, 0))
+		diag(rs, SV_RDIAG_RNR);
+	return sv_resp_rnr(rs);
 }
 
 /* RESPST_ERR_OP: the target's memory gone with its owner.  Must hold
@@ -305,7 +360,7 @@ static enum resp_state (*const step[RESPST_NSTATES])(struct resp *) = {
 	[RESPST_ACKNOWLEDGE] = acknowledge,
 	[RESPST_DUPLICATE] = sv_resp_duplicate,
 	[RESPST_NAK_SEQ] = sv_resp_nak_seq,
-	[RESPST_RNR] = sv_resp_rnr,
+	[RESPST_RNR] = rnr,
 	[RESPST_ERR_INV_REQ] = err_inv_req,
 	[RESPST_ERR_ACCESS] = err_access,
 	[RESPST_ERR_OP] = err_op,

@@ -190,9 +190,7 @@ void sv_check_report(const char *code, uint64_t site, const char *fmt, ...)
 }
 
 /* sv_check_report without the caller. */
-static void report_here(const char *code, uint64_t site, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void report_here(const char *code, uint64_t site, const char *fmt, ...)
+void sv_chk_report_here(const char *code, uint64_t site, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -425,7 +423,7 @@ static void at_exit(void)
 	if (!total)
 		return;
 	/* No caller: exit(3) is where every process ends. */
-	report_here("LEAK_AT_EXIT", 0, "pid %d: %s left at exit",
+	sv_chk_report_here("LEAK_AT_EXIT", 0, "pid %d: %s left at exit",
 		    (int)getpid(), list);
 }
 
@@ -437,6 +435,9 @@ __attribute__((constructor)) static void check_init(void)
 	if (!s || !*s || !strcmp(s, "0"))
 		return;
 	sv_check_on = 1;
+	/* The responder's refusals (RKEY_UNKNOWN, ACCESS_DENIED,
+	 * RECV_NOT_POSTED on its side), in whichever process runs it. */
+	sv_engine_resp_diag = sv_chk_resp_diag;
 	/* backtrace(3) loads its unwinder on first use: now, not under a
 	 * post's spinlock. */
 	backtrace(fr, 2);

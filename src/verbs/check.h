@@ -64,6 +64,13 @@ struct sv_srq;
 
 /* ibv_post_send, before the WR is taken.  Must hold qp->sq_lock. */
 void sv_check_send(struct sv_qp *qp, const struct ibv_send_wr *wr);
+/* ibv_wr_complete of a batch without error: the WQEs ibv_wr_* wrote,
+ * slots [from, to) of the send ring, before the engine sees them.  Must
+ * hold qp->sq_lock (wr_start took it). */
+void sv_check_wr_batch(struct sv_qp *qp, uint32_t from, uint32_t to);
+/* An ibv_wr_<op> refused for the QP's state (below RTS).  Must hold
+ * qp->sq_lock. */
+void sv_check_wr_state(struct sv_qp *qp, uint32_t opcode);
 /* ibv_post_recv, before the WR is taken.  Must hold qp->rq_post_lock. */
 void sv_check_recv(struct sv_qp *qp, const struct ibv_recv_wr *wr);
 /* ibv_post_srq_recv.  Must hold srq->post_lock. */

@@ -44,6 +44,12 @@ struct sv_chk_gone {
 	char by[160];
 };
 
+/* The line without a caller (at exit; a responder run by the progress
+ * thread, which has no caller of the application's). */
+void sv_chk_report_here(const char *code, uint64_t site, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* The responder's hook (sv_engine_resp_diag): a request it refused. */
+void sv_chk_resp_diag(struct sv_engine *eng, const struct sv_rdiag *d);
 /* The line, once for a site whoever calls. */
 void sv_chk_report_once(const char *code, uint64_t site, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

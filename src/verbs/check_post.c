@@ -132,51 +132,86 @@ static void check_sge(const struct post *p, int i, const struct ibv_sge *s,
 
 /* --------------------------------------------------------------- posts -- */
 
-void sv_check_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
+/* A send WR's QP state.  0 when the QP is at RTS or later. */
+static int send_state(struct sv_qp *qp, const char *verb, uint64_t wr_id,
+		      uint32_t opcode)
 {
-	const struct sv_wrinfo *wi = sv_wrinfo((uint32_t)wr->opcode);
 	uint32_t qpn = qp->qpx.qp_base.qp_num;
 	enum ibv_qp_state st = sv_qp_state(qp);
-	struct post p = { .verb = "ibv_post_send",
+
+	if (st >= IBV_QPS_RTS)
+		return 0;
+	sv_check_report("QP_STATE", qpn,
+			"%s qp %#x wr_id %#llx %s: the QP is in %s, sends need "
+			"RTS",
+			verb, qpn, (unsigned long long)wr_id,
+			sv_chk_wr_name(opcode), sv_chk_state_name(st));
+	return -1;
+}
+
+/* The checks of one send WR, whichever API built it (ibv_post_send's
+ * ibv_send_wr, or the WQE ibv_wr_* wrote).  Must hold qp->sq_lock. */
+static void send_one(struct sv_qp *qp, const char *verb, uint64_t wr_id,
+		     uint32_t opcode, uint32_t send_flags,
+		     const struct ibv_sge *sg, int num_sge)
+{
+	const struct sv_wrinfo *wi = sv_wrinfo(opcode);
+	uint32_t qpn = qp->qpx.qp_base.qp_num;
+	struct post p = { .verb = verb,
 			  .owner = "qp",
 			  .num = qpn,
 			  .pd_id = qp->pd_id,
 			  .eng = qp->eng,
-			  .wr_id = wr->wr_id };
+			  .wr_id = wr_id };
 	struct sv_chk_ent *e;
 
-	if (st < IBV_QPS_RTS) {
-		sv_check_report("QP_STATE", qpn,
-				"ibv_post_send qp %#x wr_id %#llx %s: the QP is in "
-				"%s, sends need RTS",
-				qpn, (unsigned long long)wr->wr_id,
-				sv_chk_wr_name((uint32_t)wr->opcode), sv_chk_state_name(st));
-		return;
-	}
 	pthread_mutex_lock(&sv_chk_reg_lock);
-	if (!((wr->send_flags & IBV_SEND_INLINE) && (wi->flags & SV_WR_INLINE)))
-		for (int i = 0; i < wr->num_sge && i < (int)qp->cap.max_send_sge;
+	if (!((send_flags & IBV_SEND_INLINE) && (wi->flags & SV_WR_INLINE)))
+		for (int i = 0; i < num_sge && i < (int)qp->cap.max_send_sge;
 		     i++)
-			check_sge(&p, i, &wr->sg_list[i],
+			check_sge(&p, i, &sg[i],
 				  !!(wi->flags & (SV_WR_READ | SV_WR_ATOMIC)));
 	/* A send queue slot is given back when the WR's completion, or a
 	 * later signaled one's, is polled: a queue's worth of unsignaled WRs
 	 * with no signaled one leaves nothing that can give them back. */
 	e = sv_chk_find(SV_CK_QP, qp);
 	if (e && !qp->sq_sig_all && qp->sq.max_wr) {
-		if (wr->send_flags & IBV_SEND_SIGNALED)
+		if (send_flags & IBV_SEND_SIGNALED)
 			e->unsig = 0;
 		else if (++e->unsig == qp->sq.max_wr)
 			sv_check_report("UNSIGNALED_OVERFLOW", qpn,
-					"ibv_post_send qp %#x wr_id %#llx: the send "
+					"%s qp %#x wr_id %#llx: the send "
 					"queue (max_send_wr %u) now holds %u "
 					"unsignaled WRs and no signaled one, "
 					"sq_sig_all is 0: nothing can retire them "
 					"and the next post finds the queue full",
-					qpn, (unsigned long long)wr->wr_id,
+					verb, qpn, (unsigned long long)wr_id,
 					qp->sq.max_wr, e->unsig);
 	}
 	pthread_mutex_unlock(&sv_chk_reg_lock);
+}
+
+void sv_check_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
+{
+	if (send_state(qp, "ibv_post_send", wr->wr_id, (uint32_t)wr->opcode))
+		return;
+	send_one(qp, "ibv_post_send", wr->wr_id, (uint32_t)wr->opcode,
+		 wr->send_flags, wr->sg_list, wr->num_sge);
+}
+
+void sv_check_wr_state(struct sv_qp *qp, uint32_t opcode)
+{
+	send_state(qp, "ibv_wr_*", qp->qpx.wr_id, opcode);
+}
+
+void sv_check_wr_batch(struct sv_qp *qp, uint32_t from, uint32_t to)
+{
+	for (uint32_t i = from; i != to; i++) {
+		const struct sv_send_wqe *w = sv_wq_slot(&qp->sq, i);
+
+		send_one(qp, "ibv_wr_complete", w->wr_id, w->opcode,
+			 w->send_flags, w->sge, (int)w->num_sge);
+	}
 }
 
 void sv_check_recv(struct sv_qp *qp, const struct ibv_recv_wr *wr)
@@ -262,50 +297,81 @@ static int gid_v4(const union ibv_gid *g)
 	return !memcmp(g->raw, pfx, sizeof(pfx));
 }
 
-/* The pairs of attributes of a (this process's QP) and its peer b that
- * cannot work together.  Must hold reg_lock. */
-static void peer_pair(struct sv_qp *a, struct sv_qp *b)
+/* A QP as peer_pair compares it: of this process (from its attributes)
+ * or of another (sv_engine_qp_view, pid set). */
+static void view_of(struct sv_qp *q, struct sv_qp_view *v)
 {
-	uint32_t an = a->qpx.qp_base.qp_num, bn = b->qpx.qp_base.qp_num;
-	enum ibv_qp_state as = sv_qp_state(a), bs = sv_qp_state(b);
-	uint64_t site = (uint64_t)an << 32 | bn;
+	*v = (struct sv_qp_view){
+		.qpn = q->qpx.qp_base.qp_num,
+		.type = q->type,
+		.state = sv_qp_state(q),
+		.dest_qpn = q->dest_qpn,
+		.mtu = 128u << q->attr.path_mtu,
+		.rq_psn = q->attr.rq_psn & 0xffffff,
+		.sq_psn = q->attr.sq_psn & 0xffffff,
+		.max_rd_atomic = q->attr.max_rd_atomic,
+		.max_dest_rd_atomic = q->attr.max_dest_rd_atomic,
+	};
+}
+
+/* "qp N" or, for a QP of another process, "qp N (pid P)". */
+static const char *qp_name(char *buf, size_t cap, const struct sv_qp_view *v)
+{
+	if (v->pid)
+		snprintf(buf, cap, "qp %#x (pid %u)", v->qpn, v->pid);
+	else
+		snprintf(buf, cap, "qp %#x", v->qpn);
+	return buf;
+}
+
+/* The pairs of attributes of a and its peer b that cannot work together
+ * (either may be of another process).  Must hold reg_lock. */
+static void peer_pair(const struct sv_qp_view *a, const struct sv_qp_view *b)
+{
+	uint32_t as = a->state, bs = b->state;
+	uint64_t site = (uint64_t)a->qpn << 32 | b->qpn;
+	char an[48], bn[48];
 
 	if (as < IBV_QPS_RTR || bs < IBV_QPS_RTR || as > IBV_QPS_SQD ||
 	    bs > IBV_QPS_SQD)
 		return;
-	if (b->dest_qpn != an)
+	qp_name(an, sizeof(an), a);
+	qp_name(bn, sizeof(bn), b);
+	if (b->dest_qpn != a->qpn)
 		sv_chk_report_once("MISMATCHED_PEER", site ^ (1ULL << 56),
-				"ibv_modify_qp qp %#x: its peer qp %#x is "
+				"ibv_modify_qp %s: its peer %s is "
 				"connected to qp %#x, not to it",
 				an, bn, b->dest_qpn);
-	if (a->attr.path_mtu != b->attr.path_mtu)
+	if (a->mtu != b->mtu)
 		sv_chk_report_once("MISMATCHED_PEER", site ^ (2ULL << 56),
-				"ibv_modify_qp qp %#x: path_mtu %d bytes, its "
-				"peer qp %#x has %d",
-				an, 128 << a->attr.path_mtu, bn,
-				128 << b->attr.path_mtu);
+				"ibv_modify_qp %s: path_mtu %u bytes, its "
+				"peer %s has %u",
+				an, a->mtu, bn, b->mtu);
 	if (a->type == IBV_QPT_RC && as >= IBV_QPS_RTS &&
-	    a->attr.max_rd_atomic > b->attr.max_dest_rd_atomic)
+	    a->max_rd_atomic > b->max_dest_rd_atomic)
 		sv_chk_report_once("MISMATCHED_PEER", site ^ (3ULL << 56),
-				"ibv_modify_qp qp %#x: max_rd_atomic %u is above "
-				"its peer qp %#x's max_dest_rd_atomic %u",
-				an, a->attr.max_rd_atomic, bn,
-				b->attr.max_dest_rd_atomic);
-	if (as >= IBV_QPS_RTS && a->attr.sq_psn != b->attr.rq_psn)
+				"ibv_modify_qp %s: max_rd_atomic %u is above "
+				"its peer %s's max_dest_rd_atomic %u",
+				an, a->max_rd_atomic, bn,
+				b->max_dest_rd_atomic);
+	if (as >= IBV_QPS_RTS && a->sq_psn != b->rq_psn)
 		sv_chk_report_once("MISMATCHED_PEER", site ^ (4ULL << 56),
-				"ibv_modify_qp qp %#x: sq_psn %#x, its peer qp %#x "
+				"ibv_modify_qp %s: sq_psn %#x, its peer %s "
 				"expects rq_psn %#x",
-				an, a->attr.sq_psn, bn, b->attr.rq_psn);
+				an, a->sq_psn, bn, b->rq_psn);
 }
 
 void sv_check_modified(struct sv_qp *qp)
 {
 	uint32_t qpn = qp->qpx.qp_base.qp_num;
 	enum ibv_qp_state st = sv_qp_state(qp);
+	struct sv_qp_view me, other;
 	struct sv_qp *peer;
 	union ibv_gid sgid;
+	int remote;
 
-	if (qp->type == IBV_QPT_UD || (st != IBV_QPS_RTR && st != IBV_QPS_RTS))
+	if ((qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC) ||
+	    (st != IBV_QPS_RTR && st != IBV_QPS_RTS))
 		return;
 	if (st == IBV_QPS_RTR &&
 	    !ibv_query_gid(qp->qpx.qp_base.context, 1,
@@ -319,10 +385,25 @@ void sv_check_modified(struct sv_qp *qp)
 				gid_v4(&sgid) ? "IPv4" : "IPv6");
 	pthread_mutex_lock(&sv_chk_reg_lock);
 	peer = sv_chk_find_qpn(qp->dest_qpn);
-	if (peer && peer != qp) {
-		peer_pair(qp, peer);
-		peer_pair(peer, qp);
+	if (peer == qp) {
+		pthread_mutex_unlock(&sv_chk_reg_lock);
+		return;
 	}
+	view_of(qp, &me);
+	if (peer)
+		view_of(peer, &other);
+	pthread_mutex_unlock(&sv_chk_reg_lock);
+	/* A peer of another process of the device: its responder block
+	 * (its owner's modify wrote the attributes there). */
+	remote = !peer;
+	if (remote && (sv_engine_qp_view(qp->eng, qp->dest_qpn, &other) ||
+		       other.pid == (uint32_t)getpid()))
+		return;
+	if (remote && other.type != me.type)
+		return; /* a QP of another kind took the number */
+	pthread_mutex_lock(&sv_chk_reg_lock);
+	peer_pair(&me, &other);
+	peer_pair(&other, &me);
 	pthread_mutex_unlock(&sv_chk_reg_lock);
 }
 
@@ -563,6 +644,7 @@ static void remote_denied(struct sv_qp *q, const struct ibv_wc *wc)
 	struct sv_qp *peer = sv_chk_find_qpn(q->dest_qpn);
 	const struct sv_wrinfo *wi;
 	struct sv_key_entry ke;
+	struct sv_qp_view pv;
 	char what[320], b1[256], b2[256];
 	uint64_t len = 0;
 
@@ -617,21 +699,26 @@ static void remote_denied(struct sv_qp *q, const struct ibv_wc *wc)
 				(unsigned long long)ke.length, ke.owner_pid);
 		return;
 	}
-	if (peer && ke.pd_id != peer->pd_id) {
+	if (peer) {
+		pv.pd_id = peer->pd_id;
+		pv.access = peer->attr.qp_access_flags;
+	} else if (sv_engine_qp_view(q->eng, q->dest_qpn, &pv)) {
+		return; /* the responder QP is gone */
+	}
+	if (ke.pd_id != pv.pd_id) {
 		sv_check_report("ACCESS_DENIED", w->rkey,
 				"%s: the rkey's MR is on another PD than qp %#x",
 				what, q->dest_qpn);
 		return;
 	}
-	if (peer && (peer->attr.qp_access_flags & wi->access) != wi->access)
+	if ((pv.access & wi->access) != wi->access)
 		sv_check_report("ACCESS_DENIED", w->rkey ^ ((uint64_t)qpn << 32),
 				"%s: the responder qp %#x's qp_access_flags lack "
 				"%s (has %s)",
 				what, q->dest_qpn,
-				sv_chk_bits(b1, sizeof(b1),
-				     wi->access & ~peer->attr.qp_access_flags,
+				sv_chk_bits(b1, sizeof(b1), wi->access & ~pv.access,
 				     sv_chk_access_bits),
-				sv_chk_bits(b2, sizeof(b2), peer->attr.qp_access_flags,
+				sv_chk_bits(b2, sizeof(b2), pv.access,
 				     sv_chk_access_bits));
 }
 
@@ -641,20 +728,124 @@ static void rnr(struct sv_qp *q, const struct ibv_wc *wc)
 {
 	uint32_t qpn = q->qpx.qp_base.qp_num;
 	struct sv_qp *peer = sv_chk_find_qpn(q->dest_qpn);
+	struct sv_qp_view pv;
+	char where[64];
 
-	if (peer && !peer->srq)
-		sv_check_report("RECV_NOT_POSTED", (uint64_t)q->dest_qpn << 32 | qpn,
-				"qp %#x wr_id %#llx completed "
-				"IBV_WC_RNR_RETRY_EXC_ERR: the responder qp %#x "
-				"(this process) had no receive posted (%u now)",
-				qpn, (unsigned long long)wc->wr_id, q->dest_qpn,
-				sv_rq_count(&peer->shm->rq));
-	else
+	if (peer && !peer->srq) {
+		snprintf(where, sizeof(where), "this process");
+		pv.srq = 0;
+		pv.recvs = sv_rq_count(&peer->shm->rq);
+	} else if (!peer && !sv_engine_qp_view(q->eng, q->dest_qpn, &pv)) {
+		snprintf(where, sizeof(where), "pid %u", pv.pid);
+	} else {
 		sv_check_report("RECV_NOT_POSTED", (uint64_t)q->dest_qpn << 32 | qpn,
 				"qp %#x wr_id %#llx completed "
 				"IBV_WC_RNR_RETRY_EXC_ERR: the responder qp %#x "
 				"had no receive posted",
 				qpn, (unsigned long long)wc->wr_id, q->dest_qpn);
+		return;
+	}
+	sv_check_report("RECV_NOT_POSTED", (uint64_t)q->dest_qpn << 32 | qpn,
+			"qp %#x wr_id %#llx completed "
+			"IBV_WC_RNR_RETRY_EXC_ERR: the responder qp %#x "
+			"(%s) had no receive posted (%u now%s)",
+			qpn, (unsigned long long)wc->wr_id, q->dest_qpn, where,
+			pv.recvs, pv.srq ? " in its SRQ" : "");
+}
+
+/* -------------------------------------------------- the responder side -- */
+
+/*
+ * The responder refused a request (sv_engine_resp_diag, sv_resp.c): the
+ * line in the process that runs the responder -- the target's, or under
+ * direct execution the initiator's, where the post that caused it is the
+ * caller.  The requester's own line comes when it polls the error.  With
+ * the responder lock of the QP held: only the checker's leaf locks here.
+ */
+void sv_chk_resp_diag(struct sv_engine *eng, const struct sv_rdiag *d)
+{
+	uint64_t site = (uint64_t)d->qpn << 32 | d->src_qpn | 1ULL << 62;
+	struct sv_key_entry ke;
+	const char *code = NULL;
+	char what[256], why[512], b1[256], b2[256];
+	size_t n;
+
+	n = (size_t)snprintf(what, sizeof(what),
+			     "responder qp %#x (pid %u) %s from qp %#x", d->qpn,
+			     d->owner, d->op, d->src_qpn);
+	if (d->kind == SV_RDIAG_RNR) {
+		code = "RECV_NOT_POSTED";
+		snprintf(why, sizeof(why),
+			 "an RNR NAK: the QP had no receive posted (%u %s)",
+			 d->recvs, d->srq ? "in its SRQ" : "in its receive queue");
+		goto say;
+	}
+	if (!d->access)
+		return; /* not a remote access through a key (an invalidate) */
+	if (n < sizeof(what))
+		snprintf(what + n, sizeof(what) - n, " [%#llx,+%llu) rkey %#x",
+			 (unsigned long long)d->va, (unsigned long long)d->len,
+			 d->rkey);
+	code = "ACCESS_DENIED";
+	if ((d->qp_access & d->access) != d->access) {
+		site ^= d->access;
+		snprintf(why, sizeof(why),
+			 "refused (remote access error): the QP's "
+			 "qp_access_flags lack %s (has %s)",
+			 sv_chk_bits(b1, sizeof(b1), d->access & ~d->qp_access,
+				     sv_chk_access_bits),
+			 sv_chk_bits(b2, sizeof(b2), d->qp_access,
+				     sv_chk_access_bits));
+	} else if (key_entry(eng, d->rkey, &ke)) {
+		const struct sv_chk_gone *g;
+
+		code = "RKEY_UNKNOWN";
+		site ^= d->rkey;
+		pthread_mutex_lock(&sv_chk_reg_lock);
+		g = sv_chk_find_gone(d->rkey, 1);
+		snprintf(why, sizeof(why),
+			 "refused (remote access error): the rkey names no live "
+			 "MR or MW of the device%s%s",
+			 g ? "; " : "", g ? sv_chk_gone_text(b1, sizeof(b1), g) : "");
+		pthread_mutex_unlock(&sv_chk_reg_lock);
+	} else if ((ke.access & d->access) != d->access) {
+		site ^= d->rkey;
+		snprintf(why, sizeof(why),
+			 "refused (remote access error): the %s under the rkey "
+			 "(pid %u) lacks %s (has %s)",
+			 ke.kind == SV_KEY_MR_NULL ? "null mr (lkey only)" :
+			 ke.kind >= SV_KEY_MW1	   ? "mw" :
+						     "mr",
+			 ke.owner_pid,
+			 sv_chk_bits(b1, sizeof(b1), d->access & ~ke.access,
+				     sv_chk_access_bits),
+			 sv_chk_bits(b2, sizeof(b2), ke.access, sv_chk_access_bits));
+	} else if (ke.length != UINT64_MAX &&
+		   (d->va < ke.iova || d->len > ke.length ||
+		    d->va - ke.iova > ke.length - d->len)) {
+		site ^= d->rkey ^ (d->va << 20);
+		snprintf(why, sizeof(why),
+			 "refused (remote access error): the range is outside "
+			 "[%#llx,+%llu), what the rkey (pid %u) grants",
+			 (unsigned long long)ke.iova,
+			 (unsigned long long)ke.length, ke.owner_pid);
+	} else if (ke.pd_id != d->pd_id) {
+		site ^= d->rkey;
+		snprintf(why, sizeof(why),
+			 "refused (remote access error): the rkey's MR is on "
+			 "another PD than the QP");
+	} else {
+		return;
+	}
+say:
+	/* Under direct execution the post that caused it is the caller. */
+	if (d->direct)
+		sv_check_report(code, site, "%s: %s; psn %#x, executed by the "
+				"initiator (pid %d)",
+				what, why, d->psn, (int)getpid());
+	else
+		sv_chk_report_here(code, site, "%s: %s; psn %#x", what, why,
+				   d->psn);
 }
 
 void sv_check_polled(struct sv_cq *cq, const struct ibv_wc *wc, int n)

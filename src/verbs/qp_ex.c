@@ -8,6 +8,7 @@
  * the whole batch and answer that error.  Ops not asked for in
  * send_ops_flags answer EOPNOTSUPP through wr_err.
  */
+#include "check.h"
 #include "dp_int.h"
 #include "sv_lock.h"
 
@@ -51,6 +52,7 @@ static int wr_complete(struct ibv_qp_ex *q)
 		sv_unlock_spin(&qp->sq_lock);
 		return err;
 	}
+	SV_CHECK(sv_check_wr_batch(qp, qp->wr_start_tail, qp->sq.tail));
 	sv_engine_posted(qp); /* releases sq_lock */
 	return 0;
 }
@@ -73,6 +75,7 @@ static struct sv_send_wqe *new_wqe(struct sv_qp *qp, enum ibv_wr_opcode op)
 		return NULL;
 	if (sv_qp_state(qp) < IBV_QPS_RTS ||
 	    !sv_wr_takes(qp->type, op)) {
+		SV_CHECK(sv_check_wr_state(qp, op));
 		fail(qp, EINVAL);
 		return NULL;
 	}

@@ -40,6 +40,15 @@
 		printf("\n");                                                  \
 	} while (0)
 
+/* A line printed where no function of the bug calls (a responder run by
+ * the progress thread of another process): no caller asserted. */
+#define EXPECT_HERE(...)                                                       \
+	do {                                                                   \
+		printf("EXPECT_HERE ");                                        \
+		printf(__VA_ARGS__);                                           \
+		printf("\n");                                                  \
+	} while (0)
+
 static char page_buf[2 * 4096] __attribute__((aligned(4096)));
 
 /* An RC pair of this process, connected, on one CQ of cqe entries. */
@@ -479,6 +488,323 @@ void bug_recv_not_posted(void)
 	_exit(0);
 }
 
+/* An RC QP of d made by ibv_create_qp_ex for the ibv_wr_* calls. */
+static struct ibv_qp *qp_ex(struct dp *d, uint32_t wr)
+{
+	struct ibv_qp_init_attr_ex a = {
+		.send_cq = d->cq,
+		.recv_cq = d->cq,
+		.cap = { .max_send_wr = wr, .max_recv_wr = wr,
+			 .max_send_sge = 2, .max_recv_sge = 2 },
+		.qp_type = IBV_QPT_RC,
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = d->pd,
+		.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND,
+	};
+	struct ibv_qp *qp = ibv_create_qp_ex(d->ctx, &a);
+
+	CHECK(qp);
+	return qp;
+}
+
+/* The extended post API: an ibv_wr_* WR below RTS, then a batch (checked
+ * at ibv_wr_complete) with an SGE past its MR and a deregistered lkey. */
+NOINLINE void bug_wr_ex(void);
+void bug_wr_ex(void)
+{
+	struct dp d;
+	struct ibv_qp *a, *b;
+	struct ibv_qp_ex *x;
+	struct ibv_mr *small, *gone;
+	uint32_t lkey;
+
+	dp_open(&d, 64);
+	a = qp_ex(&d, 16);
+	b = qp_ex(&d, 16);
+	x = ibv_qp_to_qp_ex(a);
+	CHECK(x);
+	CHECK_EQ(to_init(a), 0);
+	EXPECT("QP_STATE ibv_wr_* qp %#x wr_id 0x20 RDMA_WRITE: the QP is "
+	       "in INIT, sends need RTS", a->qp_num);
+	ibv_wr_start(x);
+	x->wr_id = 0x20;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(x, 0x1234, (uintptr_t)page_buf);
+	CHECK_EQ(ibv_wr_complete(x), EINVAL);
+	CHECK_EQ(to_init(b), 0);
+	CHECK_EQ(to_rtr_psn(a, b->qp_num, DP_SQ_PSN), 0);
+	CHECK_EQ(to_rtr_psn(b, a->qp_num, DP_SQ_PSN), 0);
+	CHECK_EQ(to_rts(a), 0);
+	small = reg(d.pd, page_buf, 4000,
+		    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	gone = reg(d.pd, page_buf + 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	lkey = gone->lkey;
+	CHECK_EQ(ibv_dereg_mr(gone), 0);
+	EXPECT("SGE_OUTSIDE_MR ibv_wr_complete qp %#x wr_id 0x21 sge[0] "
+	       "[%p,+4096) lkey %#x: ends 96 bytes past mr [%p,+4000) of this "
+	       "process; no MR of the pd holds it",
+	       a->qp_num, (void *)page_buf, small->lkey, (void *)page_buf);
+	EXPECT("LKEY_UNKNOWN ibv_wr_complete qp %#x wr_id 0x22 sge[1] "
+	       "[%p,+64) lkey %#x: the lkey names no live MR of pid %d; it "
+	       "named mr [%p,+4096) of this process until ibv_dereg_mr ",
+	       a->qp_num, (void *)(page_buf + 4096), lkey, (int)getpid(),
+	       (void *)(page_buf + 4096));
+	ibv_wr_start(x);
+	x->wr_id = 0x21;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(x, small->rkey, (uintptr_t)page_buf);
+	ibv_wr_set_sge(x, small->lkey, (uintptr_t)page_buf, 4096);
+	x->wr_id = 0x22;
+	ibv_wr_send(x);
+	{
+		struct ibv_sge sg[2] = {
+			{ .addr = (uintptr_t)page_buf, .length = 8,
+			  .lkey = small->lkey },
+			{ .addr = (uintptr_t)(page_buf + 4096), .length = 64,
+			  .lkey = lkey },
+		};
+
+		ibv_wr_set_sge_list(x, 2, sg);
+	}
+	CHECK_EQ(ibv_wr_complete(x), 0);
+	fflush(stdout);
+	_exit(0); /* the WRs stay where the engine put them */
+}
+
+/* ------------------------------------------- two processes of the device -- */
+
+/* What the child of the two-process bugs tells its parent. */
+struct child_info {
+	uint32_t qpn[2];
+	uint32_t rkey;
+	uint64_t addr;
+};
+
+static void xfer(int fd, void *p, size_t n, int out)
+{
+	ssize_t r = out ? write(fd, p, n) : read(fd, p, n);
+
+	CHECK_EQ(r, (ssize_t)n);
+}
+
+/* The child: two RC QPs (the peers of the parent's two), an MR of
+ * page_buf without remote access, no receive posted.  mtu512: the first
+ * QP connects with path MTU 512, rq_psn 0x123 and max_dest_rd_atomic 1
+ * (the peer's attributes the parent's connect will not match).  It stays
+ * until the parent says so. */
+static void child_side(int up, int down, int mtu512)
+{
+	struct child_info ci;
+	struct ibv_qp *b[2];
+	struct ibv_mr *mr;
+	uint32_t peer[2];
+	struct dp d;
+	char c = 'r';
+
+	dp_open(&d, 64);
+	for (int i = 0; i < 2; i++) {
+		b[i] = dp_qp(&d, IBV_QPT_RC, NULL, 8, 0);
+		CHECK_EQ(to_init(b[i]), 0);
+		ci.qpn[i] = b[i]->qp_num;
+	}
+	mr = reg(d.pd, page_buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	ci.rkey = mr->rkey;
+	ci.addr = (uintptr_t)page_buf;
+	xfer(up, &ci, sizeof(ci), 1);
+	xfer(down, peer, sizeof(peer), 0);
+	for (int i = 0; i < 2; i++) {
+		struct ibv_qp_attr r = { .qp_state = IBV_QPS_RTR,
+					 .path_mtu = IBV_MTU_1024,
+					 .dest_qp_num = peer[i],
+					 .rq_psn = DP_SQ_PSN,
+					 .max_dest_rd_atomic = 1,
+					 .min_rnr_timer = 1 };
+
+		if (mtu512 && i == 0) {
+			r.path_mtu = IBV_MTU_512;
+			r.rq_psn = 0x123;
+		}
+		r.ah_attr.is_global = 1;
+		r.ah_attr.port_num = 1;
+		r.ah_attr.grh.hop_limit = 1;
+		CHECK_EQ(ibv_query_gid(d.ctx, 1, 0, &r.ah_attr.grh.dgid), 0);
+		CHECK_EQ(ibv_modify_qp(b[i], &r,
+				       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+					       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					       IBV_QP_MAX_DEST_RD_ATOMIC |
+					       IBV_QP_MIN_RNR_TIMER),
+			 0);
+	}
+	xfer(up, &c, 1, 1);
+	xfer(down, &c, 1, 0);
+	_exit(0);
+}
+
+/* The parent's half: a forked child made and connected its QPs first;
+ * its info in *ci.  Returns the child's pid. */
+static pid_t fork_child(int mtu512, int *up, int *down,
+			struct child_info *ci)
+{
+	int u[2], dn[2];
+	pid_t pid;
+
+	CHECK_EQ(pipe(u), 0);
+	CHECK_EQ(pipe(dn), 0);
+	fflush(stdout);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		close(u[0]);
+		close(dn[1]);
+		child_side(u[1], dn[0], mtu512);
+	}
+	close(u[1]);
+	close(dn[0]);
+	*up = u[0];
+	*down = dn[1];
+	xfer(*up, ci, sizeof(*ci), 0);
+	return pid;
+}
+
+/* Connects a to the child's QP qpn (RTR with MTU 1024 and rq_psn
+ * DP_SQ_PSN, RTS with sq_psn and max_rd_atomic rd, no RNR retry). */
+static void connect_to(struct dp *d, struct ibv_qp *a, uint32_t qpn,
+		       uint32_t sq_psn, uint8_t rd)
+{
+	struct ibv_qp_attr s = { .qp_state = IBV_QPS_RTS, .sq_psn = sq_psn,
+				 .timeout = 14, .retry_cnt = 7,
+				 .rnr_retry = 0, .max_rd_atomic = rd };
+
+	(void)d;
+	CHECK_EQ(to_rtr_psn(a, qpn, DP_SQ_PSN), 0);
+	CHECK_EQ(ibv_modify_qp(a, &s,
+			       IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+				       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				       IBV_QP_MAX_QP_RD_ATOMIC),
+		 0);
+}
+
+/* MISMATCHED_PEER across processes: the child's QP is at RTR with path
+ * MTU 512, rq_psn 0x123, max_dest_rd_atomic 1; this process connects
+ * with MTU 1024, sq_psn 0x456, max_rd_atomic 4. */
+NOINLINE void bug_peer_other_process(void);
+void bug_peer_other_process(void)
+{
+	struct child_info ci;
+	struct ibv_qp *a[2];
+	uint32_t qpn[2];
+	int up, down;
+	struct dp d;
+	pid_t pid;
+	char c;
+
+	pid = fork_child(1, &up, &down, &ci);
+	dp_open(&d, 64);
+	for (int i = 0; i < 2; i++) {
+		a[i] = dp_qp(&d, IBV_QPT_RC, NULL, 8, 0);
+		CHECK_EQ(to_init(a[i]), 0);
+		qpn[i] = a[i]->qp_num;
+	}
+	xfer(down, qpn, sizeof(qpn), 1);
+	xfer(up, &c, 1, 0); /* its QPs are at RTR */
+	EXPECT("MISMATCHED_PEER ibv_modify_qp qp %#x: path_mtu 1024 bytes, its "
+	       "peer qp %#x (pid %d) has 512", a[0]->qp_num, ci.qpn[0], (int)pid);
+	EXPECT("MISMATCHED_PEER ibv_modify_qp qp %#x (pid %d): path_mtu 512 "
+	       "bytes, its peer qp %#x has 1024", ci.qpn[0], (int)pid,
+	       a[0]->qp_num);
+	EXPECT("MISMATCHED_PEER ibv_modify_qp qp %#x: max_rd_atomic 4 is above "
+	       "its peer qp %#x (pid %d)'s max_dest_rd_atomic 1", a[0]->qp_num,
+	       ci.qpn[0], (int)pid);
+	EXPECT("MISMATCHED_PEER ibv_modify_qp qp %#x: sq_psn 0x456, its peer qp "
+	       "%#x (pid %d) expects rq_psn 0x123", a[0]->qp_num, ci.qpn[0],
+	       (int)pid);
+	connect_to(&d, a[0], ci.qpn[0], 0x456, 4);
+	/* The second pair agrees: no line. */
+	connect_to(&d, a[1], ci.qpn[1], DP_SQ_PSN, 1);
+	xfer(down, &c, 1, 1);
+	CHECK_EQ(sv_test_wait_child(pid), 0);
+	fflush(stdout);
+	_exit(0);
+}
+
+/* The responder's side in another process: an RDMA WRITE into the
+ * child's MR without REMOTE_WRITE, a SEND to its QP with no receive.
+ * Both ends say why: the requester as it polls the error, the responder
+ * as it refuses (the child's progress thread on packets, this process
+ * under direct execution). */
+NOINLINE void bug_remote_other_process(void);
+void bug_remote_other_process(void)
+{
+	struct child_info ci;
+	struct ibv_qp *a[2];
+	struct ibv_mr *src;
+	struct ibv_wc wc;
+	uint32_t qpn[2];
+	int up, down;
+	struct dp d;
+	pid_t pid;
+	char c;
+
+	pid = fork_child(0, &up, &down, &ci);
+	dp_open(&d, 64);
+	for (int i = 0; i < 2; i++) {
+		a[i] = dp_qp(&d, IBV_QPT_RC, NULL, 8, 0);
+		CHECK_EQ(to_init(a[i]), 0);
+		qpn[i] = a[i]->qp_num;
+	}
+	xfer(down, qpn, sizeof(qpn), 1);
+	xfer(up, &c, 1, 0);
+	for (int i = 0; i < 2; i++)
+		connect_to(&d, a[i], ci.qpn[i], DP_SQ_PSN, 1);
+	src = reg(d.pd, page_buf + 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	EXPECT_HERE("ACCESS_DENIED responder qp %#x (pid %d) RC_WRITE_ONLY from "
+		    "qp %#x [%#llx,+64) rkey %#x: refused (remote access "
+		    "error): the mr under the rkey (pid %d) lacks "
+		    "IBV_ACCESS_REMOTE_WRITE (has IBV_ACCESS_LOCAL_WRITE)",
+		    ci.qpn[0], (int)pid, a[0]->qp_num,
+		    (unsigned long long)ci.addr, ci.rkey, (int)pid);
+	EXPECT("ACCESS_DENIED qp %#x wr_id 0x30 RDMA_WRITE to qp %#x "
+	       "[%#llx,+64) rkey %#x completed IBV_WC_REM_ACCESS_ERR: the mr "
+	       "under the rkey (pid %d) lacks IBV_ACCESS_REMOTE_WRITE (has "
+	       "IBV_ACCESS_LOCAL_WRITE)",
+	       a[0]->qp_num, ci.qpn[0], (unsigned long long)ci.addr, ci.rkey,
+	       (int)pid);
+	{
+		struct ibv_sge sge = { .addr = (uintptr_t)(page_buf + 4096),
+				       .length = 64,
+				       .lkey = src->lkey };
+		struct ibv_send_wr wr = { .wr_id = 0x30,
+					  .sg_list = &sge,
+					  .num_sge = 1,
+					  .opcode = IBV_WR_RDMA_WRITE,
+					  .send_flags = IBV_SEND_SIGNALED },
+				   *bad;
+
+		wr.wr.rdma.remote_addr = ci.addr;
+		wr.wr.rdma.rkey = ci.rkey;
+		CHECK_EQ(ibv_post_send(a[0], &wr, &bad), 0);
+		POLL1(d.cq, &wc);
+		CHECK_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+	}
+	EXPECT_HERE("RECV_NOT_POSTED responder qp %#x (pid %d) RC_SEND_ONLY from "
+		    "qp %#x: an RNR NAK: the QP had no receive posted (0 in its "
+		    "receive queue)", ci.qpn[1], (int)pid, a[1]->qp_num);
+	EXPECT("RECV_NOT_POSTED qp %#x wr_id 0x31 completed "
+	       "IBV_WC_RNR_RETRY_EXC_ERR: the responder qp %#x (pid %d) had no "
+	       "receive posted (0 now)", a[1]->qp_num, ci.qpn[1], (int)pid);
+	CHECK_EQ(send1(a[1], IBV_WR_SEND, 0x31, (uintptr_t)(page_buf + 4096), 8,
+		       src->lkey, 1),
+		 0);
+	do
+		POLL1(d.cq, &wc);
+	while (wc.wr_id != 0x31);
+	CHECK_EQ(wc.status, IBV_WC_RNR_RETRY_EXC_ERR);
+	xfer(down, &c, 1, 1);
+	CHECK_EQ(sv_test_wait_child(pid), 0);
+	fflush(stdout);
+	_exit(0);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -488,7 +814,8 @@ static const struct {
 	BUG(sge_outside_mr),  BUG(lkey_unknown),   BUG(qp_state),
 	BUG(destroy_busy),    BUG(unsignaled_overflow), BUG(cq_overrun),
 	BUG(mismatched_peer), BUG(leak_at_exit),   BUG(buffer_unmapped),
-	BUG(remote_access),   BUG(recv_not_posted),
+	BUG(remote_access),   BUG(recv_not_posted), BUG(wr_ex),
+	BUG(peer_other_process), BUG(remote_other_process),
 #undef BUG
 };
 
@@ -589,10 +916,13 @@ static void check_bug(const char *name)
 		nl = strchr(l, '\n');
 		if (nl)
 			*nl = 0;
-		if (strncmp(l, "EXPECT ", 7))
+		int here = !strncmp(l, "EXPECT_HERE ", 12);
+
+		if (strncmp(l, "EXPECT ", 7) && !here)
 			continue;
 		expects++;
-		snprintf(want, sizeof(want), "softverbs-check: %s", l + 7);
+		snprintf(want, sizeof(want), "softverbs-check: %s",
+			 l + (here ? 12 : 7));
 		hit = strstr(r.err, want);
 		if (!hit || (hit != r.err && hit[-1] != '\n')) {
 			fprintf(stderr, "missing: %s\nstderr was:\n%s\n", want,
@@ -600,7 +930,7 @@ static void check_bug(const char *name)
 			CHECK(!"the checker line is there");
 		}
 		eol = strchr(hit, '\n');
-		if (caller[0]) {
+		if (caller[0] && !here) {
 			const char *c = strstr(hit, "; called from ");
 
 			if (!c || (eol && c > eol) ||
@@ -633,6 +963,9 @@ SV_TEST(leak_at_exit) { check_bug("leak_at_exit"); }
 SV_TEST(buffer_unmapped) { check_bug("buffer_unmapped"); }
 SV_TEST(remote_access) { check_bug("remote_access"); }
 SV_TEST(recv_not_posted) { check_bug("recv_not_posted"); }
+SV_TEST(wr_ex) { check_bug("wr_ex"); }
+SV_TEST(peer_other_process) { check_bug("peer_other_process"); }
+SV_TEST(remote_other_process) { check_bug("remote_other_process"); }
 
 int main(int argc, char **argv)
 {
