@@ -35,6 +35,8 @@
 #define SV_MAX_QP_RD_ATOM 128
 #define SV_MAX_RES_RD_ATOM 0x10000
 #define SV_MAX_SRQ 0x4000
+/* XRC domains (handles to them), device wide; each may pin a file. */
+#define SV_MAX_XRCD 1024
 #define SV_MAX_SRQ_WR 0x8000
 #define SV_MAX_SRQ_SGE 32
 #define SV_MAX_AH 0x10000
@@ -57,7 +59,7 @@
  * so the per-type limits above are the ones that bite. */
 #define SV_MAX_HANDLES                                                         \
 	(SV_MAX_PD + SV_MAX_MR + SV_MAX_DM + SV_MAX_MW + SV_MAX_CQ +           \
-	 SV_MAX_QP + SV_MAX_SRQ + SV_MAX_AH)
+	 SV_MAX_QP + SV_MAX_SRQ + SV_MAX_AH + SV_MAX_XRCD)
 
 /* The port (daemon/port.c).  Bytes a RoCE v2 packet carries besides its
  * payload, as rxe counts them (RXE_MAX_HDR_LENGTH, rxe_hdr.h): the port's

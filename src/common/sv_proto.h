@@ -102,6 +102,11 @@ enum sv_op {
 	SV_OP_DEALLOC_MW,     /* sv_handle_req -> empty */
 	SV_OP_ATTACH_MCAST,   /* sv_mcast_req -> empty */
 	SV_OP_DETACH_MCAST,   /* sv_mcast_req -> empty */
+	SV_OP_OPEN_XRCD,      /* sv_open_xrcd_req (+ fd {file}) -> sv_xrcd_rep */
+	SV_OP_CLOSE_XRCD,     /* sv_handle_req -> empty (-EBUSY while used) */
+	SV_OP_CREATE_XRC_SRQ, /* sv_create_xrc_srq_req + fd {SRQ region} ->
+				 sv_xrc_srq_rep */
+	SV_OP_OPEN_QP,	      /* sv_open_qp_req -> sv_qp_rep + fd {QP region} */
 
 	/* Engine side (issue 4): see "Engines, links and keys". */
 	SV_OP_ENGINE_ATTACH = 96, /* fd {doorbell} -> sv_engine_attach_rep +
@@ -271,6 +276,8 @@ enum sv_res_type {
 	SV_RES_CM_ID, /* rdma_cm ids: handle = id, owner_pid, pd_handle =
 			 port space, access = state, lkey = bound port,
 			 rkey = QPN given at connect/accept, flags = qp type */
+	SV_RES_XRCD,  /* lkey = device-wide XRCD id, length = opens,
+			 flags bit0 = named by a file's inode */
 };
 
 struct sv_res_req {
@@ -513,7 +520,8 @@ struct sv_create_cq_req {
  * | scq_handle   | send CQ                                             |
  * | rcq_handle   | receive CQ                                          |
  * | srq_handle   | SRQ, or UINT32_MAX for none                         |
- * | qp_type      | IBV_QPT_RC, UC or UD (others: -EOPNOTSUPP)           |
+ * | qp_type      | IBV_QPT_RC, UC, UD, XRC_SEND or XRC_RECV (others:    |
+ * |              |   -EOPNOTSUPP; XRC: see OPEN_QP)                    |
  * | max_send_wr  | granted capabilities (for res show; checked <= the   |
  * | max_recv_wr  |   device limits)                                    |
  */
@@ -585,6 +593,86 @@ struct sv_alloc_mw_req {
 struct sv_mw_rep {
 	uint32_t handle;
 	uint32_t rkey;
+};
+
+/*
+ * XRC (the daemon's xrcd.c; the kernel's ib_uverbs_open_xrcd,
+ * create_srq with IB_SRQT_XRC, create_qp with IB_QPT_XRC_TGT/INI and
+ * ib_uverbs_open_qp).  An XRC domain is a device object; each OPEN_XRCD
+ * gives the ufile a handle to it.  With a file descriptor attached, the
+ * file's inode (st_dev, st_ino) names the XRCD across processes: absent
+ * and no O_CREAT in oflags -EAGAIN, present and O_EXCL -EINVAL; without
+ * one the XRCD is private to the handle.  CLOSE_XRCD: -EBUSY while an SRQ
+ * or QP made (or opened) through this handle lives; the XRCD itself goes
+ * with its last handle.
+ *
+ * | field  | meaning                                                  |
+ * |--------|----------------------------------------------------------|
+ * | oflags | open(2) flags: O_CREAT, O_EXCL (others ignored)          |
+ * | has_fd | 1: one descriptor attached, naming the file; 0: private |
+ */
+struct sv_open_xrcd_req {
+	uint32_t oflags;
+	uint32_t has_fd;
+};
+
+/* | handle | the XRCD handle in hdr.ufile | xrcd_id | device-wide id | */
+struct sv_xrcd_rep {
+	uint32_t handle;
+	uint32_t xrcd_id;
+};
+
+/*
+ * CREATE_XRC_SRQ: an SRQ of type IBV_SRQT_XRC: on a PD, in an XRCD,
+ * completing into cq.  Each handle of another type or ufile -EINVAL;
+ * sizes as CREATE_SRQ.  The reply's srqn is the device-wide SRQ number
+ * (24 bits, never 0) an XRC sender names (ibv_get_srq_num).
+ *
+ * | field       | meaning                              |
+ * |-------------|--------------------------------------|
+ * | pd_handle   | PD in hdr.ufile                      |
+ * | xrcd_handle | XRCD in hdr.ufile                    |
+ * | cq_handle   | the CQ its receives complete into    |
+ * | max_wr      | 1..max_srq_wr                        |
+ * | max_sge     | 1..max_srq_sge                       |
+ */
+struct sv_create_xrc_srq_req {
+	uint32_t pd_handle;
+	uint32_t xrcd_handle;
+	uint32_t cq_handle;
+	uint32_t max_wr;
+	uint32_t max_sge;
+	uint32_t pad;
+};
+static_assert(sizeof(struct sv_create_xrc_srq_req) == 24, "xrc srq layout");
+
+/* | handle | the SRQ's handle | srqn | its device-wide SRQ number | */
+struct sv_xrc_srq_rep {
+	uint32_t handle;
+	uint32_t srqn;
+};
+
+/*
+ * OPEN_QP (ibv_open_qp): a handle in hdr.ufile to the XRC TGT QP `qpn` of
+ * the XRCD xrcd_handle names.  -EINVAL: no such TGT QP in that XRCD, or
+ * qp_type not IBV_QPT_XRC_RECV.  The TGT QP lives while any of its
+ * handles does (the creator's included).  A TGT QP is made with
+ * CREATE_QP, qp_type IBV_QPT_XRC_RECV and pd_handle naming the XRCD (the
+ * kernel's reuse of the field), no CQ and no SRQ (UINT32_MAX each); an
+ * XRC INI QP (IBV_QPT_XRC_SEND) has a PD and a send CQ, no receive CQ and
+ * no SRQ.
+ *
+ * | field       | meaning                               |
+ * |-------------|---------------------------------------|
+ * | xrcd_handle | XRCD in hdr.ufile                     |
+ * | qpn         | the TGT QP's number                   |
+ * | qp_type     | IBV_QPT_XRC_RECV                      |
+ */
+struct sv_open_qp_req {
+	uint32_t xrcd_handle;
+	uint32_t qpn;
+	uint32_t qp_type;
+	uint32_t pad;
 };
 
 /*

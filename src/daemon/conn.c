@@ -392,7 +392,8 @@ static int dispatch(struct svd_conn *c, struct sv_msg_hdr *hdr, size_t n,
 		status = -EINVAL;
 		goto bad;
 	}
-	if ((op->flags & ONE_FD) ? nfds != 1 : nfds != 0) {
+	if ((op->flags & ONE_FD) ? nfds != 1 :
+				   nfds > ((op->flags & OPT_FD) ? 1 : 0)) {
 		status = -EINVAL;
 		goto bad;
 	}

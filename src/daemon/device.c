@@ -57,6 +57,7 @@ static const struct {
 	{ "dm", SVD_OBJ_DM, SV_MAX_DM, 1 },   { "mw", SVD_OBJ_MW, SV_MAX_MW, 0 },
 	{ "cq", SVD_OBJ_CQ, SV_MAX_CQ, 1 },   { "qp", SVD_OBJ_QP, SV_MAX_QP, 1 },
 	{ "srq", SVD_OBJ_SRQ, SV_MAX_SRQ, 1 }, { "ah", SVD_OBJ_AH, SV_MAX_AH, 0 },
+	{ "xrcd", SVD_OBJ_XRCD, SV_MAX_XRCD, 1 },
 };
 #define NLIMITS (sizeof(limit_tab) / sizeof(limit_tab[0]))
 

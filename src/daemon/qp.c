@@ -112,6 +112,8 @@ static void qp_destroy(struct svd_obj *obj)
 {
 	struct svd_qp *qp = (struct svd_qp *)obj;
 
+	if (qp->qp_type == IBV_QPT_XRC_RECV && svd_xrc_tgt_gone(qp))
+		return; /* ibv_open_qp handles hold it (xrcd.c) */
 	svd_mcast_qp_gone(qp);
 	qpn_free(qp);
 	put(qp->pd ? &qp->pd->obj : NULL);
@@ -143,6 +145,7 @@ int svd_op_create_qp(struct svd_req *r)
 	struct sv_qp_rep *rep = r->rep;
 	struct svd_obj *scq, *rcq, *srq = NULL;
 	struct qpn_node *n;
+	struct svd_uxrcd *ux = NULL;
 	struct svd_qp *qp;
 	struct svd_pd *pd;
 	int err, fd;
@@ -150,18 +153,34 @@ int svd_op_create_qp(struct svd_req *r)
 	if (req->pad || !req->cookie)
 		return -EINVAL;
 	if (req->qp_type != IBV_QPT_RC && req->qp_type != IBV_QPT_UC &&
-	    req->qp_type != IBV_QPT_UD)
+	    req->qp_type != IBV_QPT_UD && req->qp_type != IBV_QPT_XRC_SEND &&
+	    req->qp_type != IBV_QPT_XRC_RECV)
 		return -EOPNOTSUPP;
-	pd = svd_pd_get(r->uf, req->pd_handle);
-	scq = svd_handle_get(r->uf, req->scq_handle, SVD_OBJ_CQ);
-	rcq = svd_handle_get(r->uf, req->rcq_handle, SVD_OBJ_CQ);
-	if (req->srq_handle != UINT32_MAX) {
-		srq = svd_handle_get(r->uf, req->srq_handle, SVD_OBJ_SRQ);
-		if (!srq)
+	if (req->qp_type == IBV_QPT_XRC_RECV) {
+		/* No PD, CQs or SRQ: the domain pd_handle names (xrcd.c). */
+		err = svd_xrc_tgt_args(r->uf, req, &ux);
+		if (err)
+			return err;
+		pd = NULL;
+		scq = rcq = NULL;
+	} else {
+		pd = svd_pd_get(r->uf, req->pd_handle);
+		scq = svd_handle_get(r->uf, req->scq_handle, SVD_OBJ_CQ);
+		/* An XRC INI QP sends only: no receive CQ, no SRQ. */
+		rcq = req->qp_type == IBV_QPT_XRC_SEND &&
+				      req->rcq_handle == UINT32_MAX ?
+			      scq :
+			      svd_handle_get(r->uf, req->rcq_handle, SVD_OBJ_CQ);
+		if (req->srq_handle != UINT32_MAX) {
+			srq = svd_handle_get(r->uf, req->srq_handle,
+					     SVD_OBJ_SRQ);
+			if (!srq || req->qp_type == IBV_QPT_XRC_SEND ||
+			    ((struct svd_srq *)srq)->srqn)
+				return -EINVAL;
+		}
+		if (!pd || !scq || !rcq)
 			return -EINVAL;
 	}
-	if (!pd || !scq || !rcq)
-		return -EINVAL;
 	if (req->max_send_wr > SV_MAX_QP_WR || req->max_recv_wr > SV_MAX_QP_WR)
 		return -EINVAL;
 	fd = svd_take_region_fd(r);
@@ -187,12 +206,17 @@ int svd_op_create_qp(struct svd_req *r)
 	err = svd_handle_alloc(r->uf, &qp->obj);
 	if (err)
 		goto err_qpn;
-	qp->pd = pd;
-	pd->obj.usecnt++;
-	qp->scq = (struct svd_cq *)scq;
-	scq->usecnt++;
-	qp->rcq = (struct svd_cq *)rcq;
-	rcq->usecnt++;
+	if (ux) {
+		qp->uxrcd = ux;
+		svd_xrc_tgt_made(qp);
+	} else {
+		qp->pd = pd;
+		pd->obj.usecnt++;
+		qp->scq = (struct svd_cq *)scq;
+		scq->usecnt++;
+		qp->rcq = (struct svd_cq *)rcq;
+		rcq->usecnt++;
+	}
 	if (srq) {
 		qp->srq = (struct svd_srq *)srq;
 		srq->usecnt++;
@@ -224,6 +248,8 @@ int svd_op_modify_qp(struct svd_req *r)
 	if (req->state > IBV_QPS_ERR || req->dest_qpn > QPN_MASK)
 		return -EINVAL;
 	qp = (struct svd_qp *)o;
+	if (qp->real)
+		qp = qp->real; /* a handle from ibv_open_qp */
 	qp->state = req->state;
 	qp->dest_qpn = req->dest_qpn;
 	qp->qkey = req->qkey;

@@ -30,6 +30,7 @@ static uint32_t res_type(enum svd_obj_type t)
 	case SVD_OBJ_QP: return SV_RES_QP;
 	case SVD_OBJ_SRQ: return SV_RES_SRQ;
 	case SVD_OBJ_AH: return SV_RES_AH;
+	case SVD_OBJ_XRCD: return SV_RES_XRCD;
 	case SVD_OBJ_NTYPES: break;
 	}
 	return 0;
@@ -72,7 +73,8 @@ int svd_op_res_list(struct svd_req *r)
 
 	if (req->type == SV_RES_CM_ID && !req->pad)
 		return svd_cm_res_list(r);
-	if (req->pad || req->type > SV_RES_AH || slot >= SV_MAX_UFILES ||
+	if (req->pad || (req->type > SV_RES_AH && req->type != SV_RES_XRCD) ||
+	    slot >= SV_MAX_UFILES ||
 	    row > SV_MAX_HANDLES || (req->cursor_ufile >> 16 && !slot))
 		return -EINVAL;
 	if (!slot)

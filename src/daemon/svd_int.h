@@ -63,6 +63,7 @@ enum svd_obj_type {
 	SVD_OBJ_QP,
 	SVD_OBJ_SRQ,
 	SVD_OBJ_AH,
+	SVD_OBJ_XRCD, /* a handle to an XRC domain (xrcd.c) */
 	SVD_OBJ_NTYPES
 };
 

@@ -29,6 +29,7 @@ struct svd_req {
 #define NEED_UFILE 1u /* hdr.ufile must name a ufile this channel views */
 #define VAR_SIZE 2u   /* payload of at least .size bytes (op checks more) */
 #define ONE_FD 4u     /* exactly one descriptor attached */
+#define OPT_FD 8u     /* at most one descriptor attached */
 
 struct svd_op {
 	/* Returns 0 or a negative errno (the reply's status). */
@@ -84,6 +85,10 @@ int svd_dm_fd(struct svd_obj *obj);
 	[SV_OP_DEALLOC_MW] = { svd_op_dealloc_mw, sizeof(struct sv_handle_req), NEED_UFILE }, \
 	[SV_OP_ATTACH_MCAST] = { svd_op_attach_mcast, sizeof(struct sv_mcast_req), NEED_UFILE }, \
 	[SV_OP_DETACH_MCAST] = { svd_op_detach_mcast, sizeof(struct sv_mcast_req), NEED_UFILE }, \
+	[SV_OP_OPEN_XRCD] = { svd_op_open_xrcd, sizeof(struct sv_open_xrcd_req), NEED_UFILE | OPT_FD }, \
+	[SV_OP_CLOSE_XRCD] = { svd_op_close_xrcd, sizeof(struct sv_handle_req), NEED_UFILE }, \
+	[SV_OP_CREATE_XRC_SRQ] = { svd_op_create_xrc_srq, sizeof(struct sv_create_xrc_srq_req), NEED_UFILE | ONE_FD }, \
+	[SV_OP_OPEN_QP] = { svd_op_open_qp, sizeof(struct sv_open_qp_req), NEED_UFILE }, \
 	SVD_ENGINE_OPS
 
 /* cm.c, cm_addr.c, cm_ib.c: the connection manager (svd_cm.h). */

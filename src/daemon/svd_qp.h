@@ -18,11 +18,19 @@ struct svd_cq {
 	int shm_fd;	    /* the CQ's region (engines produce into it) */
 };
 
+struct svd_uxrcd;
+struct svd_xrcd;
+
 struct svd_srq {
 	struct svd_obj obj; /* type SVD_OBJ_SRQ; usecnt = QPs using it */
 	struct svd_pd *pd;  /* holds one use count */
 	uint32_t max_wr, max_sge;
 	int shm_fd;	    /* the SRQ's region */
+	/* XRC SRQs (xrcd.c): the XRCD handle it was made through and its
+	 * CQ hold one use count each; srqn is device wide (0: not XRC). */
+	struct svd_uxrcd *uxrcd;
+	struct svd_cq *cq;
+	uint32_t srqn;
 };
 
 /*
@@ -43,6 +51,16 @@ struct svd_qp {
 	int shm_fd;	     /* the QP's region (responder block, RQ) */
 	uint64_t cookie;     /* its cookie (SV_OP_QP_PEER) */
 	uint32_t mcast;	     /* multicast groups it is attached to */
+	/* XRC TGT QPs (xrcd.c).  The QP itself (in the QPN table, real
+	 * NULL) lives while any handle to it does: shares counts them, its
+	 * creator's included; a handle from OPEN_QP is a struct svd_qp of
+	 * its own whose real names the QP.  uxrcd: the XRCD handle this
+	 * handle was made or opened through (one use count on it). */
+	struct svd_uxrcd *uxrcd;
+	struct svd_xrcd *xrcd; /* the QP's domain (one use count on it) */
+	struct svd_qp *real;
+	uint32_t shares;
+	int orphan; /* its creator's handle is gone, others remain */
 };
 
 struct svd_ah {
@@ -76,6 +94,17 @@ int svd_take_region_fd(struct svd_req *r);
 int svd_mw_key_alloc(struct svd_mw *mw);
 void svd_mw_key_free(struct svd_mw *mw);
 
+/* xrcd.c: XRC domains, XRC SRQs, TGT QPs' handles.
+ *  - svd_xrc_tgt_args: CREATE_QP of an XRC TGT QP: the XRCD handle its
+ *    pd_handle names, and no CQ or SRQ; 0 or -EINVAL.
+ *  - svd_xrc_tgt_made: the TGT QP qp exists (its uxrcd set): counts it.
+ *  - svd_xrc_tgt_gone: qp's handle goes; 1 when the QP must stay (other
+ *    handles hold it), 0 when it is to be freed now. */
+int svd_xrc_tgt_args(struct svd_ufile *uf, const struct sv_create_qp_req *req,
+		     struct svd_uxrcd **ux);
+void svd_xrc_tgt_made(struct svd_qp *qp);
+int svd_xrc_tgt_gone(struct svd_qp *qp);
+
 /* Op handlers (svd_ops.h SVD_OBJECT_OPS). */
 struct svd_req;
 int svd_op_create_cq(struct svd_req *r);
@@ -92,5 +121,9 @@ int svd_op_destroy_ah(struct svd_req *r);
 int svd_op_alloc_mw(struct svd_req *r);
 int svd_op_dealloc_mw(struct svd_req *r);
 int svd_op_qp_peer(struct svd_req *r);
+int svd_op_open_xrcd(struct svd_req *r);
+int svd_op_close_xrcd(struct svd_req *r);
+int svd_op_create_xrc_srq(struct svd_req *r);
+int svd_op_open_qp(struct svd_req *r);
 
 #endif

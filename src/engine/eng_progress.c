@@ -636,6 +636,7 @@ void *sv_progress_main(void *arg)
 	}
 	if (pol.spinning)
 		spin_all(eng, 0);
+	sv_fault_drain(eng); /* firings not yet in the daemon's log */
 	sv_eng_async_drain(eng);
 	return NULL;
 }

@@ -226,6 +226,11 @@ struct sv_srq {
 	struct ibv_pd *parent; /* the parent domain it was made on, or NULL
 				  (srq.pd may be an unimported view by then) */
 	size_t slot_bytes;     /* the region's room for WQEs (resize) */
+	/* An XRC SRQ (src/verbs/xrc.c): its device-wide number (0: a basic
+	 * SRQ), the CQ its receives complete into, its XRCD. */
+	uint32_t srqn;
+	struct ibv_cq *xrc_cq;
+	struct ibv_xrcd *xrcd;
 };
 
 static inline struct sv_srq *to_svsrq(struct ibv_srq *srq)
@@ -304,6 +309,11 @@ int sv_qp_shm_create(struct sv_qp *qp, uint32_t max_recv_wr,
 		     uint32_t max_recv_sge, int has_srq, int *fdp);
 /* Unmaps a region made by sv_*_shm_create, marking it dead for peers. */
 void sv_shm_release(void *region);
+/* sv_queue.c: an XRC TGT QP's region that fd names (ibv_open_qp), or
+ * NULL when it is not a QP region; sv_qp_shm_close unmaps it without
+ * marking it dead (the daemon does that when the QP goes). */
+struct sv_qp_shm *sv_qp_shm_open(int fd);
+void sv_qp_shm_close(struct sv_qp_shm *q);
 
 /* -------------------------------------------------------- engine API -- */
 

@@ -110,6 +110,16 @@ void *sv_shm_map(int fd, uint32_t magic, uint64_t cookie)
 	return h;
 }
 
+struct sv_qp_shm *sv_qp_shm_open(int fd)
+{
+	return sv_shm_map(fd, SV_SHM_QP, 0);
+}
+
+void sv_qp_shm_close(struct sv_qp_shm *q)
+{
+	sv_shm_unmap(q);
+}
+
 /* --------------------------------------------------------------- CQ -- */
 
 /* Entries a CQ region holds: room to grow by resize (4x, at least 64 Ki),

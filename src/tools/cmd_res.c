@@ -15,7 +15,7 @@ static const char *const type_names[] = {
 	[SV_RES_UFILE] = "ufile", [SV_RES_PD] = "pd",	[SV_RES_MR] = "mr",
 	[SV_RES_DM] = "dm",	  [SV_RES_MW] = "mw",	[SV_RES_CQ] = "cq",
 	[SV_RES_QP] = "qp",	  [SV_RES_SRQ] = "srq", [SV_RES_AH] = "ah",
-	[SV_RES_CM_ID] = "cm_id",
+	[SV_RES_CM_ID] = "cm_id", [SV_RES_XRCD] = "xrcd",
 };
 #define NTYPES (sizeof(type_names) / sizeof(type_names[0]))
 
@@ -39,7 +39,7 @@ static const struct {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: softverbs res show [ufile|pd|mr|dm|mw|cq|qp|srq|ah|cm_id] [--json]\n"
+		"usage: softverbs res show [ufile|pd|mr|dm|mw|cq|qp|srq|ah|xrcd|cm_id] [--json]\n"
 		"\n"
 		"One line per live object of every process on this device, like\n"
 		"'rdma resource show': its ufile (one per ibv_open_device), handle,\n"
@@ -139,6 +139,10 @@ static void print_row(const char *dev, const struct sv_res_entry *e)
 		printf(" dmabuf");
 	if (e->type == SV_RES_MR && e->flags & 4)
 		printf(" null");
+	if (e->type == SV_RES_XRCD)
+		printf(" xrcd %u%s", e->lkey, e->flags & 1 ? " inode" : "");
+	if (e->type == SV_RES_SRQ && e->flags & 1)
+		printf(" xrc srqn %#x xrcd %u", e->lkey, e->rkey);
 	printf(" %s %u pid %u comm %s\n",
 	       e->type == SV_RES_UFILE ? "objects" : "users", e->usecnt,
 	       e->owner_pid, comm);

@@ -48,6 +48,19 @@ void sv_post_set_ops(struct verbs_context *vctx);
 void sv_srq_set_ops(struct verbs_context *vctx);
 void sv_mw_set_ops(struct verbs_context *vctx);
 
+/* xrc.c: XRC domains and TGT QPs (a TGT QP is a struct of xrc.c's, told
+ * by qp_type IBV_QPT_XRC_RECV; the others are struct sv_qp).  The int
+ * verbs return 0 or a positive errno. */
+void sv_xrc_set_ops(struct verbs_context *vctx);
+uint32_t sv_xrcd_handle(struct ibv_xrcd *xrcd);
+struct ibv_qp *sv_xrc_create_tgt(struct ibv_context *ctx,
+				 struct ibv_qp_init_attr_ex *a);
+int sv_xrc_modify_tgt(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+		      int attr_mask);
+int sv_xrc_query_tgt(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+		     struct ibv_qp_init_attr *init_attr);
+int sv_xrc_destroy_tgt(struct ibv_qp *qp);
+
 /* post.c: ibv_post_send's body for one work request, shared with
  * ibv_bind_mw.  Must hold qp->sq_lock.  Returns 0 or a positive errno. */
 int sv_post_one_send(struct sv_qp *qp, const struct ibv_send_wr *wr);

@@ -159,6 +159,8 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	struct sv_qp *qp = to_svqp(ibqp);
 	int err = sv_fault_verb(SV_FV_POST_SEND); /* docs/faults.md */
 
+	if (!err && ibqp->qp_type == IBV_QPT_XRC_RECV)
+		err = EINVAL; /* an XRC TGT QP has no send queue (xrc.c) */
 	if (err) {
 		*bad_wr = wr;
 		return err;
@@ -186,8 +188,9 @@ static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		*bad_wr = wr;
 		return err;
 	}
-	if (qp->srq) {
-		/* Its receives come from the SRQ. */
+	if (ibqp->qp_type == IBV_QPT_XRC_SEND ||
+	    ibqp->qp_type == IBV_QPT_XRC_RECV || qp->srq) {
+		/* Its receives come from an SRQ, or it has none. */
 		*bad_wr = wr;
 		return EINVAL;
 	}

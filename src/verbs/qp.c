@@ -22,9 +22,9 @@
  */
 struct trans {
 	uint8_t valid;
-	uint32_t req[3], opt[3]; /* [T_RC], [T_UC], [T_UD] */
+	uint32_t req[5], opt[5]; /* [T_RC], [T_UC], [T_UD], XRC INI, TGT */
 };
-enum { T_RC, T_UC, T_UD };
+enum { T_RC, T_UC, T_UD, T_XI, T_XT };
 
 #define M(x) IBV_QP_##x
 #define PATH_OPTS (M(ALT_PATH) | M(ACCESS_FLAGS) | M(PATH_MIG_STATE))
@@ -35,12 +35,16 @@ enum { T_RC, T_UC, T_UD };
 #define INIT_ATTRS                                                             \
 	{ [T_RC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),                  \
 	  [T_UC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),                  \
-	  [T_UD] = M(PKEY_INDEX) | M(PORT) | M(QKEY) }
+	  [T_UD] = M(PKEY_INDEX) | M(PORT) | M(QKEY),                          \
+	  [T_XI] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),                  \
+	  [T_XT] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS) }
 /* Allowed by RTR -> RTS, RTS -> RTS and SQD -> RTS. */
 #define RTS_OPTS                                                               \
 	{ [T_RC] = M(CUR_STATE) | PATH_OPTS | M(MIN_RNR_TIMER),                \
 	  [T_UC] = M(CUR_STATE) | PATH_OPTS,                                   \
-	  [T_UD] = M(CUR_STATE) | M(QKEY) }
+	  [T_UD] = M(CUR_STATE) | M(QKEY),                                     \
+	  [T_XI] = M(CUR_STATE) | PATH_OPTS,                                   \
+	  [T_XT] = M(CUR_STATE) | PATH_OPTS | M(MIN_RNR_TIMER) }
 
 static const struct trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 	[IBV_QPS_RESET] = {
@@ -54,11 +58,16 @@ static const struct trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 			.req = {
 			[T_RC] = M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN) |
 				 M(MAX_DEST_RD_ATOMIC) | M(MIN_RNR_TIMER),
-			[T_UC] = M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN) },
+			[T_UC] = M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN),
+			[T_XI] = M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN),
+			[T_XT] = M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN) |
+				 M(MAX_DEST_RD_ATOMIC) | M(MIN_RNR_TIMER) },
 			.opt = {
 			[T_RC] = M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX),
 			[T_UC] = M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX),
-			[T_UD] = M(PKEY_INDEX) | M(QKEY) } },
+			[T_UD] = M(PKEY_INDEX) | M(QKEY),
+			[T_XI] = M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX),
+			[T_XT] = M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX) } },
 	},
 	[IBV_QPS_RTR] = {
 		TO_RESET_OR_ERR,
@@ -67,7 +76,10 @@ static const struct trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 			[T_RC] = M(TIMEOUT) | M(RETRY_CNT) | M(RNR_RETRY) |
 				 M(SQ_PSN) | M(MAX_QP_RD_ATOMIC),
 			[T_UC] = M(SQ_PSN),
-			[T_UD] = M(SQ_PSN) },
+			[T_UD] = M(SQ_PSN),
+			[T_XI] = M(TIMEOUT) | M(RETRY_CNT) | M(RNR_RETRY) |
+				 M(SQ_PSN) | M(MAX_QP_RD_ATOMIC),
+			[T_XT] = M(TIMEOUT) | M(SQ_PSN) },
 			.opt = RTS_OPTS },
 	},
 	[IBV_QPS_RTS] = {
@@ -76,7 +88,9 @@ static const struct trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 		[IBV_QPS_SQD] = { .valid = 1, .opt = {
 			[T_RC] = M(EN_SQD_ASYNC_NOTIFY),
 			[T_UC] = M(EN_SQD_ASYNC_NOTIFY),
-			[T_UD] = M(EN_SQD_ASYNC_NOTIFY) } },
+			[T_UD] = M(EN_SQD_ASYNC_NOTIFY),
+			[T_XI] = M(EN_SQD_ASYNC_NOTIFY),
+			[T_XT] = M(EN_SQD_ASYNC_NOTIFY) } },
 	},
 	[IBV_QPS_SQD] = {
 		TO_RESET_OR_ERR,
@@ -87,7 +101,13 @@ static const struct trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 				 M(MAX_DEST_RD_ATOMIC) | PATH_OPTS |
 				 M(PKEY_INDEX) | M(MIN_RNR_TIMER),
 			[T_UC] = M(AV) | PATH_OPTS | M(PKEY_INDEX),
-			[T_UD] = M(PKEY_INDEX) | M(QKEY) } },
+			[T_UD] = M(PKEY_INDEX) | M(QKEY),
+			[T_XI] = M(PORT) | M(AV) | M(TIMEOUT) | M(RETRY_CNT) |
+				 M(RNR_RETRY) | M(MAX_QP_RD_ATOMIC) |
+				 PATH_OPTS | M(PKEY_INDEX),
+			[T_XT] = M(PORT) | M(AV) | M(TIMEOUT) |
+				 M(MAX_DEST_RD_ATOMIC) | PATH_OPTS |
+				 M(PKEY_INDEX) | M(MIN_RNR_TIMER) } },
 	},
 	[IBV_QPS_SQE] = {
 		TO_RESET_OR_ERR,
@@ -103,7 +123,13 @@ static const struct trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 
 static int type_index(enum ibv_qp_type t)
 {
-	return t == IBV_QPT_RC ? T_RC : t == IBV_QPT_UC ? T_UC : T_UD;
+	switch (t) {
+	case IBV_QPT_RC: return T_RC;
+	case IBV_QPT_UC: return T_UC;
+	case IBV_QPT_XRC_SEND: return T_XI;
+	case IBV_QPT_XRC_RECV: return T_XT;
+	default: return T_UD;
+	}
 }
 
 /* ib_modify_qp_is_ok in our words: 1 when the transition cur -> next with
@@ -366,7 +392,10 @@ out:
 SV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 			    int attr_mask)
 {
-	int err = sv_fault_verb(SV_FV_MODIFY_QP) ?: modify_qp(qp, attr, attr_mask);
+	int err = sv_fault_verb(SV_FV_MODIFY_QP) ?:
+		  qp->qp_type == IBV_QPT_XRC_RECV ?
+			  sv_xrc_modify_tgt(qp, attr, attr_mask) :
+			  modify_qp(qp, attr, attr_mask);
 
 	if (err)
 		errno = err;
@@ -381,6 +410,13 @@ SV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	struct sv_qp *qp = to_svqp(ibqp);
 
 	(void)attr_mask; /* everything is cheap: fill it all, as rxe */
+	if (ibqp->qp_type == IBV_QPT_XRC_RECV) {
+		int err = sv_xrc_query_tgt(ibqp, attr, init_attr);
+
+		if (err)
+			errno = err;
+		return err;
+	}
 	if (!attr || !init_attr) {
 		errno = EINVAL;
 		return EINVAL;
@@ -438,8 +474,8 @@ static int check_init(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
 	if (a->comp_mask & ~(uint32_t)SV_QP_COMP_MASK)
 		return EINVAL;
 	if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC &&
-	    a->qp_type != IBV_QPT_UD)
-		return EOPNOTSUPP; /* XRC, raw packet, driver QPs */
+	    a->qp_type != IBV_QPT_UD && a->qp_type != IBV_QPT_XRC_SEND)
+		return EOPNOTSUPP; /* raw packet, driver QPs */
 	if (a->comp_mask & (IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_IND_TABLE |
 			    IBV_QP_INIT_ATTR_RX_HASH |
 			    IBV_QP_INIT_ATTR_MAX_TSO_HEADER))
@@ -452,6 +488,16 @@ static int check_init(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
 	if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd ||
 	    a->pd->context != ctx)
 		return EINVAL;
+	if (a->qp_type == IBV_QPT_XRC_SEND) {
+		/* Send side only: the receive CQ is ignored, as the kernel
+		 * ignores it; an SRQ makes no sense. */
+		if (!a->send_cq || a->send_cq->context != ctx || a->srq)
+			return EINVAL;
+		return c->max_send_wr > SV_MAX_QP_WR ||
+			       c->max_send_sge > SV_MAX_SGE ||
+			       c->max_inline_data > SV_MAX_INLINE ?
+		       EINVAL : 0;
+	}
 	if (!a->send_cq || !a->recv_cq || a->send_cq->context != ctx ||
 	    a->recv_cq->context != ctx)
 		return EINVAL;
@@ -490,6 +536,7 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 			     .rep_cap = sizeof(rep),
 			     .nfds = 1 };
 	int err = check_init(ctx, a), fd = -1;
+	int xini = a->qp_type == IBV_QPT_XRC_SEND;
 
 	if (err)
 		return sv_null_errno(-err);
@@ -499,7 +546,7 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 	/* Granted: what was asked (at least one WR and SGE on each queue, so
 	 * the rings are never empty arrays); inline space as asked. */
 	cap = a->cap;
-	if (a->srq) {
+	if (a->srq || a->qp_type == IBV_QPT_XRC_SEND) {
 		cap.max_recv_wr = 0;
 		cap.max_recv_sge = 0;
 	}
@@ -514,14 +561,14 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 		goto err_free;
 	qp->sq.max_wr = cap.max_send_wr;
 	qp->srq = a->srq ? to_svsrq(a->srq) : NULL;
-	err = sv_qp_shm_create(qp, cap.max_recv_wr, cap.max_recv_sge, !!a->srq,
-			       &fd);
+	err = sv_qp_shm_create(qp, cap.max_recv_wr, cap.max_recv_sge,
+			       a->srq || xini, &fd);
 	if (err)
 		goto err_sq;
 	req = (struct sv_create_qp_req){
 		.pd_handle = a->pd->handle,
 		.scq_handle = a->send_cq->handle,
-		.rcq_handle = a->recv_cq->handle,
+		.rcq_handle = xini ? UINT32_MAX : a->recv_cq->handle,
 		.srq_handle = a->srq ? a->srq->handle : UINT32_MAX,
 		.qp_type = a->qp_type,
 		.max_send_wr = cap.max_send_wr,
@@ -540,7 +587,7 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 	ib->qp_context = a->qp_context;
 	ib->pd = a->pd;
 	ib->send_cq = a->send_cq;
-	ib->recv_cq = a->recv_cq;
+	ib->recv_cq = xini ? NULL : a->recv_cq;
 	ib->srq = a->srq;
 	ib->handle = rep.handle;
 	ib->qp_num = rep.qpn;
@@ -562,7 +609,8 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 	qp->sq_sig_all = !!a->sq_sig_all;
 	qp->pd_id = to_svpd(a->pd)->pd_id;
 	qp->scq = to_svcq(a->send_cq);
-	qp->rcq = to_svcq(a->recv_cq);
+	/* An XRC INI QP receives nothing; its send CQ stands in. */
+	qp->rcq = to_svcq(xini ? a->send_cq : a->recv_cq);
 	/* What a responder run by any process needs to know. */
 	qp->shm->qpn = rep.qpn;
 	qp->shm->type = a->qp_type;
@@ -638,6 +686,8 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 static struct ibv_qp *create_qp_ex(struct ibv_context *ctx,
 				   struct ibv_qp_init_attr_ex *a)
 {
+	if (a->qp_type == IBV_QPT_XRC_RECV)
+		return sv_xrc_create_tgt(ctx, a); /* xrc.c */
 	return qp_new(ctx, a);
 }
 
@@ -647,6 +697,8 @@ SV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 {
 	struct sv_qp *q = to_svqp(qp);
 
+	if (qp->qp_type == IBV_QPT_XRC_RECV)
+		return NULL; /* xrc.c's: no send queue */
 	return q->send_ops_flags ? &q->qpx : NULL;
 }
 
@@ -661,6 +713,12 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	struct sv_handle_req req = { .handle = ibqp->handle };
 	int err;
 
+	if (ibqp->qp_type == IBV_QPT_XRC_RECV) {
+		err = sv_xrc_destroy_tgt(ibqp); /* xrc.c */
+		if (err)
+			errno = err;
+		return err;
+	}
 	SV_CHECK(sv_check_destroy(SV_CK_QP, qp));
 	sv_engine_take_arrived(qp->eng);
 	err = sv_ctx_call_simple(ibqp->context, SV_OP_DESTROY_QP, &req,
@@ -726,4 +784,5 @@ SV_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
 void sv_qp_set_ops(struct verbs_context *vctx)
 {
 	vctx->create_qp_ex = create_qp_ex;
+	sv_xrc_set_ops(vctx);
 }

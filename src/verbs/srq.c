@@ -13,13 +13,17 @@
 #include <string.h>
 #include <unistd.h>
 
+/* A basic SRQ, or an XRC one when xa names an XRCD and a CQ (the daemon's
+ * CREATE_XRC_SRQ; xrc.c has the rest of XRC). */
 static struct ibv_srq *srq_new(struct ibv_pd *pd, void *srq_context,
-			       struct ibv_srq_attr *attr)
+			       struct ibv_srq_attr *attr,
+			       const struct ibv_srq_init_attr_ex *xa)
 {
 	struct ibv_context *ctx = pd->context;
 	struct sv_ctx_ref cref = sv_cref(ctx);
 	struct sv_create_srq_req req;
-	struct sv_obj_rep rep;
+	struct sv_create_xrc_srq_req xreq;
+	struct sv_xrc_srq_rep rep;
 	struct sv_engine *eng;
 	struct sv_srq *srq;
 	struct sv_call c = { .op = SV_OP_CREATE_SRQ,
@@ -52,6 +56,17 @@ static struct ibv_srq *srq_new(struct ibv_pd *pd, void *srq_context,
 	req = (struct sv_create_srq_req){ .pd_handle = pd->handle,
 					  .max_wr = attr->max_wr,
 					  .max_sge = attr->max_sge };
+	if (xa) {
+		xreq = (struct sv_create_xrc_srq_req){
+			.pd_handle = pd->handle,
+			.xrcd_handle = sv_xrcd_handle(xa->xrcd),
+			.cq_handle = xa->cq->handle,
+			.max_wr = attr->max_wr,
+			.max_sge = attr->max_sge };
+		c.op = SV_OP_CREATE_XRC_SRQ;
+		c.req = &xreq;
+		c.req_len = sizeof(xreq);
+	}
 	c.fds = &fd;
 	err = sv_ctx_call(ctx, &c);
 	close(fd);
@@ -63,6 +78,12 @@ static struct ibv_srq *srq_new(struct ibv_pd *pd, void *srq_context,
 	srq->srq.pd = pd;
 	srq->srq.handle = rep.handle;
 	srq->srq.events_completed = 0;
+	if (xa) {
+		srq->srqn = rep.srqn;
+		srq->xrc_cq = xa->cq;
+		srq->xrcd = xa->xrcd;
+		atomic_fetch_add(&to_svcq(xa->cq)->usecnt, 1);
+	}
 	pthread_mutex_init(&srq->srq.mutex, NULL);
 	pthread_cond_init(&srq->srq.cond, NULL);
 	pthread_spin_init(&srq->post_lock, PTHREAD_PROCESS_PRIVATE);
@@ -91,26 +112,36 @@ SV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
 		return sv_null_errno(-EINVAL);
 	if (sv_fault_verb(SV_FV_CREATE_SRQ)) /* a fault plan: docs/faults.md */
 		return NULL;
-	return srq_new(pd, srq_init_attr->srq_context, &srq_init_attr->attr);
+	return srq_new(pd, srq_init_attr->srq_context, &srq_init_attr->attr,
+		       NULL);
 }
 
 /* Reached by ibv_create_srq_ex only for what ibv_create_srq can't do:
- * XRC and tag-matching SRQs, which this device lacks. */
+ * XRC SRQs (a PD, an XRCD and a CQ, as the kernel's create_srq with
+ * IB_SRQT_XRC) and tag-matching SRQs, which this device lacks. */
 static struct ibv_srq *create_srq_ex(struct ibv_context *ctx,
 				     struct ibv_srq_init_attr_ex *a)
 {
+	int xrc;
+
 	if (a->comp_mask & ~(uint32_t)(IBV_SRQ_INIT_ATTR_RESERVED - 1))
 		return sv_null_errno(-EINVAL);
+	xrc = (a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
+	      a->srq_type == IBV_SRQT_XRC;
 	if ((a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
-	    a->srq_type != IBV_SRQT_BASIC)
+	    a->srq_type != IBV_SRQT_BASIC && !xrc)
 		return sv_null_errno(-EOPNOTSUPP);
-	if (a->comp_mask & (IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ |
-			    IBV_SRQ_INIT_ATTR_TM))
+	if (a->comp_mask & IBV_SRQ_INIT_ATTR_TM)
 		return sv_null_errno(-EOPNOTSUPP);
 	if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd ||
 	    a->pd->context != ctx)
 		return sv_null_errno(-EINVAL);
-	return srq_new(a->pd, a->srq_context, &a->attr);
+	if (xrc && (!(a->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !a->xrcd ||
+		    a->xrcd->context != ctx ||
+		    !(a->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !a->cq ||
+		    a->cq->context != ctx))
+		return sv_null_errno(-EINVAL);
+	return srq_new(a->pd, a->srq_context, &a->attr, xrc ? a : NULL);
 }
 
 /*
@@ -202,6 +233,8 @@ SV_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 	sv_dp_wait_acks(&ibsrq->mutex, &ibsrq->cond, &ibsrq->events_completed,
 			&srq->events_delivered);
 	sv_pd_use(srq->parent, -1);
+	if (srq->xrc_cq)
+		atomic_fetch_sub(&to_svcq(srq->xrc_cq)->usecnt, 1);
 	pthread_spin_destroy(&srq->post_lock);
 	pthread_mutex_destroy(&ibsrq->mutex);
 	pthread_cond_destroy(&ibsrq->cond);
@@ -229,8 +262,21 @@ static int post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	return err;
 }
 
+/* ibv_get_srq_num: an XRC SRQ's number; EINVAL for a basic SRQ, as
+ * rdma-core's verbs_get_srq_num answers for an SRQ without one. */
+static int get_srq_num(struct ibv_srq *ibsrq, uint32_t *srq_num)
+{
+	struct sv_srq *srq = to_svsrq(ibsrq);
+
+	if (!srq->srqn || !srq_num)
+		return EINVAL;
+	*srq_num = srq->srqn;
+	return 0;
+}
+
 void sv_srq_set_ops(struct verbs_context *vctx)
 {
 	vctx->context.ops.post_srq_recv = post_srq_recv;
 	vctx->create_srq_ex = create_srq_ex;
+	vctx->get_srq_num = get_srq_num;
 }

@@ -10,7 +10,7 @@ Passes when no test fails or errs and every skipped test is skipped for a
 reason docs/verbs.md ("Verbs and their status") gives: another vendor's device
 (mlx5, EFA, VFIO), hardware this machine lacks (a GPU's dma-buf, CUDA,
 huge pages), or a feature softverbs leaves out (XRC, raw packet QPs and
-flow steering, multicast, tag matching).  A test that a
+flow steering, tag matching).  A test that a
 regression turns into a skip ("... is not supported") fails the run.
 """
 import importlib.util
@@ -28,10 +28,9 @@ EXPECTED_SKIPS = [
     # This machine: no GPU memory, CUDA or huge pages to test with.
     (r"", r"dmabuf|dma-buf|DmaBuf|[Cc][Uu][Dd][Aa]|huge pages"),
     # Left out (docs/verbs.md): XRC, raw packet QPs (QP type 8) with their
-    # flow steering and RSS, multicast, tag matching.
+    # flow steering and RSS, tag matching.
     (r"", r"Create XRCD is not supported"),
     (r"", r"Create QP type 8 is not supported|Raw Packet QP"),
-    (r"\.test_rdmacm\..*multicast", r"Multicast is not supported"),
     (r"\.test_tag_matching\.", r"Extended CQ is not supported"),
 ]
 

@@ -1,0 +1,402 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * XRC, the verbs side: ibv_open_xrcd / ibv_close_xrcd, XRC TGT QPs
+ * (ibv_create_qp_ex with IBV_QPT_XRC_RECV, ibv_open_qp, and their modify,
+ * query and destroy).  XRC SRQs are srq.c's (a basic SRQ with a number, an
+ * XRCD and a CQ); XRC INI QPs are qp.c's (an RC-like send queue).  The
+ * daemon's xrcd.c keeps the domains, their sharing by inode and the
+ * TGT QPs' handles.
+ *
+ * A TGT QP has no queue of its own in this process: its state lives in
+ * its QP region (the responder block, struct sv_qp_shm), which every
+ * handle maps -- the creator's region, and the same memfd for each
+ * ibv_open_qp --, so a transition made through one handle is the state
+ * every other handle sees, as the kernel's shared QP gives.  Handles
+ * only unmap the region; the daemon marks it dead when the QP goes.
+ */
+#include "dp_int.h"
+#include "check.h"
+#include "sv_lock.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* rdma-core's struct verbs_xrcd prefix (comp_mask, handle), then ours. */
+struct sv_xrcd {
+	struct ibv_xrcd xrcd; /* must be first */
+	uint32_t comp_mask;
+	uint32_t handle;
+	uint32_t id; /* device wide */
+};
+
+struct sv_tgt_qp {
+	struct ibv_qp qp; /* must be first (qp_type XRC_RECV tells it) */
+	struct sv_qp_shm *shm;
+	struct ibv_qp_attr attr; /* this handle's view, but the state */
+};
+
+uint32_t sv_xrcd_handle(struct ibv_xrcd *xrcd)
+{
+	return ((struct sv_xrcd *)xrcd)->handle;
+}
+
+/*
+ * rdma-core's ibv_cmd_open_xrcd checks, then the daemon's (xrcd.c):
+ * EOPNOTSUPP for comp_mask bits it does not know, EINVAL unless both FD
+ * and OFLAGS are given; EBADF for a descriptor that is not open, EAGAIN
+ * for a file no XRCD is open on without O_CREAT, EINVAL for one with
+ * O_EXCL.
+ */
+static struct ibv_xrcd *open_xrcd(struct ibv_context *ctx,
+				  struct ibv_xrcd_init_attr *a)
+{
+	struct sv_open_xrcd_req req = { 0 };
+	struct sv_xrcd_rep rep;
+	struct sv_call c = { .op = SV_OP_OPEN_XRCD,
+			     .req = &req,
+			     .req_len = sizeof(req),
+			     .rep = &rep,
+			     .rep_cap = sizeof(rep) };
+	struct sv_xrcd *x;
+	int err;
+
+	if (!a)
+		return sv_null_errno(-EINVAL);
+	if (a->comp_mask >= IBV_XRCD_INIT_ATTR_RESERVED)
+		return sv_null_errno(-EOPNOTSUPP);
+	if (!(a->comp_mask & IBV_XRCD_INIT_ATTR_FD) ||
+	    !(a->comp_mask & IBV_XRCD_INIT_ATTR_OFLAGS))
+		return sv_null_errno(-EINVAL);
+	req.oflags = (uint32_t)a->oflags;
+	if (a->fd != -1) {
+		/* The kernel's fdget: a descriptor that is not open. */
+		if (a->fd < 0 || fcntl(a->fd, F_GETFD) < 0)
+			return sv_null_errno(-EBADF);
+		req.has_fd = 1;
+		c.fds = &a->fd;
+		c.nfds = 1;
+	}
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return sv_null_errno(-ENOMEM);
+	err = sv_ctx_call(ctx, &c);
+	if (err) {
+		free(x);
+		return sv_null_errno(err);
+	}
+	x->xrcd.context = ctx;
+	x->comp_mask = 1; /* rdma-core's VERBS_XRCD_HANDLE */
+	x->handle = rep.handle;
+	x->id = rep.xrcd_id;
+	return &x->xrcd;
+}
+
+/* EBUSY while an SRQ or TGT QP made or opened through it lives, or while
+ * the domain is used and this is its last handle (the daemon decides). */
+static int close_xrcd(struct ibv_xrcd *ibx)
+{
+	struct sv_xrcd *x = (struct sv_xrcd *)ibx;
+	struct sv_handle_req req = { .handle = x->handle };
+	int err = sv_ctx_call_simple(ibx->context, SV_OP_CLOSE_XRCD, &req,
+				     sizeof(req), NULL, 0);
+
+	if (err)
+		return -err;
+	free(x);
+	return 0;
+}
+
+/* ------------------------------------------------------------ TGT QPs -- */
+
+static struct ibv_qp *tgt_new(struct ibv_context *ctx, struct ibv_xrcd *xrcd,
+			      void *qp_context, uint32_t handle, uint32_t qpn,
+			      struct sv_qp_shm *shm)
+{
+	struct sv_tgt_qp *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->shm = shm;
+	t->qp.context = ctx;
+	t->qp.qp_context = qp_context;
+	t->qp.handle = handle;
+	t->qp.qp_num = qpn;
+	t->qp.qp_type = IBV_QPT_XRC_RECV;
+	t->qp.state = IBV_QPS_RESET;
+	pthread_mutex_init(&t->qp.mutex, NULL);
+	pthread_cond_init(&t->qp.cond, NULL);
+	t->attr.qp_state = IBV_QPS_RESET;
+	t->attr.path_mtu = IBV_MTU_1024;
+	t->attr.port_num = 1;
+	(void)xrcd;
+	return &t->qp;
+}
+
+/*
+ * ibv_create_qp_ex of an XRC TGT QP: the XRCD names its domain; no PD,
+ * CQs, SRQ or queues (the kernel ignores the capabilities and gives
+ * none back).  The region carries its state for every handle.
+ */
+struct ibv_qp *sv_xrc_create_tgt(struct ibv_context *ctx,
+				 struct ibv_qp_init_attr_ex *a)
+{
+	struct sv_create_qp_req req;
+	struct sv_qp_rep rep;
+	struct sv_call c = { .op = SV_OP_CREATE_QP,
+			     .req = &req,
+			     .req_len = sizeof(req),
+			     .rep = &rep,
+			     .rep_cap = sizeof(rep),
+			     .nfds = 1 };
+	struct sv_qp tmp;
+	struct ibv_qp *qp;
+	int err, fd = -1;
+
+	if (!(a->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !a->xrcd ||
+	    a->xrcd->context != ctx)
+		return sv_null_errno(-EINVAL);
+	if (a->comp_mask & (IBV_QP_INIT_ATTR_IND_TABLE |
+			    IBV_QP_INIT_ATTR_RX_HASH |
+			    IBV_QP_INIT_ATTR_MAX_TSO_HEADER |
+			    IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
+		return sv_null_errno(-EINVAL);
+	if ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags)
+		return sv_null_errno(-EOPNOTSUPP);
+	memset(&tmp, 0, sizeof(tmp));
+	err = sv_qp_shm_create(&tmp, 0, 0, 1, &fd);
+	if (err)
+		return sv_null_errno(err);
+	req = (struct sv_create_qp_req){
+		.pd_handle = sv_xrcd_handle(a->xrcd),
+		.scq_handle = UINT32_MAX,
+		.rcq_handle = UINT32_MAX,
+		.srq_handle = UINT32_MAX,
+		.qp_type = IBV_QPT_XRC_RECV,
+		.cookie = tmp.shm->h.cookie,
+	};
+	c.fds = &fd;
+	err = sv_ctx_call(ctx, &c);
+	close(fd);
+	if (err) {
+		sv_shm_release(tmp.shm);
+		return sv_null_errno(err);
+	}
+	tmp.shm->qpn = rep.qpn;
+	tmp.shm->type = IBV_QPT_XRC_RECV;
+	qp = tgt_new(ctx, a->xrcd, a->qp_context, rep.handle, rep.qpn, tmp.shm);
+	if (!qp) {
+		struct sv_handle_req d = { .handle = rep.handle };
+
+		sv_ctx_call_simple(ctx, SV_OP_DESTROY_QP, &d, sizeof(d), NULL,
+				   0);
+		sv_qp_shm_close(tmp.shm);
+		return sv_null_errno(-ENOMEM);
+	}
+	memset(&a->cap, 0, sizeof(a->cap));
+	return qp;
+}
+
+/* ibv_open_qp: another handle to an XRC TGT QP of the XRCD (the kernel's
+ * ib_uverbs_open_qp).  EINVAL: not an XRC TGT open, or no such QP in
+ * that domain. */
+static struct ibv_qp *open_qp(struct ibv_context *ctx,
+			      struct ibv_qp_open_attr *a)
+{
+	struct sv_open_qp_req req;
+	struct sv_qp_rep rep;
+	int rfd = -1;
+	struct sv_call c = { .op = SV_OP_OPEN_QP,
+			     .req = &req,
+			     .req_len = sizeof(req),
+			     .rep = &rep,
+			     .rep_cap = sizeof(rep),
+			     .rfds = &rfd,
+			     .max_rfds = 1 };
+	struct sv_qp_shm *shm;
+	struct ibv_qp *qp;
+	int err;
+
+	if (!a || a->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED)
+		return sv_null_errno(-EINVAL);
+	if (!(a->comp_mask & IBV_QP_OPEN_ATTR_NUM) ||
+	    !(a->comp_mask & IBV_QP_OPEN_ATTR_XRCD) ||
+	    !(a->comp_mask & IBV_QP_OPEN_ATTR_TYPE) || !a->xrcd ||
+	    a->xrcd->context != ctx || a->qp_type != IBV_QPT_XRC_RECV)
+		return sv_null_errno(-EINVAL);
+	req = (struct sv_open_qp_req){ .xrcd_handle = sv_xrcd_handle(a->xrcd),
+				       .qpn = a->qp_num,
+				       .qp_type = a->qp_type };
+	err = sv_ctx_call(ctx, &c);
+	if (err)
+		return sv_null_errno(err);
+	shm = c.nrfds == 1 ? sv_qp_shm_open(rfd) : NULL;
+	if (rfd >= 0)
+		close(rfd);
+	qp = shm ? tgt_new(ctx, a->xrcd,
+			   (a->comp_mask & IBV_QP_OPEN_ATTR_CONTEXT) ?
+				   a->qp_context :
+				   NULL,
+			   rep.handle, rep.qpn, shm) :
+		   NULL;
+	if (!qp) {
+		struct sv_handle_req d = { .handle = rep.handle };
+
+		sv_ctx_call_simple(ctx, SV_OP_DESTROY_QP, &d, sizeof(d), NULL,
+				   0);
+		if (shm)
+			sv_qp_shm_close(shm);
+		return sv_null_errno(-ENOMEM);
+	}
+	return qp;
+}
+
+static enum ibv_qp_state tgt_state(struct sv_tgt_qp *t)
+{
+	return (enum ibv_qp_state)__atomic_load_n(&t->shm->state,
+						  __ATOMIC_ACQUIRE);
+}
+
+/* The attribute values the device checks for a TGT QP (a subset of qp.c's
+ * check_values: it has no send side of its own). */
+static int tgt_check_values(const struct ibv_qp_attr *a, uint32_t mask)
+{
+	if ((mask & IBV_QP_PORT) && a->port_num != 1)
+		return EINVAL;
+	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index >= SV_MAX_PKEYS)
+		return EINVAL;
+	if ((mask & IBV_QP_AV) && (!a->ah_attr.is_global ||
+				   (a->ah_attr.port_num &&
+				    a->ah_attr.port_num != 1)))
+		return EINVAL;
+	if ((mask & IBV_QP_PATH_MTU) &&
+	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))
+		return EINVAL;
+	if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num > 0xffffff)
+		return EINVAL;
+	if ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31)
+		return EINVAL;
+	if ((mask & IBV_QP_TIMEOUT) && a->timeout > 31)
+		return EINVAL;
+	if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) &&
+	    a->max_dest_rd_atomic > SV_MAX_QP_RD_ATOM)
+		return EINVAL;
+	if ((mask & IBV_QP_PATH_MIG_STATE) && a->path_mig_state > IBV_MIG_ARMED)
+		return EINVAL;
+	return 0;
+}
+
+int sv_xrc_modify_tgt(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+		      int attr_mask)
+{
+	struct sv_tgt_qp *t = (struct sv_tgt_qp *)ibqp;
+	uint32_t mask = (uint32_t)attr_mask, req, opt;
+	enum ibv_qp_state cur, next, old;
+	struct sv_modify_qp_req mreq;
+	int err = EINVAL;
+
+	if (!attr || (mask & IBV_QP_CAP))
+		return EINVAL;
+	sv_lock_mutex(&ibqp->mutex, SV_LOCK_OBJ);
+	sv_lock_shm(&t->shm->lock, SV_LOCK_RESP);
+	old = tgt_state(t);
+	cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state : old;
+	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
+	if ((mask & IBV_QP_CUR_STATE) && cur != old)
+		goto out;
+	if (!sv_qp_trans_masks(cur, next, IBV_QPT_XRC_RECV, &req, &opt) ||
+	    (mask & req) != req || (mask & ~(req | opt | IBV_QP_STATE)))
+		goto out;
+	err = tgt_check_values(attr, mask);
+	if (err)
+		goto out;
+	if (mask & IBV_QP_ACCESS_FLAGS)
+		t->shm->access = attr->qp_access_flags;
+	if (mask & IBV_QP_RQ_PSN)
+		t->shm->epsn = attr->rq_psn & 0xffffff;
+	if (mask & IBV_QP_DEST_QPN)
+		t->shm->dest_qpn = attr->dest_qp_num;
+	if (mask & IBV_QP_MIN_RNR_TIMER)
+		t->shm->min_rnr = attr->min_rnr_timer;
+	if (mask & IBV_QP_PATH_MTU)
+		t->shm->mtu = 128u << attr->path_mtu;
+	__atomic_store_n(&t->shm->state, (uint32_t)next, __ATOMIC_RELEASE);
+	/* This handle's view of the rest (ibv_query_qp). */
+	if (mask & IBV_QP_ACCESS_FLAGS)
+		t->attr.qp_access_flags = attr->qp_access_flags;
+	if (mask & IBV_QP_PKEY_INDEX)
+		t->attr.pkey_index = attr->pkey_index;
+	if (mask & IBV_QP_AV)
+		t->attr.ah_attr = attr->ah_attr;
+	if (mask & IBV_QP_PATH_MTU)
+		t->attr.path_mtu = attr->path_mtu;
+	if (mask & IBV_QP_DEST_QPN)
+		t->attr.dest_qp_num = attr->dest_qp_num;
+	if (mask & IBV_QP_RQ_PSN)
+		t->attr.rq_psn = attr->rq_psn & 0xffffff;
+	if (mask & IBV_QP_SQ_PSN)
+		t->attr.sq_psn = attr->sq_psn & 0xffffff;
+	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+		t->attr.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	if (mask & IBV_QP_MIN_RNR_TIMER)
+		t->attr.min_rnr_timer = attr->min_rnr_timer;
+	if (mask & IBV_QP_TIMEOUT)
+		t->attr.timeout = attr->timeout;
+	ibqp->state = next;
+	err = 0;
+out:
+	sv_unlock_shm(&t->shm->lock);
+	if (!err) {
+		mreq = (struct sv_modify_qp_req){ .handle = ibqp->handle,
+						  .state = next,
+						  .dest_qpn = t->attr.dest_qp_num };
+		/* The daemon records it (res show). */
+		sv_ctx_call_simple(ibqp->context, SV_OP_MODIFY_QP, &mreq,
+				   sizeof(mreq), NULL, 0);
+	}
+	sv_unlock_mutex(&ibqp->mutex);
+	return err;
+}
+
+int sv_xrc_query_tgt(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+		     struct ibv_qp_init_attr *init_attr)
+{
+	struct sv_tgt_qp *t = (struct sv_tgt_qp *)ibqp;
+
+	if (!attr || !init_attr)
+		return EINVAL;
+	sv_lock_mutex(&ibqp->mutex, SV_LOCK_OBJ);
+	*attr = t->attr;
+	attr->qp_state = tgt_state(t);
+	attr->cur_qp_state = attr->qp_state;
+	sv_unlock_mutex(&ibqp->mutex);
+	memset(init_attr, 0, sizeof(*init_attr));
+	init_attr->qp_context = ibqp->qp_context;
+	init_attr->qp_type = IBV_QPT_XRC_RECV;
+	return 0;
+}
+
+/* The handle goes; the QP itself with its last handle (daemon). */
+int sv_xrc_destroy_tgt(struct ibv_qp *ibqp)
+{
+	struct sv_tgt_qp *t = (struct sv_tgt_qp *)ibqp;
+	struct sv_handle_req req = { .handle = ibqp->handle };
+	int err = sv_ctx_call_simple(ibqp->context, SV_OP_DESTROY_QP, &req,
+				     sizeof(req), NULL, 0);
+
+	if (err)
+		return -err;
+	sv_qp_shm_close(t->shm);
+	pthread_mutex_destroy(&ibqp->mutex);
+	pthread_cond_destroy(&ibqp->cond);
+	free(t);
+	return 0;
+}
+
+void sv_xrc_set_ops(struct verbs_context *vctx)
+{
+	vctx->open_xrcd = open_xrcd;
+	vctx->close_xrcd = close_xrcd;
+	vctx->open_qp = open_qp;
+}
