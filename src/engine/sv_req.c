@@ -231,10 +231,11 @@ int sv_req_start(struct sv_qp *qp, struct sv_tr *tr, struct sv_send_wqe *w,
 	return 0;
 }
 
-/* One packet of w (a UD SEND of one MTU at most) to QP dqpn on link l.
- * 0, or the SV_KERR of its payload's keys.  Must hold sq_lock. */
+/* One packet of w (a UD SEND of one MTU at most) to QP dqpn on link l,
+ * counted in *copies when it went.  0, or the SV_KERR of its payload's
+ * keys.  Must hold sq_lock. */
 static int put_ud(struct sv_qp *qp, struct sv_send_wqe *w, struct sv_link *l,
-		  uint32_t dqpn, uint32_t psn, uint32_t len)
+		  uint32_t dqpn, uint32_t psn, uint32_t len, int *copies)
 {
 	uint8_t opc = sv_req_opcode(w->opcode, 1, 1) | OPC_UD;
 	unsigned hl = sv_op_hdr_len(sv_opcodes[opc].flags) + SV_GRH_BYTES;
@@ -266,6 +267,7 @@ static int put_ud(struct sv_qp *qp, struct sv_send_wqe *w, struct sv_link *l,
 		return err;
 	}
 	sv_cap_commit(l, qp);
+	(*copies)++;
 	return 0;
 }
 
@@ -282,7 +284,7 @@ static enum step send_mcast(struct sv_qp *qp, struct sv_tr *tr,
 {
 	uint32_t qpn[SV_MAX_MCAST_QP_ATTACH], me = qp->qpx.qp_base.qp_num;
 	struct sv_link *l[SV_MAX_MCAST_QP_ATTACH];
-	int n, err = 0;
+	int n, err = 0, copies = 0;
 
 	sv_unlock_spin(&qp->sq_lock);
 	n = sv_mcast_members(qp->eng, w->dgid.raw, qpn);
@@ -293,12 +295,16 @@ static enum step send_mcast(struct sv_qp *qp, struct sv_tr *tr,
 		return STEP_UNLOCKED;
 	for (int i = 0; i < n && !err; i++)
 		if (l[i])
-			err = put_ud(qp, w, l[i], qpn[i], tr->psn, (uint32_t)len);
+			err = put_ud(qp, w, l[i], qpn[i], tr->psn, (uint32_t)len,
+				     &copies);
 	if (!err && tr->wlink)
 		err = put_ud(qp, w, tr->wlink, SV_MCAST_QPN, tr->psn,
-			     (uint32_t)len);
-	if (!err && !(w->send_flags & IBV_SEND_INLINE) && check_sges(qp, w, 0))
-		err = SV_KERR_ACCESS; /* no copy went: the keys all the same */
+			     (uint32_t)len, &copies);
+	/* No copy went (lost, as on a fabric): the keys are checked all
+	 * the same. */
+	if (!err && !copies && !(w->send_flags & IBV_SEND_INLINE) &&
+	    check_sges(qp, w, 0))
+		err = SV_KERR_ACCESS;
 	tr->psn = (tr->psn + 1) & PSN_MASK;
 	w->bytes_sent = len;
 	w->last_psn = w->first_psn;

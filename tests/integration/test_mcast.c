@@ -387,4 +387,65 @@ SV_TEST(deliver_same_process)
 	ep_close(&s);
 }
 
+/* A send's keys are checked as for any UD send, whether a QP of this
+ * host is attached or none is: a bad lkey completes LOC_PROT_ERR and
+ * nothing arrives. */
+SV_TEST(bad_lkey_is_prot_err)
+{
+	union ibv_gid g = group4(5), none = group4(6);
+	struct ibv_ah_attr aa;
+	struct ibv_ah *ah[2];
+	struct ep s, a;
+
+	ep_open(&s, NULL, IBV_QPT_UD);
+	ep_connect(&s, 0);
+	rx_open(&a, NULL, QKEY, &g, 1);
+	memset(&aa, 0, sizeof(aa));
+	aa.is_global = 1;
+	aa.port_num = 1;
+	aa.grh.hop_limit = 1;
+	aa.grh.dgid = g;
+	ah[0] = ibv_create_ah(s.pd, &aa);
+	aa.grh.dgid = none;
+	ah[1] = ibv_create_ah(s.pd, &aa);
+	CHECK(ah[0] && ah[1]);
+	for (int k = 0; k < 2; k++) {
+		struct ibv_sge sg = { .addr = (uintptr_t)s.buf, .length = 100,
+				      .lkey = s.mr->lkey ^ 0x5a5a00 };
+		struct ibv_send_wr wr, *bad;
+		struct ibv_wc wc;
+
+		memset(&wr, 0, sizeof(wr));
+		wr.sg_list = &sg;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_SEND;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.ud.ah = ah[k];
+		wr.wr.ud.remote_qpn = 0xffffff;
+		wr.wr.ud.remote_qkey = QKEY;
+		CHECK_EQ(ibv_post_send(s.qp, &wr, &bad), 0);
+		EXPECT_WC(s.cq, &wc, IBV_WC_LOC_PROT_ERR);
+		/* The QP is in ERR now: a fresh one for the next. */
+		CHECK_EQ(ibv_destroy_qp(s.qp), 0);
+		{
+			struct ibv_qp_init_attr ia;
+
+			memset(&ia, 0, sizeof(ia));
+			ia.send_cq = ia.recv_cq = s.cq;
+			ia.qp_type = IBV_QPT_UD;
+			ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+			ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+			s.qp = ibv_create_qp(s.pd, &ia);
+			CHECK(s.qp);
+			ep_connect(&s, 0);
+		}
+	}
+	rx_none(&a);
+	CHECK_EQ(ibv_detach_mcast(a.qp, &g, 0), 0);
+	CHECK_EQ(ibv_destroy_ah(ah[0]), 0);
+	CHECK_EQ(ibv_destroy_ah(ah[1]), 0);
+	ep_close(&a);
+	ep_close(&s);
+}
+
 SV_TEST_MAIN()
