@@ -52,6 +52,8 @@ void sv_mw_set_ops(struct verbs_context *vctx);
  * by qp_type IBV_QPT_XRC_RECV; the others are struct sv_qp).  The int
  * verbs return 0 or a positive errno. */
 void sv_xrc_set_ops(struct verbs_context *vctx);
+/* 1 when SOFTVERBS_XRC=1 lets XRC objects be made (xrc.c says why). */
+int sv_xrc_enabled(void);
 uint32_t sv_xrcd_handle(struct ibv_xrcd *xrcd);
 struct ibv_qp *sv_xrc_create_tgt(struct ibv_context *ctx,
 				 struct ibv_qp_init_attr_ex *a);
