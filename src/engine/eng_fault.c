@@ -31,9 +31,9 @@
  *
  * Determinism.  Each plan counts what it sees (packets, calls, successful
  * completions) with an atomic counter; the k-th is decided by nth= and by
- * a draw that hashes (seed, plan, k) (sv_fault_draw), never by a shared
- * generator, so the same seed makes the same decisions for the same
- * sequence whatever the other plans and threads do.
+ * a draw that hashes (seed, the plan's text, k) (sv_fault_draw), never by
+ * a shared generator, so the same seed makes the same decisions for the
+ * same sequence whatever the other plans and threads do.
  *
  * Every firing writes one line to stderr ("softverbs-fault: ...") and
  * sends it to the daemon's log: at once for verbs (no lock held there),
@@ -196,7 +196,11 @@ static int reserve(const struct sv_fault_plan *p)
 	s->qpn = p->has_gid ? NONE : p->qp_ord ? ord_qpn(p->qp_ord) : p->qpn;
 	s->dst = SV_FAULT_ANY;
 	s->seed = p->has_seed ? p->seed : list_seed;
-	s->salt = p->id ? p->id : (uint64_t)i + 1;
+	/* The plan's text, not its slot or number: the same plan draws the
+	 * same from the environment or from `softverbs fault add`. */
+	s->salt = 0xcbf29ce484222325ull;
+	for (const char *c = p->text; *c; c++)
+		s->salt = (s->salt ^ (uint8_t)*c) * 0x100000001b3ull;
 	return i;
 }
 
