@@ -7,8 +7,8 @@
  * the daemon's gateway and capture, the port service and the verbs
  * library all read and write headers here.
  *
- *   - IBTA transport headers (IBTA vol. 1, 9.2-9.3): BTH, DETH, RETH,
- *     AtomicETH, AETH, AtomicAckETH, ImmDt, IETH;
+ *   - IBTA transport headers (IBTA vol. 1, 9.2-9.3): BTH, XRCETH, DETH,
+ *     RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH;
  *   - the GRH (9.2 / RoCE v2 Annex A17.4: the IPv6 header's layout), the
  *     IPv4 header (RFC 791) with its checksum (RFC 1071), the UDP header
  *     (RFC 768);
@@ -86,6 +86,7 @@ static inline void st_le32(uint8_t *p, uint32_t v)
 #define SV_IMMDT_BYTES 4
 #define SV_IETH_BYTES 4
 #define SV_DETH_BYTES 8
+#define SV_XRCETH_BYTES 4
 
 /*
  * BTH (9.2):
@@ -135,11 +136,12 @@ static inline void bth_set_mig(uint8_t *b, int mig)
 	b[1] = (uint8_t)((b[1] & ~0x40u) | (mig ? 0x40 : 0));
 }
 /* The opcode's transport (9.2.1, the top 3 bits): RC 0x00, UC 0x20,
- * UD 0x60. */
+ * UD 0x60, XRC 0xA0 (its opcodes are RC's, transport bits 101). */
 #define SV_OPC_TRANSPORT_MASK 0xe0
 #define SV_OPC_RC 0x00
 #define SV_OPC_UC 0x20
 #define SV_OPC_UD 0x60
+#define SV_OPC_XRC 0xa0
 static inline uint8_t __bth_transport(const uint8_t *b)
 {
 	return b[0] & SV_OPC_TRANSPORT_MASK;
@@ -225,6 +227,22 @@ static inline void deth_set(uint8_t *h, uint32_t qkey, uint32_t sqp)
 	st_be32(h, qkey);
 	h[4] = 0;
 	st_be24(h + 5, sqp);
+}
+
+/*
+ * XRCETH (9.3.1.2): right after the BTH of every XRC request, before a
+ * RETH, AtomicETH or ImmDt; names the XRC SRQ a SEND lands in, which must
+ * be in the XRC domain of the TGT QP the BTH names.
+ * | byte | bits | field                                              |
+ * |------|------|----------------------------------------------------|
+ * | 0    | 8    | reserved (sent 0, ignored)                         |
+ * | 1-3  | 24   | XRCSRQ: the XRC SRQ number                         |
+ */
+static inline uint32_t __xrceth_srqn(const uint8_t *h) { return ld_be24(h + 1); }
+static inline void xrceth_set(uint8_t *h, uint32_t srqn)
+{
+	h[0] = 0;
+	st_be24(h + 1, srqn);
 }
 
 /*

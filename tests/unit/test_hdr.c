@@ -109,6 +109,15 @@ static void test_ext(void)
 	/* ImmDt is kept in network order; IETH is an R_Key. */
 	static const uint8_t imm[4] = { 0xde, 0xad, 0xbe, 0xef };
 	static const uint8_t ieth[4] = { 0x00, 0x12, 0x34, 0x01 };
+	/* XRCETH: reserved 8 bits, XRC SRQ number 0xabcdef. */
+	static const uint8_t xrceth[4] = { 0x00, 0xab, 0xcd, 0xef };
+	/* An XRC SEND ONLY (opcode 0xA4; SE 0, MigReq 1; DestQP 0x12c,
+	 * AckReq, PSN 7): BTH, then the XRCETH naming SRQ 5. */
+	static const uint8_t xrc_send[16] = {
+		0xa4, 0x40, 0xff, 0xff, 0x00, 0x00, 0x01, 0x2c, /* BTH */
+		0x80, 0x00, 0x00, 0x07,
+		0x00, 0x00, 0x00, 0x05, /* XRCETH: SRQ 5 */
+	};
 	uint8_t b[28];
 	uint32_t raw;
 
@@ -154,6 +163,24 @@ static void test_ext(void)
 	EXPECT(__ieth_rkey(ieth) == 0x00123401);
 	ieth_set(b, 0x00123401);
 	EXPECT(memcmp(b, ieth, 4) == 0);
+
+	EXPECT(__xrceth_srqn(xrceth) == 0xabcdef);
+	memset(b, 0x5a, sizeof(b));
+	xrceth_set(b, 0xabcdef);
+	EXPECT(memcmp(b, xrceth, 4) == 0 && b[4] == 0x5a);
+	/* The number is 24 bits; the reserved byte is sent 0, read past. */
+	xrceth_set(b, 0xff000005u);
+	EXPECT(memcmp(b, xrc_send + 12, 4) == 0);
+	b[0] = 0xff;
+	EXPECT(__xrceth_srqn(b) == 5);
+	EXPECT(__bth_transport(xrc_send) == SV_OPC_XRC);
+	EXPECT(__bth_opcode(xrc_send) == 0xa4 && __bth_qpn(xrc_send) == 0x12c);
+	EXPECT(__bth_ackreq(xrc_send) && __bth_psn(xrc_send) == 7);
+	EXPECT(!__bth_se(xrc_send) && __bth_mig(xrc_send) &&
+	       !__bth_pad(xrc_send));
+	bth_init(b, 0xa4, 0, 0xffff, 0x12c, 1, 7);
+	xrceth_set(b + SV_BTH_BYTES, 5);
+	EXPECT(memcmp(b, xrc_send, 16) == 0);
 
 	/* PSN arithmetic wraps at 24 bits. */
 	EXPECT(psn_diff(0, 0xffffff) == 1 && psn_diff(0xffffff, 0) == -1);
