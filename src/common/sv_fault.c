@@ -384,8 +384,12 @@ int sv_fault_parse(const char *s, size_t len, struct sv_fault_plan *p,
 	} else if (p->err) {
 		WHY("errno= belongs to verb= plans");
 	}
-	if (p->kind == SV_FK_PACKET && p->after)
-		WHY("after= belongs to status= and event= plans (packets: nth=)");
+	if ((p->kind == SV_FK_PACKET || p->kind == SV_FK_VERB) && p->after)
+		WHY("after= belongs to status= and event= plans (else: nth=)");
+	if ((p->kind == SV_FK_STATUS || p->kind == SV_FK_EVENT) && p->lo)
+		WHY("nth= belongs to packet and verb plans (status, event: after=)");
+	if (p->kind != SV_FK_STATUS && p->count != 1)
+		WHY("count= belongs to status= plans");
 	memcpy(p->text, s, len);
 	p->text[len] = 0;
 	return 0;

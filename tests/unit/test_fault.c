@@ -102,6 +102,10 @@ static void mistakes(void)
 	refused("qp=1,drop,nth=5-3", "nth=");
 	refused("qp=1,drop,nth=x", "nth=");
 	refused("qp=1,drop,after=2", "after=");
+	refused("verb=ibv_reg_mr,errno=EIO,after=2", "after=");
+	refused("qp=1,status=RETRY_EXC_ERR,nth=2", "nth=");
+	refused("event=PORT_ERR,nth=2", "nth=");
+	refused("qp=1,drop,count=2", "count=");
 	refused("qp=1,status=SUCCESS", "error status");
 	refused("qp=1,status=NOPE", "error status");
 	refused("event=QP_SAD", "IBV_EVENT_");
