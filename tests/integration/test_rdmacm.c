@@ -945,6 +945,7 @@ SV_TEST(multicast_join_leave)
 	struct sockaddr_in lo, g, g2;
 	struct rdma_cm_event *ev;
 	struct rdma_cm_id *id;
+	union ibv_gid mgid;
 	int ctx1, ctx2;
 
 	CHECK(ch);
@@ -990,8 +991,9 @@ SV_TEST(multicast_join_leave)
 	CHECK_EQ(rdma_join_multicast_ex(id, &x, &ctx2), 0);
 	ev = CM_EXPECT(ch, RDMA_CM_EVENT_MULTICAST_JOIN, 0);
 	CHECK(ev->param.ud.private_data == &ctx2);
+	mgid = ev->param.ud.ah_attr.grh.dgid;
 	CHECK_EQ(rdma_ack_cm_event(ev), 0);
-	CHECK_EQ(ibv_detach_mcast(id->qp, &ev->param.ud.ah_attr.grh.dgid, 0), EINVAL);
+	CHECK_EQ(ibv_detach_mcast(id->qp, &mgid, 0), EINVAL);
 	CHECK_EQ(rdma_leave_multicast(id, (struct sockaddr *)&g2), 0);
 	/* Full member again, and the id destroyed with its join: the QP
 	 * left first (rdma_destroy_qp cannot take an attached QP). */
