@@ -66,12 +66,16 @@ struct svd_mcg *svd_gw_mcast_find(const uint8_t gid[16])
 static void port_membership(const uint8_t *gid, int on)
 {
 	struct ifaddrs *ifa, *i;
-	int v4 = sv_gid_is_v4(gid);
+	int v4 = sv_gid_is_v4(gid), fd;
 	unsigned last = 0;
 
-	if (svd_gw.fd < 0 || getifaddrs(&ifa))
+	if (getifaddrs(&ifa))
 		return;
-	for (i = ifa; i; i = i->ifa_next) {
+	/* The port is published under the lock (gw_port.c): held while it
+	 * is used, a few system calls. */
+	pthread_mutex_lock(&svd_gw.lock);
+	fd = svd_gw.fd;
+	for (i = fd < 0 ? NULL : ifa; i; i = i->ifa_next) {
 		unsigned idx;
 		int rc;
 
@@ -87,14 +91,14 @@ static void port_membership(const uint8_t *gid, int on)
 			struct ip_mreqn m = { .imr_ifindex = (int)idx };
 
 			memcpy(&m.imr_multiaddr, gid + 12, 4);
-			rc = setsockopt(svd_gw.fd, IPPROTO_IP,
+			rc = setsockopt(fd, IPPROTO_IP,
 					on ? IP_ADD_MEMBERSHIP : IP_DROP_MEMBERSHIP,
 					&m, sizeof(m));
 		} else {
 			struct ipv6_mreq m = { .ipv6mr_interface = idx };
 
 			memcpy(&m.ipv6mr_multiaddr, gid, 16);
-			rc = setsockopt(svd_gw.fd, IPPROTO_IPV6,
+			rc = setsockopt(fd, IPPROTO_IPV6,
 					on ? IPV6_JOIN_GROUP : IPV6_LEAVE_GROUP,
 					&m, sizeof(m));
 		}
@@ -103,6 +107,7 @@ static void port_membership(const uint8_t *gid, int on)
 			       on ? "joining" : "leaving", i->ifa_name,
 			       strerror(errno));
 	}
+	pthread_mutex_unlock(&svd_gw.lock);
 	freeifaddrs(ifa);
 }
 
