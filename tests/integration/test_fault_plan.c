@@ -223,6 +223,28 @@ SV_TEST_T(event_qp_fatal_at_rts_moves_the_qp_to_err, 60)
 	CHECK_EQ(wc.wr_id, 9);
 }
 
+SV_TEST_T(event_path_mig_and_cq_err_change_no_state, 60)
+{
+	struct ep a, b;
+	struct ibv_async_event ev;
+	struct ibv_wc wc;
+
+	pair_plan(&a, &b, IBV_QPT_RC,
+		  "event=PATH_MIG,qp=#1;event=IBV_EVENT_CQ_ERR,qp=#1", 7);
+	next_event(a.ctx, &ev);
+	CHECK_EQ(ev.event_type, IBV_EVENT_PATH_MIG);
+	CHECK(ev.element.qp == a.qp);
+	ibv_ack_async_event(&ev);
+	next_event(a.ctx, &ev);
+	CHECK_EQ(ev.event_type, IBV_EVENT_CQ_ERR);
+	CHECK(ev.element.cq == a.cq);
+	ibv_ack_async_event(&ev);
+	CHECK_EQ(qp_state(a.qp), IBV_QPS_RTS);
+	post_recv(&b, 1, b.buf, 64);
+	post_send_op(&a, 1, IBV_WR_SEND, a.buf, 16, 0, 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+}
+
 SV_TEST_T(event_port_err_after_two_completions, 60)
 {
 	struct ep a, b;
