@@ -464,18 +464,15 @@ static void qp_to_err(struct sv_qp *qp)
 	sv_qp_owner_events(qp);
 }
 
-/* Raises plan s's event on QP qpn (SV_FAULT_ANY: the first QP of ours).
- * No lock held. */
+/* Raises plan s's event on QP qpn, the one that triggered it (nothing
+ * when it is gone since).  No lock held. */
 static void raise_event(struct sv_engine *eng, struct slot *s, uint32_t qpn)
 {
 	int ev = s->p.event, elem = sv_fault_event_elem(ev);
-	struct sv_qp *qp = NULL;
+	struct sv_qp *qp;
 
 	sv_lock_read(&eng->qp_lock, SV_LOCK_QPTAB);
-	if (qpn != SV_FAULT_ANY)
-		qp = sv_eng_qp(eng, qpn);
-	for (uint32_t i = 0; !qp && i < eng->qcap; i++)
-		qp = eng->qtab[i].qp;
+	qp = sv_eng_qp(eng, qpn);
 	if (!qp) {
 		sv_unlock_rw(&eng->qp_lock);
 		return;
