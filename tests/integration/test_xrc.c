@@ -148,6 +148,8 @@ SV_TEST(xrc_off_by_default)
 		errno = 0;
 		if (ibv_create_qp_ex(ctx, &ia) || errno != EOPNOTSUPP)
 			_exit(3);
+		if (xsrq_new(ctx, pd, NULL, cq) || errno != EOPNOTSUPP)
+			_exit(4);
 		_exit(0);
 	}
 	CHECK_EQ(waitpid(pid, &st, 0), pid);
