@@ -85,6 +85,8 @@ enum sv_op {
 	SV_OP_REG_DMABUF_MR, /* sv_reg_mr_req (addr = offset) + fd -> sv_mr_rep */
 	SV_OP_REG_DM_MR,     /* sv_reg_dm_mr_req -> sv_mr_rep */
 	SV_OP_ALLOC_NULL_MR, /* sv_handle_req (the PD) -> sv_mr_rep */
+	SV_OP_QP_ERR_SET,    /* sv_qp_err -> empty */
+	SV_OP_QP_ERR_GET,    /* sv_qp_err_get_req -> sv_qp_err */
 
 	/* Data-path objects (issue 4, verbs side): see "Data-path objects". */
 	SV_OP_CREATE_CQ = 64, /* sv_create_cq_req + fd {CQ region} -> sv_obj_rep */
@@ -300,7 +302,7 @@ struct sv_res_req {
  * | iova      | MR iova / DM: 0                                      |
  * | length    | MR or DM length                                      |
  * | usecnt    | objects depending on this one                        |
- * | flags     | type specific (MR: bit0 DM, bit1 dma-buf, bit2 null MR) |
+ * | flags     | type specific (MR: bit0 DM, bit1 dma-buf, bit2 null MR; QP: bit0 SRQ, bit1 an error completion recorded) |
  */
 struct sv_res_entry {
 	uint32_t type;
@@ -328,6 +330,39 @@ struct sv_res_rep {
 };
 static_assert(sizeof(struct sv_res_rep) + sizeof(struct sv_msg_hdr) <= SV_MSG_MAX,
 	      "res page fits one message");
+
+#define SV_QP_ERR_DIAG 488 /* sv_qp_err.diag */
+
+/*
+ * A QP's last error completion, for `softverbs res show`: the misuse
+ * checker of the QP's process sends it as it polls one (QP_ERR_SET,
+ * handle in the caller's ufile; flushes are not sent, they follow the
+ * error that matters); QP_ERR_GET asks it back for a res row (ufile,
+ * handle), -ENOENT when there is none.
+ *
+ * | field      | meaning                                              |
+ * |------------|------------------------------------------------------|
+ * | handle     | the QP                                               |
+ * | status     | enum ibv_wc_status as polled                         |
+ * | opcode     | enum ibv_wc_opcode as polled                         |
+ * | vendor_err | as polled                                            |
+ * | wr_id      | as polled                                            |
+ * | diag       | the checker's line about it, NUL-terminated, or ""   |
+ */
+struct sv_qp_err {
+	uint32_t handle;
+	uint32_t status;
+	uint32_t opcode;
+	uint32_t vendor_err;
+	uint64_t wr_id;
+	char diag[SV_QP_ERR_DIAG];
+};
+static_assert(sizeof(struct sv_qp_err) == 512, "qp err layout");
+
+struct sv_qp_err_get_req {
+	uint32_t ufile;
+	uint32_t handle;
+};
 
 /*
  * PDs and MRs (seed verbs).  Handles are per ufile; keys are device wide:

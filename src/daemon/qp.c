@@ -136,7 +136,7 @@ static void qp_describe(const struct svd_obj *obj, struct sv_res_entry *e)
 	e->rkey = qp->dest_qpn;
 	e->access = qp->qp_type;
 	e->iova = qp->state;
-	e->flags = qp->srq ? 1u : 0;
+	e->flags = (qp->srq ? 1u : 0) | (qp->last_err.status ? 2u : 0);
 }
 
 int svd_op_create_qp(struct svd_req *r)

@@ -12,6 +12,7 @@
  */
 #include "svd_int.h"
 #include "svd_ops.h"
+#include "svd_qp.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -112,5 +113,46 @@ int svd_op_res_list(struct svd_req *r)
 done:
 	r->rep_len = offsetof(struct sv_res_rep, e) +
 		     rep->count * sizeof(struct sv_res_entry);
+	return 0;
+}
+
+/* SV_OP_QP_ERR_SET: the caller's QP's last error completion (its
+ * checker's diagnosis in diag).  The lookup's error for a bad handle. */
+int svd_op_qp_err_set(struct svd_req *r)
+{
+	const struct sv_qp_err *req = r->body;
+	struct svd_obj *o;
+	struct svd_qp *qp;
+	int err = svd_handle_lookup(r->uf, req->handle, SVD_OBJ_QP, &o);
+
+	if (err)
+		return err;
+	if (!req->status)
+		return -EINVAL;
+	qp = (struct svd_qp *)o;
+	qp->last_err = *req;
+	qp->last_err.diag[SV_QP_ERR_DIAG - 1] = 0;
+	return 0;
+}
+
+/* SV_OP_QP_ERR_GET: the last error completion of the QP of a res row;
+ * -ENOENT when the row is no QP or it has none. */
+int svd_op_qp_err_get(struct svd_req *r)
+{
+	const struct sv_qp_err_get_req *req = r->body;
+	uint32_t slot = UFILE_SLOT(req->ufile);
+	const struct svd_ufile *uf;
+	const struct svd_qp *qp;
+
+	if (!slot || slot >= SV_MAX_UFILES)
+		return -EINVAL;
+	uf = svd.ufiles[slot];
+	if (!uf || uf->id != req->ufile || req->handle >= uf->handles_cap)
+		return -ENOENT;
+	qp = (const struct svd_qp *)uf->handles[req->handle];
+	if (!qp || qp->obj.type != SVD_OBJ_QP || !qp->last_err.status)
+		return -ENOENT;
+	memcpy(r->rep, &qp->last_err, sizeof(qp->last_err));
+	r->rep_len = sizeof(qp->last_err);
 	return 0;
 }

@@ -44,6 +44,8 @@ struct svd_op {
 
 /* res.c */
 int svd_op_res_list(struct svd_req *r);
+int svd_op_qp_err_set(struct svd_req *r);
+int svd_op_qp_err_get(struct svd_req *r);
 
 /* dm.c: device memory (memfd segments) and the MRs on them. */
 int svd_op_alloc_dm(struct svd_req *r);
@@ -70,6 +72,8 @@ int svd_dm_fd(struct svd_obj *obj);
 	[SV_OP_IMPORT_DM] = { svd_op_import_dm, sizeof(struct sv_handle_req), NEED_UFILE }, \
 	[SV_OP_REG_DM_MR] = { svd_op_reg_dm_mr, sizeof(struct sv_reg_dm_mr_req), NEED_UFILE }, \
 	[SV_OP_ALLOC_NULL_MR] = { svd_op_alloc_null_mr, sizeof(struct sv_handle_req), NEED_UFILE }, \
+	[SV_OP_QP_ERR_SET] = { svd_op_qp_err_set, sizeof(struct sv_qp_err), NEED_UFILE }, \
+	[SV_OP_QP_ERR_GET] = { svd_op_qp_err_get, sizeof(struct sv_qp_err_get_req), 0 }, \
 	[SV_OP_CREATE_CQ] = { svd_op_create_cq, sizeof(struct sv_create_cq_req), NEED_UFILE | ONE_FD }, \
 	[SV_OP_DESTROY_CQ] = { svd_op_destroy_cq, sizeof(struct sv_handle_req), NEED_UFILE }, \
 	[SV_OP_RESIZE_CQ] = { svd_op_resize_cq, sizeof(struct sv_create_cq_req), NEED_UFILE }, \

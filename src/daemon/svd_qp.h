@@ -51,6 +51,9 @@ struct svd_qp {
 	int shm_fd;	     /* the QP's region (responder block, RQ) */
 	uint64_t cookie;     /* its cookie (SV_OP_QP_PEER) */
 	uint32_t mcast;	     /* multicast groups it is attached to */
+	/* The last error completion its process's checker told (res.c,
+	 * SV_OP_QP_ERR_SET); status 0: none. */
+	struct sv_qp_err last_err;
 	/* XRC TGT QPs (xrcd.c).  The QP itself (in the QPN table, real
 	 * NULL) lives while any handle to it does: shares counts them, its
 	 * creator's included; a handle from OPEN_QP is a struct svd_qp of

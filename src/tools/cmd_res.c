@@ -6,6 +6,7 @@
  */
 #include "tool_int.h"
 #include "sv_client.h"
+#include "sv_fault.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -44,7 +45,9 @@ static void usage(FILE *f)
 		"One line per live object of every process on this device, like\n"
 		"'rdma resource show': its ufile (one per ibv_open_device), handle,\n"
 		"owner pid and command, and for MRs the keys, PD, access, iova and\n"
-		"length; cm_id rows are rdma_cm ids (port space, state, port).\n"
+		"length, for QPs the QPN and the last error completion its process's\n"
+		"misuse checker polled (SOFTVERBS_CHECK=1: status, wr_id, diagnosis);\n"
+		"cm_id rows are rdma_cm ids (port space, state, port).\n"
 		"--json prints a JSON array of the same rows.\n");
 }
 
@@ -111,9 +114,32 @@ static void print_cm_row(const char *dev, const struct sv_res_entry *e,
 	printf(" pid %u comm %s\n", e->owner_pid, comm);
 }
 
+/* The last error completion of a QP row that has one (res flags bit 1:
+ * its process's checker told the daemon, SV_OP_QP_ERR_GET): 0 and *out,
+ * or -1 when the row has none (or the QP went meanwhile). */
+static int last_err(const struct sv_res_entry *e, struct sv_qp_err *out)
+{
+	struct sv_qp_err_get_req req = { .ufile = e->ufile,
+					 .handle = e->handle };
+	struct sv_call c = { .op = SV_OP_QP_ERR_GET,
+			     .attach_fd = -1,
+			     .req = &req,
+			     .req_len = sizeof(req),
+			     .rep = out,
+			     .rep_cap = sizeof(*out) };
+
+	if (e->type != SV_RES_QP || !(e->flags & 2))
+		return -1;
+	if (sv_call(&c) || c.rep_len != sizeof(*out))
+		return -1;
+	out->diag[sizeof(out->diag) - 1] = 0;
+	return 0;
+}
+
 static void print_row(const char *dev, const struct sv_res_entry *e)
 {
 	char comm[64], acc[256];
+	struct sv_qp_err le;
 
 	sv_tool_comm(e->owner_pid, comm, sizeof(comm));
 	if (e->type == SV_RES_CM_ID) {
@@ -143,15 +169,26 @@ static void print_row(const char *dev, const struct sv_res_entry *e)
 		printf(" xrcd %u%s", e->lkey, e->flags & 1 ? " inode" : "");
 	if (e->type == SV_RES_SRQ && e->flags & 1)
 		printf(" xrc srqn %#x xrcd %u", e->lkey, e->rkey);
-	printf(" %s %u pid %u comm %s\n",
+	if (e->type == SV_RES_QP)
+		printf(" qpn %#x", e->lkey);
+	printf(" %s %u pid %u comm %s",
 	       e->type == SV_RES_UFILE ? "objects" : "users", e->usecnt,
 	       e->owner_pid, comm);
+	if (!last_err(e, &le)) {
+		printf(" last-err IBV_WC_%s wr_id %#llx vendor_err %#x",
+		       sv_fault_status_name((int)le.status),
+		       (unsigned long long)le.wr_id, le.vendor_err);
+		if (le.diag[0])
+			printf(" diag %s", le.diag);
+	}
+	printf("\n");
 }
 
 static void print_json_row(const char *dev, const struct sv_res_entry *e,
 			   int first)
 {
 	char comm[64], acc[256];
+	struct sv_qp_err le;
 
 	sv_tool_comm(e->owner_pid, comm, sizeof(comm));
 	access_str(e->access, acc, sizeof(acc));
@@ -167,9 +204,22 @@ static void print_json_row(const char *dev, const struct sv_res_entry *e,
 		printf("%u", e->pd_handle);
 	printf(", \"access\": %u, \"access_flags\": ", e->access);
 	sv_tool_json_str(stdout, e->access ? acc : "");
-	printf(", \"iova\": %llu, \"length\": %llu, \"users\": %u, \"flags\": %u}",
+	printf(", \"iova\": %llu, \"length\": %llu, \"users\": %u, \"flags\": %u",
 	       (unsigned long long)e->iova, (unsigned long long)e->length,
 	       e->usecnt, e->flags);
+	if (!last_err(e, &le)) {
+		char st[64];
+
+		snprintf(st, sizeof(st), "IBV_WC_%s",
+			 sv_fault_status_name((int)le.status));
+		printf(", \"last_err\": {\"status\": ");
+		sv_tool_json_str(stdout, st);
+		printf(", \"wr_id\": %llu, \"vendor_err\": %u, \"diag\": ",
+		       (unsigned long long)le.wr_id, le.vendor_err);
+		sv_tool_json_str(stdout, le.diag);
+		printf("}");
+	}
+	printf("}");
 }
 
 static int show(uint32_t type, int json)

@@ -144,6 +144,19 @@ static void find_caller(char *buf, size_t cap, uintptr_t *pc)
 			 (unsigned long)(*pc - (uintptr_t)named.dli_fbase));
 }
 
+/* The last line this thread made (sv_chk_last_line). */
+static __thread char last_line[SV_QP_ERR_DIAG];
+
+const char *sv_chk_last_line(void)
+{
+	return last_line;
+}
+
+void sv_chk_last_clear(void)
+{
+	last_line[0] = 0;
+}
+
 /* with_caller: 0 none; 1 the caller, and a site per calling address; 2
  * the caller, one site whoever calls (a pair of QPs is one site). */
 static void vreport(const char *code, uint64_t site, int with_caller,
@@ -161,15 +174,21 @@ static void vreport(const char *code, uint64_t site, int with_caller,
 	for (const char *c = code; *c; c++)
 		h = mix(h, (uint8_t)*c);
 	h = mix(mix(h, site), with_caller == 2 ? 0 : pc);
-	if (seen_before(h)) {
-		errno = saved;
-		return;
-	}
 	n = (size_t)snprintf(line, sizeof(line), "softverbs-check: %s ", code);
 	vsnprintf(line + n, sizeof(line) - n, fmt, ap);
 	n = strlen(line);
 	if (who[0] && n < sizeof(line))
 		snprintf(line + n, sizeof(line) - n, "; called from %s", who);
+	/* Kept, told or not, for the poll that diagnosed it (res show). */
+	n = strlen(line + 17);
+	if (n >= sizeof(last_line))
+		n = sizeof(last_line) - 1;
+	memcpy(last_line, line + 17, n);
+	last_line[n] = 0;
+	if (seen_before(h)) {
+		errno = saved;
+		return;
+	}
 	n = strlen(line);
 	if (n > sizeof(line) - 2)
 		n = sizeof(line) - 2;

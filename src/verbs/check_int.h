@@ -48,6 +48,10 @@ struct sv_chk_gone {
  * thread, which has no caller of the application's). */
 void sv_chk_report_here(const char *code, uint64_t site, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* The last line this thread reported, or would have had it not been
+ * told before ("CODE ...", without the prefix; "" after the clear). */
+const char *sv_chk_last_line(void);
+void sv_chk_last_clear(void);
 /* The responder's hook (sv_engine_resp_diag): a request it refused. */
 void sv_chk_resp_diag(struct sv_engine *eng, const struct sv_rdiag *d);
 /* The line, once for a site whoever calls. */

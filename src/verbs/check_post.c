@@ -866,18 +866,36 @@ void sv_check_polled(struct sv_cq *cq, const struct ibv_wc *wc, int n)
 				list);
 	}
 	for (int i = 0; i < n; i++) {
+		struct sv_qp_err e = { .status = wc[i].status,
+				       .opcode = wc[i].opcode,
+				       .vendor_err = wc[i].vendor_err,
+				       .wr_id = wc[i].wr_id };
+		struct ibv_context *ctx = NULL;
 		struct sv_qp *q;
 
-		if (wc[i].status != IBV_WC_REM_ACCESS_ERR &&
-		    wc[i].status != IBV_WC_RNR_RETRY_EXC_ERR)
+		/* A flush follows the error that matters: not recorded. */
+		if (wc[i].status == IBV_WC_SUCCESS ||
+		    wc[i].status == IBV_WC_WR_FLUSH_ERR)
 			continue;
+		sv_chk_last_clear();
 		pthread_mutex_lock(&sv_chk_reg_lock);
 		q = sv_chk_find_qpn(wc[i].qp_num);
 		if (q && wc[i].status == IBV_WC_REM_ACCESS_ERR)
 			remote_denied(q, &wc[i]);
-		else if (q)
+		else if (q && wc[i].status == IBV_WC_RNR_RETRY_EXC_ERR)
 			rnr(q, &wc[i]);
+		if (q) {
+			ctx = q->qpx.qp_base.context;
+			e.handle = q->qpx.qp_base.handle;
+		}
 		pthread_mutex_unlock(&sv_chk_reg_lock);
+		if (!ctx)
+			continue;
+		/* The daemon keeps it for `softverbs res show`. */
+		snprintf(e.diag, sizeof(e.diag), "%s", sv_chk_last_line());
+		if (sv_ctx_call_simple(ctx, SV_OP_QP_ERR_SET, &e, sizeof(e),
+				       NULL, 0))
+			sv_dbg("qp %#x: last error not recorded", wc[i].qp_num);
 	}
 }
 

@@ -967,8 +967,103 @@ SV_TEST(wr_ex) { check_bug("wr_ex"); }
 SV_TEST(peer_other_process) { check_bug("peer_other_process"); }
 SV_TEST(remote_other_process) { check_bug("remote_other_process"); }
 
+/* `softverbs res show qp` lists a QP's last error completion and the
+ * checker's diagnosis: a checked program (this binary, --hold) makes a
+ * WRITE fail with IBV_WC_REM_ACCESS_ERR, polls it, says READY and waits;
+ * the command, run then, prints it on the QP's row. */
+SV_TEST(res_show_last_err)
+{
+	char exe[4096], cmd[4200], line[4096], want[256];
+	int in[2], out[2], found = 0;
+	unsigned qpn = 0;
+	ssize_t n;
+	FILE *f;
+	pid_t pid;
+
+	CHECK(readlink("/proc/self/exe", exe, sizeof(exe) - 1) > 0);
+	exe[sizeof(exe) - 1] = 0;
+	CHECK_EQ(pipe(in), 0);
+	CHECK_EQ(pipe(out), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		close(in[1]);
+		close(out[0]);
+		setenv("SOFTVERBS_CHECK", "1", 1);
+		execl("/proc/self/exe", "test_check", "--hold", (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	n = read(out[0], line, sizeof(line) - 1);
+	CHECK(n > 0);
+	line[n] = 0;
+	CHECK(sscanf(line, "READY %x", &qpn) == 1);
+	*strrchr(exe, '/') = 0;
+	snprintf(cmd, sizeof(cmd), "%s/softverbs res show qp", exe);
+	f = popen(cmd, "r");
+	CHECK(f);
+	snprintf(want, sizeof(want), " qpn %#x ", qpn);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, want)) {
+			found = 1;
+			if (!strstr(line, " last-err IBV_WC_REM_ACCESS_ERR wr_id "
+					  "0xd vendor_err ") ||
+			    !strstr(line, " diag ACCESS_DENIED qp ") ||
+			    !strstr(line, "lacks IBV_ACCESS_REMOTE_WRITE")) {
+				fprintf(stderr, "row: %s", line);
+				CHECK(!"the row has the last error and its diagnosis");
+			}
+		}
+	CHECK_EQ(pclose(f), 0);
+	CHECK(found);
+	close(in[1]); /* the program ends */
+	close(out[0]);
+	CHECK_EQ(sv_test_wait_child(pid), 0);
+}
+
+/* --hold: a WRITE refused for its MR's access, polled, then "READY
+ * <qpn>" and wait for stdin to close (res_show_last_err). */
+static int hold(void)
+{
+	struct pair p;
+	struct ibv_mr *src, *dst;
+	struct ibv_wc wc;
+	char c;
+
+	pair_open(&p, 64, 16);
+	src = reg(p.d.pd, page_buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	dst = reg(p.d.pd, page_buf + 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	{
+		struct ibv_sge sge = { .addr = (uintptr_t)page_buf,
+				       .length = 64,
+				       .lkey = src->lkey };
+		struct ibv_send_wr wr = { .wr_id = 13,
+					  .sg_list = &sge,
+					  .num_sge = 1,
+					  .opcode = IBV_WR_RDMA_WRITE,
+					  .send_flags = IBV_SEND_SIGNALED },
+				   *bad;
+
+		wr.wr.rdma.remote_addr = (uintptr_t)(page_buf + 4096);
+		wr.wr.rdma.rkey = dst->rkey;
+		CHECK_EQ(ibv_post_send(p.a, &wr, &bad), 0);
+		POLL1(p.d.cq, &wc);
+		CHECK_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+	}
+	printf("READY %#x\n", p.a->qp_num);
+	fflush(stdout);
+	while (read(0, &c, 1) > 0)
+		;
+	_exit(0);
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 2 && !strcmp(argv[1], "--hold"))
+		return hold();
 	if (argc == 3 && !strcmp(argv[1], "--bug")) {
 		for (size_t i = 0; i < sizeof(bugs) / sizeof(bugs[0]); i++)
 			if (!strcmp(bugs[i].name, argv[2])) {
