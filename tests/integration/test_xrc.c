@@ -8,6 +8,7 @@
  * ib_uverbs and rdma-core's libibverbs answer.
  */
 #include "engine_util.h"
+#include "sv_param.h"
 
 #include <fcntl.h>
 #include <stdint.h>
@@ -469,6 +470,28 @@ SV_TEST(ini_qp)
 	CHECK_EQ(ibv_destroy_qp(qp), 0);
 	CHECK_EQ(ibv_destroy_cq(cq), 0);
 	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+}
+
+/* The device's XRCD limit (at most SV_MAX_XRCD handles, fewer where the
+ * daemon's descriptor budget shrinks it): ENOMEM past it, nothing kept;
+ * closing one gives its room back. */
+SV_TEST(xrcd_limit)
+{
+	struct ibv_context *ctx = eu_open();
+	static struct ibv_xrcd *x[SV_MAX_XRCD + 1];
+	int n = 0;
+
+	while (n <= SV_MAX_XRCD && (x[n] = xrcd_open(ctx, -1, 0)))
+		n++;
+	CHECK(n > 0 && n <= SV_MAX_XRCD);
+	CHECK_EQ(errno, ENOMEM);
+	CHECK_EQ(ibv_close_xrcd(x[--n]), 0);
+	x[n] = xrcd_open(ctx, -1, 0);
+	CHECK(x[n]);
+	n++;
+	while (n)
+		CHECK_EQ(ibv_close_xrcd(x[--n]), 0);
 	CHECK_EQ(ibv_close_device(ctx), 0);
 }
 
