@@ -93,6 +93,9 @@ sv_c_test(test_wire_fuzz ${D}/test_wire_fuzz.c TIMEOUT 600 LABELS wire)
 # (-rdynamic): the checker names the bug's function through dladdr(3).
 sv_c_test(test_check ${D}/test_check.c TIMEOUT 300)
 set_target_properties(test_check PROPERTIES ENABLE_EXPORTS ON)
+# ... and on the packet path (the responder's lines come from the target's
+# process there, from the initiator's under direct execution).
+sv_c_test_env(test_check_packets test_check SOFTVERBS_DIRECT=0)
 # IBTA 1.5 ATOMIC WRITE (issue 24 item 2): both post forms, the
 # responder's refusals, no torn value in a reader of the target's process,
 # and between two namespaces (root; tshark reads the capture) with
