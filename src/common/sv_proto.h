@@ -278,7 +278,7 @@ enum sv_res_type {
 	SV_RES_CM_ID, /* rdma_cm ids: handle = id, owner_pid, pd_handle =
 			 port space, access = state, lkey = bound port,
 			 rkey = QPN given at connect/accept, flags = qp type */
-	SV_RES_XRCD,  /* lkey = device-wide XRCD id, length = opens,
+	SV_RES_XRCD,  /* lkey = device-wide XRCD id, rkey = its handles,
 			 flags bit0 = named by a file's inode */
 };
 

@@ -116,7 +116,7 @@ static void uxrcd_describe(const struct svd_obj *obj, struct sv_res_entry *e)
 	e->type = SV_RES_XRCD;
 	e->pd_handle = UINT32_MAX;
 	e->lkey = ux->x->id;
-	e->length = ux->x->opens;
+	e->rkey = ux->x->opens;
 	e->flags = ux->x->fd >= 0 ? 1u : 0;
 }
 

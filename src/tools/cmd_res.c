@@ -166,7 +166,8 @@ static void print_row(const char *dev, const struct sv_res_entry *e)
 	if (e->type == SV_RES_MR && e->flags & 4)
 		printf(" null");
 	if (e->type == SV_RES_XRCD)
-		printf(" xrcd %u%s", e->lkey, e->flags & 1 ? " inode" : "");
+		printf(" xrcd %u%s handles %u", e->lkey,
+		       e->flags & 1 ? " inode" : "", e->rkey);
 	if (e->type == SV_RES_SRQ && e->flags & 1)
 		printf(" xrc srqn %#x xrcd %u", e->lkey, e->rkey);
 	if (e->type == SV_RES_QP)
