@@ -256,7 +256,7 @@ SV_TEST(res_list_checks_its_request)
 	struct sv_res_req rq = { 0 };
 	int fd = raw_connect();
 
-	rq.type = SV_RES_CM_ID + 1; /* the last type + 1 */
+	rq.type = SV_RES_XRCD + 1; /* the last type + 1 */
 	CHECK_EQ(ask(fd, SV_OP_RES_LIST, 0, &rq, sizeof(rq), NULL, 0), -EINVAL);
 	rq.type = 0;
 	rq.pad = 1;
