@@ -189,7 +189,8 @@ SV_TEST(xrcd_open_errors)
  * processes; the domain goes with its last handle. */
 SV_TEST(xrcd_inode_shared)
 {
-	struct ibv_context *ctx = eu_open(), *ctx2;
+	struct sv_status_rep base;
+	struct ibv_context *ctx, *ctx2;
 	char path[64];
 	int fd = tmpfile_fd(path, sizeof(path)), fd2, sv[2];
 	struct ibv_xrcd *x, *x2;
@@ -197,6 +198,8 @@ SV_TEST(xrcd_inode_shared)
 	pid_t pid;
 	int st;
 
+	sv_test_baseline(&base);
+	ctx = eu_open();
 	/* No XRCD on this inode yet: without O_CREAT the kernel's EAGAIN. */
 	CHECK_NULL_ERRNO(xrcd_open(ctx, fd, 0), EAGAIN);
 	x = xrcd_open(ctx, fd, O_CREAT);
@@ -270,6 +273,8 @@ SV_TEST(xrcd_inode_shared)
 	unlink(path);
 	CHECK_EQ(ibv_close_device(ctx2), 0);
 	CHECK_EQ(ibv_close_device(ctx), 0);
+	/* Every object gone, and the descriptor that pinned the inode. */
+	sv_test_wait_quiet(&base, 5000);
 }
 
 /* XRC SRQs: what they need, their numbers, the counts they hold. */
@@ -499,7 +504,8 @@ SV_TEST(xrcd_limit)
  * process opened: its objects go, the opened QP stays, the daemon lives. */
 SV_TEST(teardown)
 {
-	struct ibv_context *ctx = eu_open();
+	struct sv_status_rep base;
+	struct ibv_context *ctx;
 	char path[64];
 	int fd = tmpfile_fd(path, sizeof(path)), sv[2];
 	struct ibv_xrcd *x;
@@ -508,6 +514,8 @@ SV_TEST(teardown)
 	pid_t pid;
 	int st;
 
+	sv_test_baseline(&base);
+	ctx = eu_open();
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	pid = fork();
 	CHECK(pid >= 0);
@@ -543,6 +551,8 @@ SV_TEST(teardown)
 	close(fd);
 	unlink(path);
 	CHECK_EQ(ibv_close_device(ctx), 0);
+	/* The child's objects and ours: all gone, no descriptor left. */
+	sv_test_wait_quiet(&base, 5000);
 }
 
 SV_TEST_MAIN()
