@@ -397,6 +397,8 @@ static struct ibv_cq_ex *create_cq_ex(struct ibv_context *ctx,
 		return sv_null_errno(-EOPNOTSUPP);
 	if (a->wc_flags & ~SV_WC_FLAGS)
 		return sv_null_errno(-EOPNOTSUPP);
+	if (sv_fault_verb(SV_FV_CREATE_CQ)) /* ibv_create_cq_ex: faults.md */
+		return NULL;
 	if ((a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
 	    (a->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED))
 		return sv_null_errno(-EOPNOTSUPP);

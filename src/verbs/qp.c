@@ -687,6 +687,8 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 static struct ibv_qp *create_qp_ex(struct ibv_context *ctx,
 				   struct ibv_qp_init_attr_ex *a)
 {
+	if (sv_fault_verb(SV_FV_CREATE_QP)) /* ibv_create_qp_ex: faults.md */
+		return NULL;
 	if (a->qp_type == IBV_QPT_XRC_RECV)
 		return sv_xrc_create_tgt(ctx, a); /* xrc.c */
 	return qp_new(ctx, a);

@@ -103,10 +103,24 @@ SV_TEST(verb_create_and_alloc_fail_with_the_errno)
 		struct ibv_qp *q1 = ibv_create_qp(pd, &ia);
 
 		CHECK(q1);
-		/* nth=2+: the second call and every one after. */
+		/* nth=2+: the second call and every one after, the
+		 * extended verb's too (rdma_create_qp calls that one). */
 		for (int i = 0; i < 3; i++) {
 			errno = 0;
 			CHECK(!ibv_create_qp(pd, &ia));
+			CHECK_EQ(errno, EAGAIN);
+		}
+		{
+			struct ibv_qp_init_attr_ex ix;
+
+			memset(&ix, 0, sizeof(ix));
+			ix.send_cq = ix.recv_cq = cq;
+			ix.qp_type = IBV_QPT_RC;
+			ix.cap = ia.cap;
+			ix.comp_mask = IBV_QP_INIT_ATTR_PD;
+			ix.pd = pd;
+			errno = 0;
+			CHECK(!ibv_create_qp_ex(ctx, &ix));
 			CHECK_EQ(errno, EAGAIN);
 		}
 		CHECK_EQ(ibv_destroy_qp(q1), 0);
