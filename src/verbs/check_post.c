@@ -361,6 +361,23 @@ static void peer_pair(const struct sv_qp_view *a, const struct sv_qp_view *b)
 				an, a->sq_psn, bn, b->rq_psn);
 }
 
+/* 1 when qp's destination GID is one of this device's (the peer is on
+ * this host). */
+static int dgid_local(struct sv_qp *qp)
+{
+	struct ibv_context *ctx = qp->qpx.qp_base.context;
+	struct ibv_port_attr pa;
+	union ibv_gid g;
+
+	if (ibv_query_port(ctx, 1, &pa))
+		return 0;
+	for (int i = 0; i < pa.gid_tbl_len; i++)
+		if (!ibv_query_gid(ctx, 1, i, &g) &&
+		    !memcmp(&g, &qp->attr.ah_attr.grh.dgid, sizeof(g)))
+			return 1;
+	return 0;
+}
+
 void sv_check_modified(struct sv_qp *qp)
 {
 	uint32_t qpn = qp->qpx.qp_base.qp_num;
@@ -394,9 +411,12 @@ void sv_check_modified(struct sv_qp *qp)
 		view_of(peer, &other);
 	pthread_mutex_unlock(&sv_chk_reg_lock);
 	/* A peer of another process of the device: its responder block
-	 * (its owner's modify wrote the attributes there). */
+	 * (its owner's modify wrote the attributes there).  Only when the
+	 * destination is this host: a peer on another host has a QPN that
+	 * may well name an unrelated QP here. */
 	remote = !peer;
-	if (remote && (sv_engine_qp_view(qp->eng, qp->dest_qpn, &other) ||
+	if (remote && (!dgid_local(qp) ||
+		       sv_engine_qp_view(qp->eng, qp->dest_qpn, &other) ||
 		       other.pid == (uint32_t)getpid()))
 		return;
 	if (remote && other.type != me.type)
