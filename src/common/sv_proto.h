@@ -302,7 +302,7 @@ struct sv_res_req {
  * | iova      | MR iova / DM: 0                                      |
  * | length    | MR or DM length                                      |
  * | usecnt    | objects depending on this one                        |
- * | flags     | type specific (MR: bit0 DM, bit1 dma-buf, bit2 null MR; QP: bit0 SRQ, bit1 an error completion recorded) |
+ * | flags     | type specific (MR: bit0 DM, bit1 dma-buf, bit2 null MR; QP: bit0 SRQ, bit1 an error completion recorded, bit2 a handle from ibv_open_qp) |
  */
 struct sv_res_entry {
 	uint32_t type;

@@ -395,7 +395,8 @@ static void opened_describe(const struct svd_obj *obj, struct sv_res_entry *e)
 	e->lkey = h->real->qpn;
 	e->access = IBV_QPT_XRC_RECV;
 	e->iova = h->real->state;
-	e->flags = 2; /* a handle from ibv_open_qp */
+	e->rkey = h->real->dest_qpn;
+	e->flags = 4; /* a handle from ibv_open_qp */
 }
 
 int svd_op_open_qp(struct svd_req *r)

@@ -171,7 +171,7 @@ static void print_row(const char *dev, const struct sv_res_entry *e)
 	if (e->type == SV_RES_SRQ && e->flags & 1)
 		printf(" xrc srqn %#x xrcd %u", e->lkey, e->rkey);
 	if (e->type == SV_RES_QP)
-		printf(" qpn %#x", e->lkey);
+		printf(" qpn %#x%s", e->lkey, e->flags & 4 ? " opened" : "");
 	printf(" %s %u pid %u comm %s",
 	       e->type == SV_RES_UFILE ? "objects" : "users", e->usecnt,
 	       e->owner_pid, comm);

@@ -401,6 +401,28 @@ SV_TEST(tgt_qp)
 	h = ibv_open_qp(ctx, &oa);
 	CHECK(h);
 	CHECK_EQ(qp_state(h), IBV_QPS_RTS);
+	/* res show: the opened handle is a QP row of its own, marked. */
+	{
+		static struct sv_res_rep rep;
+		struct sv_res_req req = { .type = SV_RES_QP };
+		int seen = 0;
+
+		sv_test_res_page(&req, &rep);
+		for (uint32_t i = 0; i < rep.count; i++) {
+			const struct sv_res_entry *e = &rep.e[i];
+
+			if (e->lkey != tgt->qp_num)
+				continue;
+			if (e->handle == h->handle) {
+				CHECK_EQ(e->flags, 4);
+				seen++;
+			} else if (e->handle == tgt->handle) {
+				CHECK_EQ(e->flags, 0);
+				seen++;
+			}
+		}
+		CHECK_EQ(seen, 2);
+	}
 	/* A transition through either handle is the QP's. */
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_ERR;
