@@ -858,11 +858,13 @@ void sv_chk_resp_diag(struct sv_engine *eng, const struct sv_rdiag *d)
 		return;
 	}
 say:
-	/* Under direct execution the post that caused it is the caller. */
+	/* Under direct execution the post that caused it is the caller
+	 * (the first time: a retry the progress thread runs is the same
+	 * site, not a new one). */
 	if (d->direct)
-		sv_check_report(code, site, "%s: %s; psn %#x, executed by the "
-				"initiator (pid %d)",
-				what, why, d->psn, (int)getpid());
+		sv_chk_report_once(code, site, "%s: %s; psn %#x, executed by the "
+				   "initiator (pid %d)",
+				   what, why, d->psn, (int)getpid());
 	else
 		sv_chk_report_here(code, site, "%s: %s; psn %#x", what, why,
 				   d->psn);
