@@ -283,6 +283,7 @@ static enum step send_mcast(struct sv_qp *qp, struct sv_tr *tr,
 			    struct sv_send_wqe *w, uint64_t len)
 {
 	uint32_t qpn[SV_MAX_MCAST_QP_ATTACH], me = qp->qpx.qp_base.qp_num;
+	uint32_t idx = qp->sq.next;
 	struct sv_link *l[SV_MAX_MCAST_QP_ATTACH];
 	int n, err = 0, copies = 0;
 
@@ -291,7 +292,10 @@ static enum step send_mcast(struct sv_qp *qp, struct sv_tr *tr,
 	for (int i = 0; i < n; i++)
 		l[i] = qpn[i] == me ? NULL : sv_eng_link_for_qpn(qp->eng, qpn[i]);
 	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
-	if (WQE_STATE(w) == WQE_DONE)
+	/* Flushed or reset meanwhile: the WQE is no longer ours (local_op's
+	 * rule). */
+	if (qp->sq.next != idx || WQE_STATE(w) == WQE_DONE ||
+	    sv_qp_state(qp) == IBV_QPS_ERR || sv_qp_state(qp) == IBV_QPS_RESET)
 		return STEP_UNLOCKED;
 	for (int i = 0; i < n && !err; i++)
 		if (l[i])
