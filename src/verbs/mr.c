@@ -408,8 +408,9 @@ static int advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
  * ibv_alloc_null_mr (verbs.h calls it through the context): an MR of no
  * memory whose lkey drops what the device writes through it and reads as
  * zeros, as mlx5 does.  addr NULL, length SIZE_MAX, rkey 0: only the lkey
- * is valid.  ibv_dereg_mr frees it; ibv_rereg_mr and ibv_bind_mw refuse
- * it (EINVAL).
+ * is valid.  ibv_dereg_mr frees it; ibv_rereg_mr refuses it
+ * (IBV_REREG_MR_ERR_INPUT, EINVAL), and a window cannot be bound to it
+ * (it has no IBV_ACCESS_MW_BIND: the bind fails as on any such MR).
  */
 static struct ibv_mr *alloc_null_mr(struct ibv_pd *pd)
 {
