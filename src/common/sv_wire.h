@@ -13,9 +13,13 @@
  * the daemon's thread reads only while no engine has read for a while
  * (SV_WIRE_HANDOFF_NS): nobody polls, or everybody sleeps.
  *
- * Order: a reader forwards what it read before it gives the port up, and
- * a reader drains its rings before it reads, so a QP's packets reach it
- * in the order they arrived whoever read them.
+ * Order: a reader forwards what it read before it gives the port up,
+ * dispatches its own QPs' packets (a group's copies included) itself,
+ * and drains its rings before it reads, so a QP's packets mostly reach
+ * it in the order they arrived.  Packets two other readers forwarded wait
+ * in two rings, drained in ring order, and on a loaded machine a UD QP
+ * has been seen to receive two datagrams swapped: RC puts them back in
+ * order through its PSNs; UD promises no order.
  */
 #ifndef SV_WIRE_H
 #define SV_WIRE_H

@@ -202,6 +202,29 @@ static void up_qp1(struct sv_engine *eng, const struct sv_wire_pkt *p)
 		       strerror(errno));
 }
 
+/* A wire record (GRH first) for a QP of ours, dispatched as wire_read
+ * does; 0 when the QP is not ours.  Must hold the port, and no QP lock. */
+int sv_eng_dispatch_own(struct sv_engine *eng, const uint8_t *rec,
+			uint32_t len, uint32_t qpn)
+{
+	struct touched t = { .n = 0 };
+	int ours;
+
+	sv_lock_read(&eng->qp_lock, SV_LOCK_QPTAB);
+	ours = sv_eng_qp(eng, qpn) != NULL;
+	if (ours)
+		dispatch(eng, rec, len, SV_WIRE_REC, &t);
+	sv_resp_release(&t.hold);
+	for (int i = 0; i < t.n; i++) {
+		sv_resp_flush(t.qp[i]);
+		if (atomic_load_explicit(&t.qp[i]->shm->events,
+					 memory_order_relaxed))
+			sv_qp_owner_events(t.qp[i]);
+	}
+	sv_unlock_rw(&eng->qp_lock);
+	return ours;
+}
+
 /*
  * The wire port (sv_wire.h): when nobody else reads it, reads a batch;
  * packets for our QPs are dispatched here, the others are marked in

@@ -30,7 +30,7 @@ int sv_mcast_members(struct sv_engine *eng, const uint8_t gid[16],
 	return (int)rep.count;
 }
 
-int sv_mcast_fanout(struct sv_engine *eng, const uint8_t *rec, uint32_t len)
+int sv_mcast_fanout(struct sv_engine *eng, uint8_t *rec, uint32_t len)
 {
 	uint32_t qpn[SV_MAX_MCAST_QP_ATTACH];
 	int n, sent = 0;
@@ -39,16 +39,24 @@ int sv_mcast_fanout(struct sv_engine *eng, const uint8_t *rec, uint32_t len)
 		return 0;
 	n = sv_mcast_members(eng, grh_dgid(rec), qpn);
 	for (int i = 0; i < n; i++) {
-		struct sv_link *l = sv_eng_link_for_qpn(eng, qpn[i]);
+		struct sv_link *l;
+		uint8_t *r;
 		int dead;
-		uint8_t *r = l ? sv_link_reserve_type(l, len, SV_WIRE_REC, &dead) :
-				 NULL;
 
+		/* Each copy names its QP, as rxe hands each one the packet.
+		 * Ours are dispatched here, the port held, not through the
+		 * ring to ourselves: a packet another reader forwarded later
+		 * would be drained before that ring (sv_wire.h "Order"). */
+		st_be24(rec + SV_GRH_BYTES + 5, qpn[i]);
+		if (sv_eng_dispatch_own(eng, rec, len, qpn[i])) {
+			sent++;
+			continue;
+		}
+		l = sv_eng_link_for_qpn(eng, qpn[i]);
+		r = l ? sv_link_reserve_type(l, len, SV_WIRE_REC, &dead) : NULL;
 		if (!r)
 			continue; /* unreliable: the group's next QP */
 		memcpy(r, rec, len);
-		/* The copy names its QP, as rxe hands each one the packet. */
-		st_be24(r + SV_GRH_BYTES + 5, qpn[i]);
 		sv_link_commit(l);
 		sent++;
 	}

@@ -357,8 +357,10 @@ int sv_mcast_members(struct sv_engine *eng, const uint8_t gid[16],
 		     uint32_t qpn[SV_MAX_MCAST_QP_ATTACH]);
 /* Hands a ring record (GRH + BTH .., BTH QP 0xFFFFFF) read from the port
  * to every QP of this host attached to its GRH's group, each copy naming
- * its QP.  Returns the copies made. */
-int sv_mcast_fanout(struct sv_engine *eng, const uint8_t *rec, uint32_t len);
+ * its QP (rec's BTH QP is rewritten).  Must hold the port.  Returns the
+ * copies made. */
+int sv_mcast_fanout(struct sv_engine *eng, uint8_t *rec, uint32_t len);
+
 
 /* eng_link.c */
 /* The link to the engine serving qpn (connecting it), or NULL.  No QP
@@ -486,6 +488,10 @@ void sv_eng_async_drain(struct sv_engine *eng);
 void *sv_progress_main(void *arg);
 int sv_eng_drain_all(struct sv_engine *eng, int *contended, int *silent);
 uint64_t sv_eng_scan_qps(struct sv_engine *eng, uint64_t now, int *busy);
+/* Dispatches a wire record (GRH first) to QP qpn if it is ours, as a read
+ * of the port does; 0 when it is not.  Must hold the port, no QP lock. */
+int sv_eng_dispatch_own(struct sv_engine *eng, const uint8_t *rec,
+			uint32_t len, uint32_t qpn);
 /* Runs the requesters holding back posted WQEs (doorbell batching): all
  * of them, or those whose deadline passed (due: now, 0 = all).  Returns
  * the next deadline or 0.  No lock held. */

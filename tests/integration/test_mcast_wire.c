@@ -32,30 +32,53 @@ static void group_of(const char *ip)
 
 static const char *b_ip;
 
-/* MSGS datagrams from src_qp must come to s, each with its pattern and
- * the group as the GRH's destination. */
+/* MSGS datagrams from src_qp must come to s, each once, with its pattern
+ * and the group as the GRH's destination, in any order: UD promises none
+ * (src/common/sv_wire.h "Order"). */
 static int got_all(struct side *s, uint32_t src_qp)
 {
 	int ok = 1, v4 = !strchr(b_ip, ':');
+	uint32_t seen = 0;
 
 	for (uint32_t k = 0; k < MSGS; k++) {
 		struct ibv_wc wc;
 		const uint8_t *g;
+		uint8_t m;
 
 		wc1(s, &wc);
 		g = s->buf + wc.wr_id * 2048;
 		if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV ||
 		    wc.src_qp != src_qp || !(wc.wc_flags & IBV_WC_GRH) ||
-		    wc.byte_len != 40 + 64)
+		    wc.byte_len != 40 + 64) {
+			fprintf(stderr, "datagram %u: status %d opcode %d "
+				"src_qp %#x (not %#x) flags %#x length %u\n",
+				k, wc.status, wc.opcode, wc.src_qp, src_qp,
+				wc.wc_flags, wc.byte_len);
 			ok = 0;
+			continue;
+		}
 		if (v4 ? memcmp(g + 20 + 16, grp.raw + 12, 4) :
 			 memcmp(g + 24, grp.raw, 16))
 			ok = 0;
+		/* Datagram m carries (i * 7 + m) at byte i. */
+		m = g[40];
+		if (m >= MSGS || (seen & 1u << m)) {
+			fprintf(stderr, "receive %u: datagram %u again or "
+				"unknown\n", (unsigned)wc.wr_id, m);
+			ok = 0;
+			continue;
+		}
+		seen |= 1u << m;
 		for (uint32_t i = 0; i < 64; i++)
-			if (g[40 + i] != (uint8_t)(i * 7 + wc.wr_id))
+			if (g[40 + i] != (uint8_t)(i * 7 + m)) {
+				fprintf(stderr, "receive %u: datagram %u "
+					"damaged at byte %u\n",
+					(unsigned)wc.wr_id, m, i);
 				ok = 0;
+				break;
+			}
 	}
-	return ok;
+	return ok && seen == (1u << MSGS) - 1;
 }
 
 static void rx_side(struct side *s, const char *ip)
