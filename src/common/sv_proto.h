@@ -126,6 +126,8 @@ enum sv_op {
 				     wire page[, port's socket]} */
 	SV_OP_MCAST_MEMBERS,	  /* sv_mcast_members_req ->
 				     sv_mcast_members_rep */
+	SV_OP_SRQ_PEER,		  /* sv_qpn_req (an SRQ number) ->
+				     sv_srq_peer_rep + fds {SRQ, CQ regions} */
 
 	/* Connection manager (issue 10, librdmacm): see sv_cm.h.  Every
 	 * request starts with a sv_cm_hdr naming the channel. */
@@ -903,6 +905,23 @@ struct sv_qp_peer_rep {
 	uint32_t qp_type;
 	uint32_t pad;
 	uint64_t qp_cookie;
+};
+
+/*
+ * SRQ_PEER: the XRC SRQ numbered `qpn` (sv_qpn_req, flags 0: the field
+ * holds an SRQ number), for an engine whose responder takes a request an
+ * XRCETH sends there (src/engine/eng_peer.c).  -ENOENT: no such XRC SRQ.
+ * Fds: the SRQ's region and its CQ's region.
+ * | engine_id  | engine of the SRQ's process (0: none attached)        |
+ * | pid        | that process                                         |
+ * | xrcd_id    | the XRC domain it is in (device wide)                |
+ * | pd_id      | its PD (device wide): XRC checks keys against it     |
+ */
+struct sv_srq_peer_rep {
+	uint32_t engine_id;
+	uint32_t pid;
+	uint32_t xrcd_id;
+	uint32_t pd_id;
 };
 
 /* PD replies (ALLOC_PD, IMPORT_PD): the handle and the PD's device-wide

@@ -268,6 +268,7 @@ enum {
  * | recv_off     | bytes written into cur                    | responder  |
  * | wr_va ...    | the WRITE in progress (packets)           | responder  |
  * | events       | SV_QEV_* for the owner (atomic)           | anyone     |
+ * | xrcd_id      | XRC TGT: its domain (device wide); else 0 | owner      |
  * | rq           | the QP's own receive queue (no SRQ)       |            |
  * | cur_off      | region offset of cur (one WQE slot)       | owner      |
  * | rq_psn       | rq_psn as modify set it (the checker)     | owner      |
@@ -299,7 +300,7 @@ struct sv_qp_shm {
 	uint32_t wr_left;
 	uint32_t wr_total;
 	_Atomic uint32_t events;
-	uint32_t pad0;
+	uint32_t xrcd_id;
 	uint64_t cur_off;
 	uint32_t rq_psn;
 	uint32_t sq_psn;

@@ -47,6 +47,15 @@ __attribute__((weak)) struct svd_qp *svd_qp_by_qpn(uint32_t qpn)
 	return NULL;
 }
 
+/* ... nor any XRC SRQ. */
+__attribute__((weak)) struct svd_srq *svd_xrc_srq(uint32_t srqn,
+						  uint32_t *xrcd_id)
+{
+	(void)srqn;
+	(void)xrcd_id;
+	return NULL;
+}
+
 static struct svd_engine *engine_by_id(uint32_t id)
 {
 	for (struct svd_engine *e = engines; e; e = e->next)
@@ -293,11 +302,14 @@ int svd_op_qp_peer(struct svd_req *r)
 	if (req->qpn > 0xffffff || req->flags)
 		return -EINVAL;
 	qp = svd_qp_by_qpn(req->qpn);
-	if (!qp || !qp->rcq)
+	/* An XRC TGT QP has no receive CQ or SRQ of its own: each request
+	 * names its SRQ (SRQ_PEER). */
+	if (!qp || (!qp->rcq && qp->qp_type != IBV_QPT_XRC_RECV))
 		return -ENOENT;
 	e = engine_by_pid(qp->obj.owner_pid);
 	r->out_fds[n++] = fcntl(qp->shm_fd, F_DUPFD_CLOEXEC, 0);
-	r->out_fds[n++] = fcntl(qp->rcq->shm_fd, F_DUPFD_CLOEXEC, 0);
+	if (qp->rcq)
+		r->out_fds[n++] = fcntl(qp->rcq->shm_fd, F_DUPFD_CLOEXEC, 0);
 	if (qp->srq)
 		r->out_fds[n++] = fcntl(qp->srq->shm_fd, F_DUPFD_CLOEXEC, 0);
 	r->n_out_fds = n;
@@ -308,6 +320,39 @@ int svd_op_qp_peer(struct svd_req *r)
 	rep->pid = (uint32_t)qp->obj.owner_pid;
 	rep->qp_type = qp->qp_type;
 	rep->qp_cookie = qp->cookie;
+	r->rep_len = sizeof(*rep);
+	return 0;
+}
+
+/*
+ * The regions of an XRC SRQ and its CQ, for an engine whose responder
+ * takes a request an XRCETH sends there (as QP_PEER's), with what the
+ * responder checks: the SRQ's domain against its TGT QP's, the keys
+ * against the SRQ's PD.
+ */
+int svd_op_srq_peer(struct svd_req *r)
+{
+	const struct sv_qpn_req *req = r->body;
+	struct sv_srq_peer_rep *rep = r->rep;
+	struct svd_engine *e;
+	struct svd_srq *srq;
+	uint32_t xrcd_id = 0;
+
+	if (req->qpn > 0xffffff || req->flags)
+		return -EINVAL;
+	srq = svd_xrc_srq(req->qpn, &xrcd_id);
+	if (!srq)
+		return -ENOENT;
+	e = engine_by_pid(srq->obj.owner_pid);
+	r->out_fds[0] = fcntl(srq->shm_fd, F_DUPFD_CLOEXEC, 0);
+	r->out_fds[1] = fcntl(srq->cq->shm_fd, F_DUPFD_CLOEXEC, 0);
+	r->n_out_fds = 2;
+	if (r->out_fds[0] < 0 || r->out_fds[1] < 0)
+		return -EMFILE; /* the reply path closes the other */
+	rep->engine_id = e ? e->id : 0;
+	rep->pid = (uint32_t)srq->obj.owner_pid;
+	rep->xrcd_id = xrcd_id;
+	rep->pd_id = srq->pd->pd_id;
 	r->rep_len = sizeof(*rep);
 	return 0;
 }

@@ -107,6 +107,8 @@ int svd_xrc_tgt_args(struct svd_ufile *uf, const struct sv_create_qp_req *req,
 		     struct svd_uxrcd **ux);
 void svd_xrc_tgt_made(struct svd_qp *qp);
 int svd_xrc_tgt_gone(struct svd_qp *qp);
+/* The live XRC SRQ numbered srqn (its domain's id in *xrcd_id), or NULL. */
+struct svd_srq *svd_xrc_srq(uint32_t srqn, uint32_t *xrcd_id);
 
 /* Op handlers (svd_ops.h SVD_OBJECT_OPS). */
 struct svd_req;
@@ -124,6 +126,7 @@ int svd_op_destroy_ah(struct svd_req *r);
 int svd_op_alloc_mw(struct svd_req *r);
 int svd_op_dealloc_mw(struct svd_req *r);
 int svd_op_qp_peer(struct svd_req *r);
+int svd_op_srq_peer(struct svd_req *r);
 int svd_op_open_xrcd(struct svd_req *r);
 int svd_op_close_xrcd(struct svd_req *r);
 int svd_op_create_xrc_srq(struct svd_req *r);

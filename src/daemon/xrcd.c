@@ -33,11 +33,13 @@
 #include "svd_qp.h"
 #include "svd_ops.h"
 #include "sv_log.h"
+#include "sv_shm.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -249,10 +251,34 @@ static void srqn_free(struct svd_srq *srq)
 		}
 }
 
+struct svd_srq *svd_xrc_srq(uint32_t srqn, uint32_t *xrcd_id)
+{
+	struct svd_srq *srq = srqn ? srq_by_srqn(srqn) : NULL;
+
+	if (srq)
+		*xrcd_id = srq->uxrcd->x->id;
+	return srq;
+}
+
 static void put(struct svd_obj *o)
 {
 	if (o && o->usecnt)
 		o->usecnt--;
+}
+
+/* Engines that mapped the SRQ's region for XRC requests (SRQ_PEER) stop
+ * using it: the device destroyed it, whether or not its process is still
+ * there to say so (a later SRQ may take its number).  One word at a
+ * fixed place, as qp.c does for QP regions. */
+static void region_mark_dead(int fd)
+{
+	struct sv_shm_hdr *h = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				    MAP_SHARED, fd, 0);
+
+	if (h == MAP_FAILED)
+		return;
+	atomic_store_explicit(&h->dead, 1, memory_order_release);
+	munmap(h, 4096);
 }
 
 static void xsrq_destroy(struct svd_obj *obj)
@@ -260,6 +286,7 @@ static void xsrq_destroy(struct svd_obj *obj)
 	struct svd_srq *srq = (struct svd_srq *)obj;
 	struct svd_xrcd *x = srq->uxrcd->x;
 
+	region_mark_dead(srq->shm_fd);
 	srqn_free(srq);
 	put(&srq->pd->obj);
 	put(&srq->cq->obj);

@@ -487,8 +487,10 @@ static void raise_event(struct sv_engine *eng, struct slot *s, uint32_t qpn)
 			     &qp->qpx.qp_base);
 		break;
 	case SV_FE_CQ:
-		sv_eng_async(eng, &qp->scq->cref, (enum ibv_event_type)ev,
-			     ibv_cq_ex_to_cq(&qp->scq->ex));
+		if (qp->scq) /* (an XRC TGT QP has none) */
+			sv_eng_async(eng, &qp->scq->cref,
+				     (enum ibv_event_type)ev,
+				     ibv_cq_ex_to_cq(&qp->scq->ex));
 		break;
 	case SV_FE_PORT:
 		sv_eng_async(eng, &qp->cref, (enum ibv_event_type)ev,

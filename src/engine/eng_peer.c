@@ -38,10 +38,26 @@ static int peer_stale(struct sv_peer *p)
 	       (p->link && atomic_load(&p->link->dead));
 }
 
+static void xsrq_free(struct sv_xsrq *x)
+{
+	sv_shm_unmap(x->srq);
+	sv_shm_unmap(x->cq);
+	free(x);
+}
+
+/* The daemon destroyed the SRQ (its number may name another one now), or
+ * its owner is gone. */
+static int xsrq_stale(struct sv_xsrq *x)
+{
+	return atomic_load_explicit(&x->srq->h.dead, memory_order_acquire) ||
+	       (x->link && atomic_load(&x->link->dead));
+}
+
 /* Removes stale views nobody uses.  Must hold peer_lock. */
 static void prune_locked(struct sv_engine *eng, uint32_t dead_engine)
 {
 	struct sv_peer **pp = &eng->peers, *p;
+	struct sv_xsrq **xp = &eng->xsrqs, *x;
 
 	while ((p = *pp)) {
 		if ((peer_stale(p) || (dead_engine && p->engine_id == dead_engine)) &&
@@ -51,6 +67,15 @@ static void prune_locked(struct sv_engine *eng, uint32_t dead_engine)
 			continue;
 		}
 		pp = &p->next;
+	}
+	while ((x = *xp)) {
+		if ((xsrq_stale(x) || (dead_engine && x->engine_id == dead_engine)) &&
+		    atomic_load(&x->refs) == 0) {
+			*xp = x->next;
+			xsrq_free(x);
+			continue;
+		}
+		xp = &x->next;
 	}
 }
 
@@ -69,18 +94,27 @@ void sv_peer_clear(struct sv_engine *eng)
 		eng->peers = p->next;
 		peer_free(p);
 	}
+	while (eng->xsrqs) {
+		struct sv_xsrq *x = eng->xsrqs;
+
+		eng->xsrqs = x->next;
+		xsrq_free(x);
+	}
 }
 
 /* Checks that a mapped QP region describes itself consistently (a region
- * is the owner's to scribble on, but never makes us read outside it). */
-static int qregion_ok(const struct sv_qp_shm *q, uint32_t qpn)
+ * is the owner's to scribble on, but never makes us read outside it).
+ * xrc: an XRC TGT QP (the daemon says so), whose receives come from the
+ * SRQs its requests name. */
+static int qregion_ok(const struct sv_qp_shm *q, uint32_t qpn, int xrc)
 {
-	uint64_t cur_sge = q->srq_cookie ? SV_MAX_SRQ_SGE : q->rq.max_sge;
+	int srq = xrc || q->srq_cookie;
+	uint64_t cur_sge = srq ? SV_MAX_SRQ_SGE : q->rq.max_sge;
 
 	if (q->qpn != qpn || q->cur_off < sizeof(*q) ||
 	    q->cur_off + sv_recv_wqe_size((uint32_t)cur_sge) > q->h.size)
 		return 0;
-	if (q->srq_cookie)
+	if (srq)
 		return 1;
 	return q->rq.cap && !(q->rq.cap & (q->rq.cap - 1)) &&
 	       q->rq.max_wr <= q->rq.cap && q->rq.max_sge <= SV_MAX_SGE &&
@@ -126,17 +160,26 @@ static struct sv_peer *peer_map(struct sv_engine *eng, uint32_t qpn)
 			     .rfds = fds,
 			     .max_rfds = 3 };
 	struct sv_peer *p = calloc(1, sizeof(*p));
+	int xrc;
 
 	if (!p)
 		return NULL;
-	if (sv_call(&c) || c.rep_len != sizeof(rep) || c.nrfds < 2)
+	if (sv_call(&c) || c.rep_len != sizeof(rep) || c.nrfds < 1)
+		goto err;
+	/* An XRC TGT QP comes alone: each request names its SRQ and CQ. */
+	xrc = rep.qp_type == IBV_QPT_XRC_RECV;
+	if (!xrc && c.nrfds < 2)
 		goto err;
 	p->qpn = qpn;
 	p->engine_id = rep.engine_id;
 	p->pid = (pid_t)rep.pid;
 	p->q = sv_shm_map(fds[0], SV_SHM_QP, rep.qp_cookie);
-	if (!p->q || !qregion_ok(p->q, qpn))
+	if (!p->q || !qregion_ok(p->q, qpn, xrc))
 		goto err;
+	if (xrc) {
+		sv_close_fds(fds, 3);
+		return p;
+	}
 	p->rcq = sv_shm_map(fds[1], SV_SHM_CQ, p->q->rcq_cookie);
 	if (!p->rcq || !cregion_ok(p->rcq))
 		goto err;
@@ -202,26 +245,105 @@ void sv_peer_put(struct sv_peer *p)
 		atomic_fetch_sub(&p->refs, 1);
 }
 
+/* ------------------------------------------------------ XRC SRQs -- */
+
+/* Maps XRC SRQ srqn from the daemon's fds; NULL when there is none, or
+ * its regions are not whole. */
+static struct sv_xsrq *xsrq_map(struct sv_engine *eng, uint32_t srqn)
+{
+	struct sv_qpn_req req = { .qpn = srqn };
+	struct sv_srq_peer_rep rep;
+	int fds[2] = { -1, -1 };
+	struct sv_call c = { .op = SV_OP_SRQ_PEER,
+			     .instance = eng->instance,
+			     .attach_fd = -1,
+			     .req = &req,
+			     .req_len = sizeof(req),
+			     .rep = &rep,
+			     .rep_cap = sizeof(rep),
+			     .rfds = fds,
+			     .max_rfds = 2 };
+	struct sv_xsrq *x = calloc(1, sizeof(*x));
+
+	if (!x)
+		return NULL;
+	if (sv_call(&c) || c.rep_len != sizeof(rep) || c.nrfds != 2)
+		goto err;
+	x->srqn = srqn;
+	x->xrcd_id = rep.xrcd_id;
+	x->pd_id = rep.pd_id;
+	x->engine_id = rep.engine_id;
+	x->srq = sv_shm_map(fds[0], SV_SHM_SRQ, 0);
+	x->cq = sv_shm_map(fds[1], SV_SHM_CQ, 0);
+	if (!x->srq || !sregion_ok(x->srq) || !x->cq || !cregion_ok(x->cq))
+		goto err;
+	sv_close_fds(fds, 2);
+	return x;
+
+err:
+	sv_close_fds(fds, 2);
+	sv_shm_unmap(x->srq);
+	sv_shm_unmap(x->cq);
+	free(x);
+	return NULL;
+}
+
+struct sv_xsrq *sv_xsrq_get(struct sv_engine *eng, uint32_t srqn)
+{
+	struct sv_xsrq *x;
+
+	sv_lock_mutex(&eng->peer_lock, SV_LOCK_PEER);
+	for (x = eng->xsrqs; x; x = x->next)
+		if (x->srqn == srqn && !xsrq_stale(x)) {
+			atomic_fetch_add(&x->refs, 1);
+			sv_unlock_mutex(&eng->peer_lock);
+			return x;
+		}
+	prune_locked(eng, 0);
+	sv_unlock_mutex(&eng->peer_lock);
+
+	x = srqn ? xsrq_map(eng, srqn) : NULL;
+	if (!x)
+		return NULL;
+	if (x->engine_id) {
+		sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
+		x->link = sv_link_get(eng, x->engine_id);
+		sv_unlock_mutex(&eng->lock);
+	}
+	atomic_store(&x->refs, 1);
+	sv_lock_mutex(&eng->peer_lock, SV_LOCK_PEER);
+	x->next = eng->xsrqs;
+	eng->xsrqs = x;
+	sv_unlock_mutex(&eng->peer_lock);
+	return x;
+}
+
+void sv_xsrq_put(struct sv_xsrq *x)
+{
+	if (x)
+		atomic_fetch_sub(&x->refs, 1);
+}
+
 /* ------------------------------------------------------ owner events -- */
 
 /* Sends an event record to the owner of p (its doorbell rings: events
  * are rare and the owner may sleep).  A full ring is retried: the owner
  * drains it, and an event lost would leave a waiter blocked. */
-static void peer_event(struct sv_peer *p, uint32_t kind, uint32_t id,
+static void link_event(struct sv_link *l, uint32_t kind, uint32_t id,
 		       uint64_t cookie, uint32_t bits)
 {
 	struct sv_ev_rec *r;
 	int dead = 0;
 
 	for (unsigned tries = 0;; tries++) {
-		r = (struct sv_ev_rec *)sv_link_reserve_type(p->link, sizeof(*r),
+		r = (struct sv_ev_rec *)sv_link_reserve_type(l, sizeof(*r),
 							     SV_REC_EVENT,
 							     &dead);
 		if (r || dead)
 			break;
 		if (tries > 100000) {
-			sv_warn("qp %#x: the owner does not drain its ring: "
-				"event lost", p->qpn);
+			sv_warn("engine %u: the owner does not drain its ring: "
+				"event lost", l->peer_id);
 			return;
 		}
 		sched_yield();
@@ -230,8 +352,44 @@ static void peer_event(struct sv_peer *p, uint32_t kind, uint32_t id,
 		return;
 	*r = (struct sv_ev_rec){ .kind = kind, .id = id, .cookie = cookie,
 				 .bits = bits };
-	sv_link_commit(p->link);
-	sv_link_ring(p->link);
+	sv_link_commit(l);
+	sv_link_ring(l);
+}
+
+static void peer_event(struct sv_peer *p, uint32_t kind, uint32_t id,
+		       uint64_t cookie, uint32_t bits)
+{
+	link_event(p->link, kind, id, cookie, bits);
+}
+
+/* An event of t's XRC SRQ or its CQ, for the SRQ's owner: ours, told at
+ * once, or another process's, told on our link to it. */
+static void xsrq_event(struct sv_engine *eng, struct sv_xsrq *x, int kind,
+		       unsigned bits)
+{
+	const struct sv_shm_hdr *h = kind == SV_EVK_CQ ? &x->cq->h : &x->srq->h;
+	struct sv_cq *cq;
+	struct sv_srq *srq;
+
+	if (x->engine_id != eng->id) {
+		if (x->link)
+			link_event(x->link, (uint32_t)kind, h->obj_id, h->cookie,
+				   bits);
+		return;
+	}
+	if (kind == SV_EVK_CQ) {
+		cq = sv_eng_cq(eng, h->obj_id, h->cookie);
+		if (cq && (bits & SV_CQP_EVENT))
+			sv_cq_comp_event(cq);
+		if (cq && (bits & SV_CQP_OVERFLOW))
+			sv_eng_async(eng, &cq->cref, IBV_EVENT_CQ_ERR,
+				     ibv_cq_ex_to_cq(&cq->ex));
+		return;
+	}
+	srq = sv_eng_srq(eng, h->obj_id, h->cookie);
+	if (srq)
+		sv_eng_async(eng, &srq->cref, IBV_EVENT_SRQ_LIMIT_REACHED,
+			     &srq->srq);
 }
 
 void sv_rtgt_notify(struct sv_engine *eng, struct sv_rtgt *t, int kind,
@@ -239,6 +397,10 @@ void sv_rtgt_notify(struct sv_engine *eng, struct sv_rtgt *t, int kind,
 {
 	struct sv_qp *own = t->own;
 
+	if (t->x && kind != SV_EVK_QP) {
+		xsrq_event(eng, t->x, kind, bits);
+		return;
+	}
 	if (own) {
 		switch (kind) {
 		case SV_EVK_CQ:

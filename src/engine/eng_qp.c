@@ -389,8 +389,9 @@ void sv_engine_qp_modified(struct sv_qp *qp, enum ibv_qp_state old,
 	if (now == IBV_QPS_RESET && old != IBV_QPS_RESET) {
 		/* Completions of the old life are gone with it (mlx5 and the
 		 * other providers clean the CQs on RESET). */
-		sv_cq_clean(qp->scq, qp->qpx.qp_base.qp_num);
-		if (qp->rcq != qp->scq)
+		if (qp->scq) /* (an XRC TGT QP has no CQ of its own) */
+			sv_cq_clean(qp->scq, qp->qpx.qp_base.qp_num);
+		if (qp->rcq && qp->rcq != qp->scq)
 			sv_cq_clean(qp->rcq, qp->qpx.qp_base.qp_num);
 	}
 	if (now == IBV_QPS_ERR)

@@ -20,6 +20,7 @@ struct sv_respq_ent {
 	uint32_t total; /* read: bytes asked */
 	uint64_t va;
 	uint32_t rkey;
+	uint32_t pd_id; /* read: the PD its rkey is checked against */
 	uint64_t orig; /* atomic */
 };
 
@@ -245,10 +246,11 @@ void sv_tr_reset(struct sv_qp *qp);
 static inline void sv_rtgt_own(struct sv_rtgt *t, struct sv_qp *qp)
 {
 	t->q = qp->shm;
-	t->rcq = qp->rcq->shm;
+	t->rcq = qp->rcq ? qp->rcq->shm : NULL; /* XRC TGT: none */
 	t->srq = qp->srq ? qp->srq->shm : NULL;
 	t->own = qp;
 	t->peer = NULL;
+	t->x = NULL;
 }
 
 /* Nanoseconds of the IBTA timeout exponent (4.096 us * 2^t), floored. */

@@ -512,7 +512,7 @@ int sv_wire_admit(struct sv_engine *eng, struct sv_qp *qp,
 	 * dropped, so it cannot end the QP with a length error. */
 	if (pkt->paylen > mtu)
 		why = m ? &m->rx_too_big : NULL;
-	else if ((qp->type == IBV_QPT_RC || qp->type == IBV_QPT_UC) &&
+	else if ((sv_qpt_rc(qp->type) || qp->type == IBV_QPT_UC) &&
 		 (!tr || !tr->wlink || qp->link != tr->wlink || !pkt->grh ||
 		  memcmp(pkt->grh + 8, tr->peer_src, 16) ||
 		  memcmp(pkt->grh + 24, tr->peer_dst, 16)))

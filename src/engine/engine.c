@@ -568,10 +568,14 @@ void sv_engine_qp_del(struct sv_qp *qp)
 	while (atomic_load(&qp->busy))
 		sched_yield();
 	/* Peers that mapped it stop delivering (the region goes dead when
-	 * the caller releases it). */
-	sv_lock_shm(&qp->shm->lock, SV_LOCK_RESP);
-	__atomic_store_n(&qp->shm->state, IBV_QPS_RESET, __ATOMIC_RELEASE);
-	sv_unlock_shm(&qp->shm->lock);
+	 * the caller releases it).  An XRC TGT QP's state is every handle's:
+	 * it stays, and so does the region while ibv_open_qp handles live. */
+	if (qp->type != IBV_QPT_XRC_RECV) {
+		sv_lock_shm(&qp->shm->lock, SV_LOCK_RESP);
+		__atomic_store_n(&qp->shm->state, IBV_QPS_RESET,
+				 __ATOMIC_RELEASE);
+		sv_unlock_shm(&qp->shm->lock);
+	}
 	sv_peer_put(tr_of(qp)->peer);
 	sv_wire_link_free(tr_of(qp)->wlink);
 	sv_tr_free(qp);

@@ -180,8 +180,29 @@ struct sv_peer {
 };
 
 /*
+ * An XRC SRQ as a responder sees it (eng_peer.c): the SRQ an XRC
+ * request's XRCETH names and its CQ, mapped from the fds the daemon keeps
+ * (SV_OP_SRQ_PEER), with what the daemon says of it -- its domain (a TGT
+ * QP takes requests only for SRQs of its own) and its PD (XRC checks keys
+ * and receive buffers against it).  Cached per engine by SRQ number;
+ * dropped when the daemon marks the SRQ's region dead.
+ */
+struct sv_xsrq {
+	uint32_t srqn;
+	uint32_t xrcd_id, pd_id;
+	uint32_t engine_id; /* its owner's engine (== ours: our own SRQ) */
+	struct sv_srq_shm *srq;
+	struct sv_cq_shm *cq;
+	struct sv_link *link; /* to its owner's engine: events */
+	atomic_int refs;
+	struct sv_xsrq *next;
+};
+
+/*
  * The QP a responder runs on: ours (own) or another process's (peer).
- * q/rcq/srq are the shared regions either way.
+ * q/rcq/srq are the shared regions either way.  An XRC TGT QP has no
+ * receive CQ or SRQ of its own: x is the XRC SRQ the request names (a
+ * reference), rcq and srq are its.
  */
 struct sv_rtgt {
 	struct sv_qp_shm *q;
@@ -189,6 +210,7 @@ struct sv_rtgt {
 	struct sv_srq_shm *srq;
 	struct sv_qp *own;
 	struct sv_peer *peer;
+	struct sv_xsrq *x;
 };
 
 /* ------------------------------------------------------------ engine -- */
@@ -296,6 +318,7 @@ struct sv_engine {
 	 * called under it on a miss). */
 	pthread_mutex_t peer_lock;
 	struct sv_peer *peers;
+	struct sv_xsrq *xsrqs; /* XRC SRQs requests named (peer_lock too) */
 	uint32_t nodirect[256]; /* qpn + 1 of UD destinations without one */
 
 	/* DM / dma-buf mappings by object id (under lock). */
@@ -526,6 +549,19 @@ struct sv_peer *sv_peer_find(struct sv_engine *eng, uint32_t qpn);
 /* Maps qpn's view for later sv_peer_find, or remembers it cannot be
  * (CMA refused...).  No lock held. */
 void sv_peer_learn(struct sv_engine *eng, uint32_t qpn);
+/* The view of XRC SRQ srqn (a reference the caller drops with
+ * sv_xsrq_put), mapped if needed; NULL when there is no such SRQ or it
+ * cannot be mapped.  May call the daemon (a leaf: any lock may be held
+ * below SV_LOCK_PEER). */
+struct sv_xsrq *sv_xsrq_get(struct sv_engine *eng, uint32_t srqn);
+void sv_xsrq_put(struct sv_xsrq *x);
+/* t's XRC SRQ: x (its reference moves into t), rcq and srq its regions. */
+static inline void sv_rtgt_set_xsrq(struct sv_rtgt *t, struct sv_xsrq *x)
+{
+	t->x = x;
+	t->srq = x ? x->srq : NULL;
+	t->rcq = x ? x->cq : NULL;
+}
 /* Forgets views whose region died or whose engine is gone. */
 void sv_peer_prune(struct sv_engine *eng, uint32_t dead_engine);
 /* Drops every view (detach, fork child). */

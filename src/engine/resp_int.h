@@ -120,6 +120,10 @@ struct resp {
 	struct sv_key_cache *rxc;   /* ... and last receive key; else NULL */
 	const struct sv_pkt *pkt;
 	const struct sv_data *data; /* direct: payload, or a READ's target */
+	/* The PDs remote keys and receive buffers are checked against: the
+	 * QP's (its SRQ's for receives), or on an XRC TGT QP the PD of the
+	 * XRC SRQ the request names (IBTA 9.4: XRC takes the SRQ's PD). */
+	uint32_t pd_id, rx_pd_id;
 	uint64_t len;		    /* the payload's length */
 	uint32_t flags;		    /* sv_opcodes[opcode].flags */
 	uint64_t orig;		    /* an atomic's original value */
@@ -201,10 +205,11 @@ enum resp_state sv_resp_rnr(struct resp *rs);
 void sv_resp_set_ack(struct sv_tr *tr, uint32_t psn);
 void sv_resp_set_nak(struct sv_tr *tr, uint8_t syn, uint32_t psn);
 int sv_resp_respq_full(const struct sv_tr *tr);
-/* Queues the answer to a READ request pkt; a repeat of one (repeat)
- * supersedes what is still queued of the same READ. */
+/* Queues the answer to a READ request pkt, its rkey of PD pd_id; a
+ * repeat of one (repeat) supersedes what is still queued of the same
+ * READ. */
 void sv_resp_queue_read(struct sv_tr *tr, const struct sv_pkt *pkt,
-			int repeat);
+			int repeat, uint32_t pd_id);
 void sv_resp_queue_atomic(struct sv_tr *tr, uint32_t psn, uint64_t orig);
 /* Queues an ATOMIC WRITE's answer: an RDMA READ response of no data
  * (IBTA 1.5, as rxe answers it). */

@@ -501,7 +501,7 @@ int sv_comp_packet(struct sv_qp *qp, const struct sv_pkt *pkt)
 
 	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 	st = sv_qp_state(qp);
-	if (qp->type != IBV_QPT_RC || !tr ||
+	if (!sv_qpt_rc(qp->type) || !tr ||
 	    (st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_SQE)) {
 		sv_unlock_spin(&qp->sq_lock);
 		return 0;
@@ -577,7 +577,7 @@ int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 		return 0;
 	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 	st = sv_qp_state(qp);
-	if (qp->type == IBV_QPT_RC && outstanding(qp) &&
+	if (sv_qpt_rc(qp->type) && outstanding(qp) &&
 	    (st == IBV_QPS_RTS || st == IBV_QPS_SQD)) {
 		struct sv_link *l = tr->link;
 

@@ -101,7 +101,7 @@ static void complete_early(void *arg)
 		if (WQE_STATE(p) != WQE_DONE || WQE_STATUS(p) != IBV_WC_SUCCESS)
 			return;
 	}
-	if (qp->type == IBV_QPT_RC) {
+	if (sv_qpt_rc(qp->type)) {
 		w->state = WQE_SENT;
 		sv_comp_acked(qp, e->tr, e->idx);
 	} else {
@@ -142,7 +142,7 @@ static enum sv_direct_out find_target(struct sv_qp *qp, struct sv_tr *tr,
 				      struct sv_peer **peerp)
 {
 	struct sv_engine *eng = qp->eng;
-	int ud = qp->type == IBV_QPT_UD, rc = qp->type == IBV_QPT_RC;
+	int ud = qp->type == IBV_QPT_UD, rc = sv_qpt_rc(qp->type);
 	uint32_t dqpn = ud ? w->remote_qpn : qp->dest_qpn;
 	struct sv_peer *peer;
 
@@ -207,13 +207,13 @@ static void direct_pkt(struct sv_qp *qp, const struct sv_send_wqe *w,
 {
 	int ud = qp->type == IBV_QPT_UD;
 	uint32_t op = w->opcode;
-	uint8_t opc = sv_req_opcode(op, 1, 1) |
-		      (ud ? OPC_UD : qp->type == IBV_QPT_UC ? OPC_UC : 0);
+	uint8_t opc = sv_req_opcode(op, 1, 1) | sv_opc_transport(qp->type);
 
 	memset(pkt, 0, sizeof(*pkt));
 	pkt->opcode = opc;
 	pkt->flags = sv_opcodes[opc].flags;
 	pkt->qpn = ud ? w->remote_qpn : qp->dest_qpn;
+	pkt->srqn = w->xrc_srqn;
 	pkt->se = (w->send_flags & IBV_SEND_SOLICITED) &&
 		  (pkt->flags & (OP_SEND | OP_IMM));
 	pkt->ackreq = 1;
@@ -289,7 +289,7 @@ static enum sv_direct_out outcome(struct sv_qp *qp, struct sv_tr *tr,
 				  struct sv_send_wqe *w, uint32_t idx,
 				  const struct sv_resp_res *res, int early_done)
 {
-	int rc = qp->type == IBV_QPT_RC;
+	int rc = sv_qpt_rc(qp->type);
 	uint32_t op = w->opcode;
 
 	switch (res->kind) {
@@ -334,7 +334,7 @@ static enum sv_direct_out outcome(struct sv_qp *qp, struct sv_tr *tr,
 enum sv_direct_out sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr,
 				 struct sv_send_wqe *w)
 {
-	int ud = qp->type == IBV_QPT_UD, rc = qp->type == IBV_QPT_RC;
+	int ud = qp->type == IBV_QPT_UD, rc = sv_qpt_rc(qp->type);
 	uint32_t op = w->opcode, mtu = tr->mtu ? tr->mtu : 4096, npk;
 	uint32_t idx = qp->sq.next;
 	struct sv_seg segs[SV_MAX_SEGS];
@@ -353,6 +353,10 @@ enum sv_direct_out sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr,
 	out = find_target(qp, tr, w, &t, &lq, &peer);
 	if (out != SV_DIRECT_DONE)
 		return out;
+	/* XRC: the target's receive side is the SRQ the WQE names (the
+	 * daemon is asked the first time: a leaf, allowed under sq_lock). */
+	if (qp->type == IBV_QPT_XRC_SEND)
+		sv_rtgt_set_xsrq(&t, sv_xsrq_get(qp->eng, w->xrc_srqn));
 	if (rc && sv_path_retry_pending(qp)) {
 		/* Packets, or a message the target dropped, still wait for
 		 * their answer: they land first. */
@@ -387,6 +391,7 @@ out:
 		atomic_fetch_sub(&lq->busy, 1);
 	if (ud)
 		sv_peer_put(peer);
+	sv_xsrq_put(t.x);
 	return out;
 }
 
@@ -463,7 +468,7 @@ int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr)
 	} else {
 		return 0;
 	}
-	k = qp->type != IBV_QPT_RC || psn_agrees(tr, t.q) ?
+	k = !sv_qpt_rc(qp->type) || psn_agrees(tr, t.q) ?
 		    sv_resp_rw_batch(eng, &t, ws, n, read, mtu) : 0;
 	if (lq)
 		atomic_fetch_sub(&lq->busy, 1);
@@ -478,7 +483,7 @@ int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr)
 		w->first_psn = tr->psn;
 		w->last_psn = (tr->psn + npk - 1) & PSN_MASK;
 		tr->psn = (tr->psn + npk) & PSN_MASK;
-		if (qp->type == IBV_QPT_RC) {
+		if (sv_qpt_rc(qp->type)) {
 			w->state = WQE_SENT;
 			sv_comp_acked(qp, tr, idx);
 		} else {

@@ -140,7 +140,7 @@ struct sv_send_wqe {
 	uint32_t invalidate_rkey;
 	uint64_t remote_addr; /* RDMA and atomics */
 	uint32_t rkey;
-	uint32_t pad;
+	uint32_t xrc_srqn;    /* XRC INI: the SRQ the target's XRCETH names */
 	uint64_t compare_add; /* atomics; ATOMIC WRITE: its 8 bytes (in
 				 memory order) when num_sge is 0, else the
 				 requester gathers them from the SGEs into

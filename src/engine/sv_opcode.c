@@ -13,6 +13,10 @@
 #define RC(op) (0x00 | (op))
 #define UC(op) (0x20 | (op))
 #define UD(op) (0x60 | (op))
+#define XRC(op) (0xa0 | (op))
+/* An XRC request: RC's headers with the XRCETH after the BTH (9.3.1.2);
+ * XRC responses are RC's under the XRC transport bits. */
+#define XR (OP_XRCETH)
 
 const struct sv_opinfo sv_opcodes[256] = {
 	[RC(0x00)] = { "RC_SEND_FIRST", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_PAYLOAD },
@@ -54,14 +58,39 @@ const struct sv_opinfo sv_opcodes[256] = {
 	[UC(0x0b)] = { "UC_WRITE_ONLY_IMM", OP_VALID | OP_REQ | OP_WRITE | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_RETH | OP_IMM },
 	[UD(0x04)] = { "UD_SEND_ONLY", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_DETH },
 	[UD(0x05)] = { "UD_SEND_ONLY_IMM", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_DETH | OP_IMM },
+	/* XRC (IBTA 9.2.1 transport 101; what rxe's XRC tables give): the
+	 * requests carry an XRCETH, the answers are RC's. */
+	[XRC(0x00)] = { "XRC_SEND_FIRST", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_PAYLOAD | XR },
+	[XRC(0x01)] = { "XRC_SEND_MIDDLE", OP_VALID | OP_REQ | OP_SEND | OP_MIDDLE | OP_PAYLOAD | XR },
+	[XRC(0x02)] = { "XRC_SEND_LAST", OP_VALID | OP_REQ | OP_SEND | OP_LAST | OP_PAYLOAD | XR },
+	[XRC(0x03)] = { "XRC_SEND_LAST_IMM", OP_VALID | OP_REQ | OP_SEND | OP_LAST | OP_PAYLOAD | OP_IMM | XR },
+	[XRC(0x04)] = { "XRC_SEND_ONLY", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_LAST | OP_PAYLOAD | XR },
+	[XRC(0x05)] = { "XRC_SEND_ONLY_IMM", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_IMM | XR },
+	[XRC(0x06)] = { "XRC_WRITE_FIRST", OP_VALID | OP_REQ | OP_WRITE | OP_FIRST | OP_PAYLOAD | OP_RETH | XR },
+	[XRC(0x07)] = { "XRC_WRITE_MIDDLE", OP_VALID | OP_REQ | OP_WRITE | OP_MIDDLE | OP_PAYLOAD | XR },
+	[XRC(0x08)] = { "XRC_WRITE_LAST", OP_VALID | OP_REQ | OP_WRITE | OP_LAST | OP_PAYLOAD | XR },
+	[XRC(0x09)] = { "XRC_WRITE_LAST_IMM", OP_VALID | OP_REQ | OP_WRITE | OP_LAST | OP_PAYLOAD | OP_IMM | XR },
+	[XRC(0x0a)] = { "XRC_WRITE_ONLY", OP_VALID | OP_REQ | OP_WRITE | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_RETH | XR },
+	[XRC(0x0b)] = { "XRC_WRITE_ONLY_IMM", OP_VALID | OP_REQ | OP_WRITE | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_RETH | OP_IMM | XR },
+	[XRC(0x0c)] = { "XRC_READ_REQUEST", OP_VALID | OP_REQ | OP_READ | OP_FIRST | OP_LAST | OP_RETH | XR },
+	[XRC(0x0d)] = { "XRC_READ_RESPONSE_FIRST", OP_VALID | OP_RESP | OP_READ | OP_FIRST | OP_PAYLOAD | OP_AETH },
+	[XRC(0x0e)] = { "XRC_READ_RESPONSE_MIDDLE", OP_VALID | OP_RESP | OP_READ | OP_MIDDLE | OP_PAYLOAD },
+	[XRC(0x0f)] = { "XRC_READ_RESPONSE_LAST", OP_VALID | OP_RESP | OP_READ | OP_LAST | OP_PAYLOAD | OP_AETH },
+	[XRC(0x10)] = { "XRC_READ_RESPONSE_ONLY", OP_VALID | OP_RESP | OP_READ | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_AETH },
+	[XRC(0x11)] = { "XRC_ACKNOWLEDGE", OP_VALID | OP_RESP | OP_ACK | OP_FIRST | OP_LAST | OP_AETH },
+	[XRC(0x12)] = { "XRC_ATOMIC_ACKNOWLEDGE", OP_VALID | OP_RESP | OP_ATOMIC | OP_FIRST | OP_LAST | OP_AETH | OP_ATMACK },
+	[XRC(0x13)] = { "XRC_COMPARE_SWAP", OP_VALID | OP_REQ | OP_ATOMIC | OP_FIRST | OP_LAST | OP_ATMETH | XR },
+	[XRC(0x14)] = { "XRC_FETCH_ADD", OP_VALID | OP_REQ | OP_ATOMIC | OP_FIRST | OP_LAST | OP_ATMETH | XR },
+	[XRC(0x16)] = { "XRC_SEND_LAST_INV", OP_VALID | OP_REQ | OP_SEND | OP_LAST | OP_PAYLOAD | OP_IETH | XR },
+	[XRC(0x17)] = { "XRC_SEND_ONLY_INV", OP_VALID | OP_REQ | OP_SEND | OP_FIRST | OP_LAST | OP_PAYLOAD | OP_IETH | XR },
 };
 
 /* By work-request opcode.  Positions: first, middle, last, only. */
 #define NONE SV_OPC_NONE
 #define ALL(o) { (o), (o), (o), (o) }
-#define RDMA_RW (SV_WR_RC | SV_WR_UC)
-#define RC_ONLY SV_WR_RC
-#define ANY_QP (SV_WR_RC | SV_WR_UC | SV_WR_UD)
+#define RDMA_RW (SV_WR_RC | SV_WR_UC | SV_WR_XRC)
+#define RC_ONLY (SV_WR_RC | SV_WR_XRC) /* reliable connected: RC, XRC */
+#define ANY_QP (SV_WR_RC | SV_WR_UC | SV_WR_UD | SV_WR_XRC)
 
 const struct sv_wrinfo sv_wr_opcodes[SV_WR_OPCODES] = {
 	[IBV_WR_SEND] = {
@@ -111,11 +140,12 @@ const struct sv_wrinfo sv_wr_opcodes[SV_WR_OPCODES] = {
 	[IBV_WR_BIND_MW] = {
 		"BIND_MW", RDMA_RW | SV_WR_LOCAL, ALL(NONE), IBV_WC_BIND_MW,
 		0 },
-	/* RC only (rxe's table gives it no other type); the target grants
-	 * remote WRITE, as rxe's responder asks of both the QP and the MR. */
+	/* RC only (rxe's table gives it no other type, XRC included); the
+	 * target grants remote WRITE, as rxe's responder asks of both the QP
+	 * and the MR. */
 	[IBV_WR_ATOMIC_WRITE] = {
 		"ATOMIC_WRITE",
-		RC_ONLY | SV_WR_ATOMIC_WRITE | SV_WR_INLINE | SV_WR_REMOTE,
+		SV_WR_RC | SV_WR_ATOMIC_WRITE | SV_WR_INLINE | SV_WR_REMOTE,
 		ALL(OPC_ATOMIC_WRITE), IBV_WC_ATOMIC_WRITE,
 		IBV_ACCESS_REMOTE_WRITE },
 	/* TSO, DRIVER1, FLUSH: not taken (no QP types). */
@@ -126,12 +156,14 @@ const struct sv_wrinfo sv_wr_opcodes[SV_WR_OPCODES] = {
 #undef RDMA_RW
 #undef RC_ONLY
 #undef ANY_QP
+#undef XR
 
-/* Header bytes after the BTH, in the order of 9.2: DETH, RETH, AtomicETH,
- * AETH, AtomicAckETH, ImmDt, IETH. */
+/* Header bytes after the BTH, in the order of 9.2: DETH, XRCETH, RETH,
+ * AtomicETH, AETH, AtomicAckETH, ImmDt, IETH. */
 unsigned sv_op_hdr_len(uint32_t flags)
 {
 	return SV_BTH_BYTES + ((flags & OP_DETH) ? SV_DETH_BYTES : 0) +
+	       ((flags & OP_XRCETH) ? SV_XRCETH_BYTES : 0) +
 	       ((flags & OP_RETH) ? SV_RETH_BYTES : 0) +
 	       ((flags & OP_ATMETH) ? SV_ATMETH_BYTES : 0) +
 	       ((flags & OP_AETH) ? SV_AETH_BYTES : 0) +
@@ -175,6 +207,10 @@ int sv_pkt_parse(struct sv_pkt *pkt, const uint8_t *buf, uint32_t len,
 		pkt->qkey = __deth_qkey(p);
 		pkt->src_qpn = __deth_sqp(p);
 		p += SV_DETH_BYTES;
+	}
+	if (oi->flags & OP_XRCETH) {
+		pkt->srqn = __xrceth_srqn(p);
+		p += SV_XRCETH_BYTES;
 	}
 	if (oi->flags & OP_RETH) {
 		pkt->va = __reth_va(p);

@@ -43,6 +43,7 @@ enum {
 	OP_IETH = 1 << 17,
 	OP_DETH = 1 << 18,
 	OP_ATOMIC_WRITE = 1 << 19, /* IBTA 1.5 ATOMIC WRITE (not OP_WRITE) */
+	OP_XRCETH = 1 << 20,	   /* an XRC request: XRCETH after the BTH */
 };
 
 struct sv_opinfo {
@@ -51,7 +52,8 @@ struct sv_opinfo {
 };
 extern const struct sv_opinfo sv_opcodes[256];
 
-/* Opcode numbers (low 5 bits; | 0x20 for UC, | 0x60 for UD). */
+/* Opcode numbers (low 5 bits; | 0x20 for UC, | 0x60 for UD, | 0xa0 for
+ * XRC). */
 enum {
 	OPC_SEND_FIRST = 0x00,
 	OPC_SEND_MIDDLE = 0x01,
@@ -80,6 +82,7 @@ enum {
 };
 #define OPC_UC 0x20
 #define OPC_UD 0x60
+#define OPC_XRC 0xa0
 
 /* A parsed packet: header fields in host order, payload in place. */
 struct sv_pkt {
@@ -97,6 +100,7 @@ struct sv_pkt {
 	uint32_t imm; /* network order, as ibv_wc.imm_data */
 	uint32_t inv_rkey;
 	uint32_t qkey, src_qpn;
+	uint32_t srqn; /* XRC: the XRCETH's SRQ number */
 	const uint8_t *payload;
 	uint32_t paylen;
 };
@@ -114,7 +118,8 @@ enum {
 	SV_WR_RC = 1 << 0, /* QP types that take it */
 	SV_WR_UC = 1 << 1,
 	SV_WR_UD = 1 << 2,
-	SV_WR_QPT_MASK = SV_WR_RC | SV_WR_UC | SV_WR_UD,
+	SV_WR_XRC = 1 << 14, /* an XRC INI QP (IBV_QPT_XRC_SEND) */
+	SV_WR_QPT_MASK = SV_WR_RC | SV_WR_UC | SV_WR_UD | SV_WR_XRC,
 	SV_WR_SEND = 1 << 3,   /* a SEND message */
 	SV_WR_WRITE = 1 << 4,  /* an RDMA WRITE message */
 	SV_WR_READ = 1 << 5,   /* an RDMA READ: the data comes back */
@@ -177,9 +182,30 @@ static inline const struct sv_wrinfo *sv_wrinfo(uint32_t op)
 /* The SV_WR_ QP-type bit of type; 0 for the types we do not send on. */
 static inline uint32_t sv_wr_qpt(enum ibv_qp_type type)
 {
-	return type == IBV_QPT_RC ? SV_WR_RC :
-	       type == IBV_QPT_UC ? SV_WR_UC :
-	       type == IBV_QPT_UD ? SV_WR_UD :
+	return type == IBV_QPT_RC	? SV_WR_RC :
+	       type == IBV_QPT_UC	? SV_WR_UC :
+	       type == IBV_QPT_UD	? SV_WR_UD :
+	       type == IBV_QPT_XRC_SEND ? SV_WR_XRC :
+					  0;
+}
+
+/* A reliable connected QP: RC, or either end of XRC (an INI QP sends as
+ * an RC requester, a TGT QP answers as an RC responder: IBTA 9.7, with
+ * the XRC opcodes and XRCETH of 9.3.1.2). */
+static inline int sv_qpt_rc(uint32_t type)
+{
+	return type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND ||
+	       type == IBV_QPT_XRC_RECV;
+}
+
+/* The transport bits (9.2.1) a QP of type sends its packets with, to be
+ * or-ed into an opcode of RC numbering. */
+static inline uint8_t sv_opc_transport(uint32_t type)
+{
+	return type == IBV_QPT_UC ? OPC_UC :
+	       type == IBV_QPT_UD ? OPC_UD :
+	       (type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV) ?
+				    OPC_XRC :
 				    0;
 }
 
@@ -190,8 +216,9 @@ static inline int sv_wr_takes(enum ibv_qp_type type, uint32_t op)
 	return !!(sv_wrinfo(op)->flags & sv_wr_qpt(type));
 }
 
-/* The transport opcode (RC numbering) of a packet of a message of op at
- * a position: SV_OPC_NONE for an opcode that sends no packet. */
+/* The transport opcode (RC numbering: sv_opc_transport's bits are the
+ * caller's) of a packet of a message of op at a position: SV_OPC_NONE
+ * for an opcode that sends no packet. */
 static inline uint8_t sv_req_opcode(uint32_t op, int first, int last)
 {
 	const struct sv_wrinfo *wi = sv_wrinfo(op);

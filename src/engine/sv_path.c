@@ -91,7 +91,7 @@ int sv_path_window_full(struct sv_qp *qp, struct sv_tr *tr)
 {
 	uint32_t out = (uint32_t)psn_diff(tr->psn, tr->last_ack_psn) - 1;
 
-	return qp->type == IBV_QPT_RC && out < (1u << 23) &&
+	return sv_qpt_rc(qp->type) && out < (1u << 23) &&
 	       out >= sv_tune.window_pkts;
 }
 
@@ -266,7 +266,7 @@ enum sv_wqe_path sv_path_choose(struct sv_qp *qp, struct sv_tr *tr,
 		return SV_PATH_DONE;
 	if (st == IBV_QPS_SQD && fresh)
 		return SV_PATH_STOP; /* finish what started only */
-	if (from <= SV_PATH_SMALL_PKT && fresh && qp->type == IBV_QPT_RC &&
+	if (from <= SV_PATH_SMALL_PKT && fresh && sv_qpt_rc(qp->type) &&
 	    budget > 0 && small_ok(qp, tr, w))
 		return SV_PATH_SMALL_PKT;
 	if (fresh && reads_block(qp, qp->sq.next, w))
@@ -284,8 +284,10 @@ enum sv_wqe_path sv_path_choose(struct sv_qp *qp, struct sv_tr *tr,
 	if (from <= SV_PATH_DIRECT_BATCH &&
 	    (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_READ) &&
 	    tr->path.reach == SV_REACH_DIRECT && qp->type != IBV_QPT_UD &&
+	    /* XRC: each WQE names its SRQ, whose PD checks its key */
+	    qp->type != IBV_QPT_XRC_SEND &&
 	    qp->sq.tail - qp->sq.next >= 2 && !sv_cap_on(qp->eng) &&
-	    !(qp->type == IBV_QPT_RC && sv_path_retry_pending(qp)))
+	    !(sv_qpt_rc(qp->type) && sv_path_retry_pending(qp)))
 		return SV_PATH_DIRECT_BATCH;
 	if (from <= SV_PATH_DIRECT && direct_ok(qp, tr, w))
 		return SV_PATH_DIRECT;

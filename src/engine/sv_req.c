@@ -54,11 +54,15 @@ static unsigned build_hdrs(struct sv_qp *qp, struct sv_engine *eng,
 	bth_init(h, opcode,
 		 last && (w->send_flags & IBV_SEND_SOLICITED) &&
 			 (flags & (OP_SEND | OP_IMM)),
-		 0xffff, dqpn, qp->type == IBV_QPT_RC && ackreq, psn);
+		 0xffff, dqpn, sv_qpt_rc(qp->type) && ackreq, psn);
 	h += SV_BTH_BYTES;
 	if (flags & OP_DETH) {
 		deth_set(h, w->remote_qkey, qp->qpx.qp_base.qp_num);
 		h += SV_DETH_BYTES;
+	}
+	if (flags & OP_XRCETH) {
+		xrceth_set(h, w->xrc_srqn);
+		h += SV_XRCETH_BYTES;
 	}
 	if (flags & OP_RETH) {
 		reth_set(h, raddr, w->rkey, (uint32_t)len);
@@ -323,7 +327,7 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 {
 	struct sv_engine *eng = qp->eng;
 	int inl = !!(w->send_flags & IBV_SEND_INLINE);
-	int ud = qp->type == IBV_QPT_UD, rc = qp->type == IBV_QPT_RC;
+	int ud = qp->type == IBV_QPT_UD, rc = sv_qpt_rc(qp->type);
 	uint32_t op = w->opcode, mtu = tr->mtu ? tr->mtu : 4096;
 	uint64_t len;
 	struct sv_link *link = ud ? NULL : qp->link;
@@ -363,7 +367,8 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 	if (sv_is_read_or_atomic(op)) {
 		uint32_t npk = op == IBV_WR_RDMA_READ && len ?
 				       (uint32_t)((len + mtu - 1) / mtu) : 1;
-		uint8_t opc = sv_req_opcode(op, 1, 1);
+		uint8_t opc = sv_req_opcode(op, 1, 1) |
+			      sv_opc_transport(qp->type);
 		unsigned hl = sv_op_hdr_len(sv_opcodes[opc].flags);
 		int dead = 0, resume = op == IBV_WR_RDMA_READ &&
 				       WQE_STATE(w) == WQE_SENDING;
@@ -405,7 +410,7 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 		uint32_t chunk = len - off > mtu ? mtu : (uint32_t)(len - off);
 		int first = off == 0, last = off + chunk == len, dead = 0;
 		uint8_t opc = sv_req_opcode(op, first, last) |
-			      (ud ? OPC_UD : qp->type == IBV_QPT_UC ? OPC_UC : 0);
+			      sv_opc_transport(qp->type);
 		unsigned hl = sv_op_hdr_len(sv_opcodes[opc].flags) +
 			      (ud ? SV_GRH_BYTES : 0);
 		int ackreq = last || tr->since_ackreq + 1 >= sv_tune.ack_every;
@@ -507,7 +512,7 @@ static int send_small(struct sv_qp *qp, struct sv_tr *tr,
 				   &m) ||
 	     !m.ptr))
 		return 0;
-	opc = sv_req_opcode(w->opcode, 1, 1);
+	opc = sv_req_opcode(w->opcode, 1, 1) | sv_opc_transport(qp->type);
 	hl = sv_op_hdr_len(sv_opcodes[opc].flags);
 	p = sv_link_reserve(link, hl + len, 0, &dead);
 	if (!p)
@@ -567,7 +572,7 @@ static enum step wqe_sent(struct sv_qp *qp, struct sv_tr *tr,
 	if (s == STEP_UNLOCKED)
 		return STEP_NEXT;
 	if (WQE_STATE(w) == WQE_DONE && WQE_STATUS(w) &&
-	    qp->type == IBV_QPT_RC) {
+	    sv_qpt_rc(qp->type)) {
 		/* Local error: the QP stops here; it retires (and errors
 		 * the QP) after what is before it. */
 		if (qp->sq.next == idx)
@@ -577,7 +582,7 @@ static enum step wqe_sent(struct sv_qp *qp, struct sv_tr *tr,
 	}
 	if (qp->sq.next == idx)
 		qp->sq.next++;
-	if (qp->type == IBV_QPT_RC && WQE_STATE(w) != WQE_DONE)
+	if (sv_qpt_rc(qp->type) && WQE_STATE(w) != WQE_DONE)
 		sv_comp_arm_timer(qp, tr);
 	return STEP_NEXT;
 }

@@ -198,7 +198,7 @@ static enum resp_state fatal(struct resp *rs, enum resp_state st,
 	uint8_t nak = syn & 0x1f;
 	unsigned ev;
 
-	if (q->type == IBV_QPT_RC)
+	if (sv_qpt_rc(q->type))
 		rs->ops->answer(rs, SV_ROUT_NAK, syn, rs->pkt->psn);
 	if (qflag(rs, SV_RF_HAVE_RECV) && recv_st != IBV_WC_SUCCESS)
 		sv_resp_push_recv(rs, recv_st, (rs->flags & OP_WRITE) ?
@@ -396,7 +396,7 @@ static int pkt_room(struct resp *rs)
 
 static enum resp_state pkt_read_reply(struct resp *rs)
 {
-	sv_resp_queue_read(rs->tr, rs->pkt, 0);
+	sv_resp_queue_read(rs->tr, rs->pkt, 0, rs->pd_id);
 	return RESPST_DONE;
 }
 
@@ -420,7 +420,7 @@ static void pkt_answer(struct resp *rs, enum sv_rout kind, uint8_t syn,
 {
 	switch (kind) {
 	case SV_ROUT_ACK:
-		if (rs->q->type == IBV_QPT_RC && rs->pkt->ackreq)
+		if (sv_qpt_rc(rs->q->type) && rs->pkt->ackreq)
 			sv_resp_set_ack(rs->tr, psn);
 		break;
 	case SV_ROUT_NAK:
@@ -550,6 +550,18 @@ static void resp_notify(struct sv_engine *eng, struct sv_rtgt *t,
 		sv_rtgt_notify(eng, t, SV_EVK_QP, 0);
 }
 
+/* The PDs of a run (struct resp): the XRC SRQ's on an XRC TGT QP. */
+static void resp_pds(struct resp *rs)
+{
+	if (rs->t->x) {
+		rs->pd_id = rs->t->x->pd_id;
+		rs->rx_pd_id = rs->t->x->pd_id;
+	} else {
+		rs->pd_id = rs->q->pd_id;
+		rs->rx_pd_id = rs->q->rx_pd_id;
+	}
+}
+
 void sv_resp_packet(struct sv_qp *qp, const struct sv_pkt *pkt,
 		    struct sv_resp_hold *h)
 {
@@ -557,17 +569,28 @@ void sv_resp_packet(struct sv_qp *qp, const struct sv_pkt *pkt,
 	struct resp rs = { .ops = &packet_ops, .eng = qp->eng, .t = &h->t,
 			   .q = qp->shm, .tr = tr, .pkt = pkt,
 			   .len = pkt->paylen, .flags = pkt->flags };
+	struct sv_xsrq *x = NULL;
 
 	if (!tr)
 		return;
 	rs.rkc = &tr->rkey;
 	rs.rxc = &tr->rxkey;
-	if (h->qp != qp) {
+	/* An XRC request lands in the SRQ its XRCETH names: its view is
+	 * the run's (a run goes on only while requests name the same one:
+	 * its CQ's events are told at the end of the run). */
+	if (qp->type == IBV_QPT_XRC_RECV && (pkt->flags & OP_XRCETH))
+		x = sv_xsrq_get(qp->eng, pkt->srqn);
+	if (h->qp != qp || h->t.x != x) {
 		sv_resp_release(h);
 		sv_rtgt_own(&h->t, qp);
+		if (qp->type == IBV_QPT_XRC_RECV)
+			sv_rtgt_set_xsrq(&h->t, x);
 		resp_lock(qp->shm);
 		h->qp = qp;
+	} else {
+		sv_xsrq_put(x); /* the run holds it already */
 	}
+	resp_pds(&rs);
 	run(&rs);
 	h->cq_bits |= rs.cq_bits;
 	h->srq_limit |= rs.srq_limit;
@@ -586,6 +609,8 @@ void sv_resp_release(struct sv_resp_hold *h)
 	h->cq_bits = 0;
 	h->srq_limit = 0;
 	resp_notify(qp->eng, &h->t, cq_bits, srq_limit);
+	sv_xsrq_put(h->t.x);
+	h->t.x = NULL;
 }
 
 void sv_resp_direct(struct sv_engine *eng, struct sv_rtgt *t,
@@ -599,6 +624,7 @@ void sv_resp_direct(struct sv_engine *eng, struct sv_rtgt *t,
 
 	res->kind = SV_ROUT_DROP;
 	res->orig = 0;
+	resp_pds(&rs);
 	resp_lock(t->q);
 	/* A whole message arrives in order by construction: it takes the
 	 * PSN the responder expects. */

@@ -86,6 +86,8 @@ static int transport_ok(uint32_t type, uint8_t opcode)
 		return (opcode & 0xe0) == OPC_UC;
 	case IBV_QPT_UD:
 		return (opcode & 0xe0) == OPC_UD;
+	case IBV_QPT_XRC_RECV:
+		return (opcode & 0xe0) == OPC_XRC;
 	default:
 		return 0;
 	}
@@ -123,6 +125,11 @@ enum resp_state sv_resp_chk_qp(struct resp *rs)
 		return RESPST_DROP;
 	if (q->type == IBV_QPT_UD && rs->pkt->qkey != q->qkey)
 		return RESPST_DROP; /* Q_Key violation: silent */
+	/* XRC: the XRCETH names an XRC SRQ of the TGT QP's own domain, or
+	 * the request is invalid (9.3.1.2; mlx5 and rxe's XRC NAK it). */
+	if (q->type == IBV_QPT_XRC_RECV &&
+	    (!rs->t->x || rs->t->x->xrcd_id != q->xrcd_id))
+		return RESPST_ERR_INV_REQ;
 	if (state == IBV_QPS_RTR && q->type != IBV_QPT_UD &&
 	    !qflag(rs, SV_RF_COMM_EST)) {
 		qset(rs, SV_RF_COMM_EST, 1);
@@ -215,7 +222,7 @@ enum resp_state sv_resp_chk_resource(struct resp *rs)
 	uint32_t f = rs->flags;
 
 	if (sv_resp_needs_recv(f) && sv_resp_take_recv(rs))
-		return rs->q->type == IBV_QPT_RC ? RESPST_RNR : RESPST_DROP;
+		return sv_qpt_rc(rs->q->type) ? RESPST_RNR : RESPST_DROP;
 	if ((f & (OP_READ | OP_ATOMIC | OP_ATOMIC_WRITE)) && !rs->ops->room(rs))
 		return RESPST_DROP;
 	return RESPST_CHK_ACCESS;
@@ -339,7 +346,7 @@ enum resp_state sv_resp_duplicate(struct resp *rs)
 		 * checked as each response is built (sv_resp_reply.c). */
 		if (!(rs->q->access & IBV_ACCESS_REMOTE_READ))
 			return RESPST_DROP;
-		sv_resp_queue_read(tr, pkt, 1);
+		sv_resp_queue_read(tr, pkt, 1, rs->pd_id);
 		return RESPST_DONE;
 	}
 	if (rs->flags & OP_ATOMIC) {
@@ -462,14 +469,16 @@ static void supersede_read(struct sv_tr *tr, const struct sv_pkt *pkt)
 	tr->rq_tail = j;
 }
 
-void sv_resp_queue_read(struct sv_tr *tr, const struct sv_pkt *pkt, int repeat)
+void sv_resp_queue_read(struct sv_tr *tr, const struct sv_pkt *pkt, int repeat,
+			uint32_t pd_id)
 {
 	struct sv_respq_ent q = { .kind = 1,
 				  .psn = pkt->psn,
 				  .left = pkt->dma_len,
 				  .total = pkt->dma_len,
 				  .va = pkt->va,
-				  .rkey = pkt->rkey };
+				  .rkey = pkt->rkey,
+				  .pd_id = pd_id };
 
 	if (repeat)
 		supersede_read(tr, pkt);

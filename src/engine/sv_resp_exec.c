@@ -28,15 +28,15 @@ int sv_resp_rkey(struct resp *rs, uint32_t key, uint64_t va, uint64_t len,
 	uint8_t *p;
 
 	if (!rs->rkc)
-		return sv_key_resolve(rs->eng, key, q->pd_id, va, len, access,
+		return sv_key_resolve(rs->eng, key, rs->pd_id, va, len, access,
 				      1, q->qpn, m);
-	p = sv_key_cached_local(rs->eng, rs->rkc, key, q->pd_id, va, len,
+	p = sv_key_cached_local(rs->eng, rs->rkc, key, rs->pd_id, va, len,
 				access);
 	if (p) {
 		*m = (struct sv_mem){ .ptr = p, .key = key, .eng = rs->eng };
 		return SV_KOK;
 	}
-	return sv_key_resolve_cached(rs->eng, rs->rkc, key, q->pd_id, va,
+	return sv_key_resolve_cached(rs->eng, rs->rkc, key, rs->pd_id, va,
 				     len, access, 1, q->qpn, m);
 }
 
@@ -119,8 +119,9 @@ void sv_resp_push_recv(struct resp *rs, enum ibv_wc_status st,
 	}
 	qset(rs, SV_RF_HAVE_RECV, 0);
 	q->recv_off = 0;
-	rs->cq_bits |= sv_cq_produce(rs->t->rcq, &wc,
-				     solicited || st != IBV_WC_SUCCESS);
+	if (rs->t->rcq) /* (an XRC request naming no SRQ took no receive) */
+		rs->cq_bits |= sv_cq_produce(rs->t->rcq, &wc,
+					     solicited || st != IBV_WC_SUCCESS);
 }
 
 /*
@@ -177,25 +178,24 @@ static int rx_resolve(struct resp *rs, const struct sv_recv_wqe *r,
 		      uint32_t nsge, uint64_t off, uint64_t n,
 		      struct sv_data *dst, struct sv_seg *segs)
 {
-	struct sv_qp_shm *q = rs->q;
 	const struct ibv_sge *g = &r->sge[0];
 	uint8_t *p;
 	int e;
 
 	if (!rs->rxc || nsge != 1 || !n)
-		return sv_sge_resolve(rs->eng, r->sge, (int)nsge, q->rx_pd_id,
+		return sv_sge_resolve(rs->eng, r->sge, (int)nsge, rs->rx_pd_id,
 				      IBV_ACCESS_LOCAL_WRITE, off, n, dst, segs,
 				      SV_MAX_SEGS);
 	if (off > g->length || n > g->length - off)
 		return SV_KERR_LEN;
-	p = sv_key_cached_local(rs->eng, rs->rxc, g->lkey, q->rx_pd_id,
+	p = sv_key_cached_local(rs->eng, rs->rxc, g->lkey, rs->rx_pd_id,
 				g->addr + off, n, IBV_ACCESS_LOCAL_WRITE);
 	if (p) {
 		segs[0].m = (struct sv_mem){ .ptr = p, .key = g->lkey,
 					     .eng = rs->eng };
 	} else {
 		e = sv_key_resolve_cached(rs->eng, rs->rxc, g->lkey,
-					  q->rx_pd_id, g->addr + off, n,
+					  rs->rx_pd_id, g->addr + off, n,
 					  IBV_ACCESS_LOCAL_WRITE, 0, 0,
 					  &segs[0].m);
 		if (e)
@@ -223,7 +223,7 @@ enum resp_state sv_resp_exec_send(struct resp *rs)
 	if (q->type == IBV_QPT_UD) {
 		/* The GRH first (40 bytes), then the payload. */
 		make_grh(rs->pkt, grh);
-		e = sv_sge_resolve(rs->eng, r->sge, (int)nsge, q->rx_pd_id,
+		e = sv_sge_resolve(rs->eng, r->sge, (int)nsge, rs->rx_pd_id,
 				   IBV_ACCESS_LOCAL_WRITE, 0, 40, &dst, dsegs,
 				   SV_MAX_SEGS);
 		if (e)
@@ -372,7 +372,7 @@ enum resp_state sv_resp_exec_atomic_write(struct resp *rs)
 int sv_resp_invalidate(struct resp *rs, uint32_t key)
 {
 	struct sv_key_req req = { .key = key,
-				  .pd_id = rs->q->pd_id,
+				  .pd_id = rs->pd_id,
 				  .qpn = rs->q->qpn };
 
 	return sv_call_simple(SV_OP_KEY_INVALIDATE, 0, rs->eng->instance, -1,
@@ -394,11 +394,16 @@ void sv_resp_flush_rq(struct sv_engine *eng, struct sv_rtgt *t)
 	/* The receive being filled first, then the queue. */
 	if (q->rflags & SV_RF_HAVE_RECV) {
 		wc.wr_id = sv_qp_cur(q)->wr_id;
-		bits |= sv_cq_produce(t->rcq, &wc, 1);
+		if (t->rcq)
+			bits |= sv_cq_produce(t->rcq, &wc, 1);
 		q->rflags &= ~(uint32_t)SV_RF_HAVE_RECV;
 	}
 	q->recv_off = 0;
-	if (!t->srq) {
+	if (q->type == IBV_QPT_XRC_RECV) {
+		/* No queue of its own, and no SRQ: each request names one
+		 * (the receive being filled went to that SRQ's CQ when the
+		 * responder knew it, t->x). */
+	} else if (!t->srq) {
 		struct sv_recv_wqe *r = sv_qp_cur(q);
 
 		while (!sv_rq_take(q, &q->rq, r, 0)) {

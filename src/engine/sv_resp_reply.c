@@ -23,6 +23,8 @@ static int send_queued(struct sv_qp *qp, struct sv_tr *tr)
 	struct sv_qp_shm *q = qp->shm;
 	struct sv_link *link = tr->link;
 	uint32_t mtu = resp_mtu(q);
+	/* An XRC TGT QP answers with XRC opcodes (RC's headers). */
+	uint8_t tp = sv_opc_transport(qp->type);
 	int dead = 0;
 
 	while (tr->rq_head != tr->rq_tail) {
@@ -38,7 +40,7 @@ static int send_queued(struct sv_qp *qp, struct sv_tr *tr)
 
 			if (!p)
 				return dead ? (tr->rq_head = tr->rq_tail, 0) : -1;
-			bth_init(p, OPC_ATOMIC_ACK, 0, 0xffff, q->dest_qpn, 0, e->psn);
+			bth_init(p, OPC_ATOMIC_ACK | tp, 0, 0xffff, q->dest_qpn, 0, e->psn);
 			aeth_set(p + SV_BTH_BYTES, SV_AETH_ACK | SV_AETH_ACK_UNLIMITED,
 				 q->msn);
 			atmack_set(p + SV_BTH_BYTES + SV_AETH_BYTES, e->orig);
@@ -50,10 +52,11 @@ static int send_queued(struct sv_qp *qp, struct sv_tr *tr)
 			uint32_t sent = e->total - e->left;
 			uint32_t chunk = e->left > mtu ? mtu : e->left;
 			int first = sent == 0, last = chunk == e->left;
-			uint8_t opc = first && last ? OPC_READ_RESP_ONLY :
-				      first	    ? OPC_READ_RESP_FIRST :
-				      last	    ? OPC_READ_RESP_LAST :
-						      OPC_READ_RESP_MIDDLE;
+			uint8_t opc = (first && last ? OPC_READ_RESP_ONLY :
+				       first	     ? OPC_READ_RESP_FIRST :
+				       last	     ? OPC_READ_RESP_LAST :
+						       OPC_READ_RESP_MIDDLE) |
+				      tp;
 			unsigned hl = sv_op_hdr_len(sv_opcodes[opc].flags);
 			struct sv_seg sseg, dseg;
 			struct sv_data src, dst;
@@ -61,7 +64,7 @@ static int send_queued(struct sv_qp *qp, struct sv_tr *tr)
 			int e2 = 0;
 
 			if (chunk)
-				e2 = sv_key_resolve(qp->eng, e->rkey, q->pd_id,
+				e2 = sv_key_resolve(qp->eng, e->rkey, e->pd_id,
 						    e->va + sent, chunk,
 						    IBV_ACCESS_REMOTE_READ, 1,
 						    q->qpn, &sseg.m);
@@ -71,7 +74,7 @@ static int send_queued(struct sv_qp *qp, struct sv_tr *tr)
 						    0, &dead);
 				if (!p)
 					return dead ? 0 : -1;
-				bth_init(p, OPC_ACK, 0, 0xffff, q->dest_qpn, 0, e->psn);
+				bth_init(p, OPC_ACK | tp, 0, 0xffff, q->dest_qpn, 0, e->psn);
 				aeth_set(p + SV_BTH_BYTES,
 					 SV_AETH_NAK | (e2 == SV_KERR_OWNER ?
 							SV_NAK_REM_OP : SV_NAK_REM_ACCESS),
@@ -103,7 +106,7 @@ static int send_queued(struct sv_qp *qp, struct sv_tr *tr)
 							    0, &dead);
 					if (!p)
 						return dead ? 0 : -1;
-					bth_init(p, OPC_ACK, 0, 0xffff,
+					bth_init(p, OPC_ACK | tp, 0, 0xffff,
 						 q->dest_qpn, 0, e->psn);
 					aeth_set(p + SV_BTH_BYTES,
 						 SV_AETH_NAK |
@@ -128,7 +131,7 @@ static int send_queued(struct sv_qp *qp, struct sv_tr *tr)
 
 		if (!p)
 			return dead ? (tr->ack_pending = 0, 0) : -1;
-		bth_init(p, OPC_ACK, 0, 0xffff, q->dest_qpn, 0, tr->ack_psn);
+		bth_init(p, OPC_ACK | tp, 0, 0xffff, q->dest_qpn, 0, tr->ack_psn);
 		aeth_set(p + SV_BTH_BYTES, tr->ack_syn, q->msn);
 		sv_cap_commit(link, qp);
 	}
@@ -143,7 +146,7 @@ void sv_resp_flush(struct sv_qp *qp)
 
 	if (!tr)
 		return;
-	if (qp->type != IBV_QPT_RC ||
+	if (!sv_qpt_rc(qp->type) ||
 	    (!tr->ack_pending && tr->rq_head == tr->rq_tail))
 		return;
 	/* What we answer is published (and the requester's doorbell rung)

@@ -48,15 +48,19 @@ void sv_post_set_ops(struct verbs_context *vctx);
 void sv_srq_set_ops(struct verbs_context *vctx);
 void sv_mw_set_ops(struct verbs_context *vctx);
 
-/* xrc.c: XRC domains and TGT QPs (a TGT QP is a struct of xrc.c's, told
- * by qp_type IBV_QPT_XRC_RECV; the others are struct sv_qp).  The int
- * verbs return 0 or a positive errno. */
+/* xrc.c: XRC domains and the handles of TGT QPs ibv_open_qp gives (a
+ * struct sv_qp of no engine: sv_xrc_opened; the creator's TGT QP is
+ * qp.c's).  The int verbs return 0 or a positive errno. */
 void sv_xrc_set_ops(struct verbs_context *vctx);
 /* 1 when SOFTVERBS_XRC=1 lets XRC objects be made (xrc.c says why). */
 int sv_xrc_enabled(void);
 uint32_t sv_xrcd_handle(struct ibv_xrcd *xrcd);
-struct ibv_qp *sv_xrc_create_tgt(struct ibv_context *ctx,
-				 struct ibv_qp_init_attr_ex *a);
+/* The domain's device-wide id (a TGT QP's region carries it). */
+uint32_t sv_xrcd_id(struct ibv_xrcd *xrcd);
+/* ibv_create_qp_ex of a TGT QP: 0, or the errno it answers. */
+int sv_xrc_tgt_check(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a);
+/* qp is a handle from ibv_open_qp (the sv_xrc_*_tgt below take those). */
+int sv_xrc_opened(struct ibv_qp *qp);
 int sv_xrc_modify_tgt(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 		      int attr_mask);
 int sv_xrc_query_tgt(struct ibv_qp *qp, struct ibv_qp_attr *attr,

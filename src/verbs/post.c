@@ -138,6 +138,8 @@ int sv_post_one_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 		w->mw_new_rkey = wr->bind_mw.rkey;
 		w->bind_info = wr->bind_mw.bind_info;
 	}
+	if (qp->type == IBV_QPT_XRC_SEND)
+		w->xrc_srqn = wr->qp_type.xrc.remote_srqn & 0xffffff;
 	if (qp->type == IBV_QPT_UD) {
 		struct sv_ah *ah = to_svah(wr->wr.ud.ah);
 

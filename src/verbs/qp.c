@@ -393,8 +393,7 @@ SV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 			    int attr_mask)
 {
 	int err = sv_fault_verb(SV_FV_MODIFY_QP) ?:
-		  qp->qp_type == IBV_QPT_XRC_RECV ?
-			  sv_xrc_modify_tgt(qp, attr, attr_mask) :
+		  sv_xrc_opened(qp) ? sv_xrc_modify_tgt(qp, attr, attr_mask) :
 			  modify_qp(qp, attr, attr_mask);
 
 	if (err)
@@ -410,7 +409,7 @@ SV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	struct sv_qp *qp = to_svqp(ibqp);
 
 	(void)attr_mask; /* everything is cheap: fill it all, as rxe */
-	if (ibqp->qp_type == IBV_QPT_XRC_RECV) {
+	if (sv_xrc_opened(ibqp)) {
 		int err = sv_xrc_query_tgt(ibqp, attr, init_attr);
 
 		if (err)
@@ -456,14 +455,17 @@ static uint64_t type_send_ops(enum ibv_qp_type t)
 	uint64_t uc = ud | IBV_QP_EX_WITH_RDMA_WRITE |
 		      IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
 		      IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW;
+	uint64_t rc = uc | IBV_QP_EX_WITH_SEND_WITH_INV |
+		      IBV_QP_EX_WITH_RDMA_READ |
+		      IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+		      IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
 
 	if (t == IBV_QPT_UD)
 		return ud;
 	if (t == IBV_QPT_UC)
 		return uc;
-	return uc | IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_RDMA_READ |
-	       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-	       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_ATOMIC_WRITE;
+	/* XRC: RC's but ATOMIC WRITE (sv_opcode.c: rxe gives it RC only). */
+	return t == IBV_QPT_XRC_SEND ? rc : rc | IBV_QP_EX_WITH_ATOMIC_WRITE;
 }
 
 /* What the device checks at create (rxe_qp_chk_init / chk_cap). */
@@ -513,6 +515,15 @@ static int check_init(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
 	return 0;
 }
 
+/* The QP's hold on its CQs (none for an XRC TGT QP). */
+static void cq_use(struct sv_qp *qp, int delta)
+{
+	if (qp->scq)
+		atomic_fetch_add(&qp->scq->usecnt, delta);
+	if (qp->rcq)
+		atomic_fetch_add(&qp->rcq->usecnt, delta);
+}
+
 static void destroy_cmd(struct ibv_context *ctx, uint32_t handle)
 {
 	struct sv_handle_req req = { .handle = handle };
@@ -536,8 +547,9 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 			     .rep = &rep,
 			     .rep_cap = sizeof(rep),
 			     .nfds = 1 };
-	int err = check_init(ctx, a), fd = -1;
 	int xini = a->qp_type == IBV_QPT_XRC_SEND;
+	int xtgt = a->qp_type == IBV_QPT_XRC_RECV; /* checked by xrc.c */
+	int err = xtgt ? 0 : check_init(ctx, a), fd = -1;
 
 	if (err)
 		return sv_null_errno(-err);
@@ -547,6 +559,8 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 	/* Granted: what was asked (at least one WR and SGE on each queue, so
 	 * the rings are never empty arrays); inline space as asked. */
 	cap = a->cap;
+	if (xtgt)
+		memset(&cap, 0, sizeof(cap)); /* a responder, no queue */
 	if (a->srq || a->qp_type == IBV_QPT_XRC_SEND) {
 		cap.max_recv_wr = 0;
 		cap.max_recv_sge = 0;
@@ -561,16 +575,17 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 	if (err)
 		goto err_free;
 	qp->sq.max_wr = cap.max_send_wr;
-	qp->srq = a->srq ? to_svsrq(a->srq) : NULL;
+	qp->srq = !xtgt && a->srq ? to_svsrq(a->srq) : NULL;
 	err = sv_qp_shm_create(qp, cap.max_recv_wr, cap.max_recv_sge,
-			       a->srq || xini, &fd);
+			       qp->srq || xini || xtgt, &fd);
 	if (err)
 		goto err_sq;
 	req = (struct sv_create_qp_req){
-		.pd_handle = a->pd->handle,
-		.scq_handle = a->send_cq->handle,
-		.rcq_handle = xini ? UINT32_MAX : a->recv_cq->handle,
-		.srq_handle = a->srq ? a->srq->handle : UINT32_MAX,
+		/* A TGT QP: the XRCD's handle stands for the PD's. */
+		.pd_handle = xtgt ? sv_xrcd_handle(a->xrcd) : a->pd->handle,
+		.scq_handle = xtgt ? UINT32_MAX : a->send_cq->handle,
+		.rcq_handle = xini || xtgt ? UINT32_MAX : a->recv_cq->handle,
+		.srq_handle = qp->srq ? a->srq->handle : UINT32_MAX,
 		.qp_type = a->qp_type,
 		.max_send_wr = cap.max_send_wr,
 		.max_recv_wr = cap.max_recv_wr,
@@ -586,10 +601,10 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 	ib = &qp->qpx.qp_base;
 	ib->context = ctx;
 	ib->qp_context = a->qp_context;
-	ib->pd = a->pd;
-	ib->send_cq = a->send_cq;
-	ib->recv_cq = xini ? NULL : a->recv_cq;
-	ib->srq = a->srq;
+	ib->pd = xtgt ? NULL : a->pd;
+	ib->send_cq = xtgt ? NULL : a->send_cq;
+	ib->recv_cq = xini || xtgt ? NULL : a->recv_cq;
+	ib->srq = qp->srq ? a->srq : NULL;
 	ib->handle = rep.handle;
 	ib->qp_num = rep.qpn;
 	ib->state = IBV_QPS_RESET;
@@ -607,20 +622,22 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 	qp->attr.port_num = 1;
 	qp->cap = cap;
 	qp->attr.cap = cap;
-	qp->sq_sig_all = !!a->sq_sig_all;
-	qp->pd_id = to_svpd(a->pd)->pd_id;
-	qp->scq = to_svcq(a->send_cq);
+	qp->sq_sig_all = !xtgt && a->sq_sig_all;
+	/* An XRC TGT QP has no PD or CQ: each request names an XRC SRQ,
+	 * whose PD and CQ are used (src/engine: the responder). */
+	qp->pd_id = xtgt ? 0 : to_svpd(a->pd)->pd_id;
+	qp->scq = xtgt ? NULL : to_svcq(a->send_cq);
 	/* An XRC INI QP receives nothing; its send CQ stands in. */
-	qp->rcq = to_svcq(xini ? a->send_cq : a->recv_cq);
+	qp->rcq = xtgt ? NULL : to_svcq(xini ? a->send_cq : a->recv_cq);
 	/* What a responder run by any process needs to know. */
 	qp->shm->qpn = rep.qpn;
 	qp->shm->type = a->qp_type;
 	qp->shm->pd_id = qp->pd_id;
 	qp->shm->rx_pd_id = qp->srq ? qp->srq->pd_id : qp->pd_id;
-	qp->shm->rcq_cookie = qp->rcq->shm->h.cookie;
+	qp->shm->rcq_cookie = qp->rcq ? qp->rcq->shm->h.cookie : 0;
 	qp->shm->srq_cookie = qp->srq ? qp->srq->shm->h.cookie : 0;
-	atomic_fetch_add(&qp->scq->usecnt, 1);
-	atomic_fetch_add(&qp->rcq->usecnt, 1);
+	qp->shm->xrcd_id = xtgt ? sv_xrcd_id(a->xrcd) : 0;
+	cq_use(qp, 1);
 	if (qp->srq)
 		atomic_fetch_add(&qp->srq->usecnt, 1);
 	if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
@@ -632,18 +649,18 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 	if (err)
 		goto err_undo;
 	a->cap = cap;
-	qp->parent = sv_pd_parent(a->pd);
+	qp->parent = xtgt ? NULL : sv_pd_parent(a->pd);
 	sv_pd_use(qp->parent, 1);
 	SV_CHECK(sv_check_obj(SV_CK_QP, ib, 1, NULL));
-	SV_CHECK(sv_check_cq_depth(qp->scq, "ibv_create_qp"));
-	if (qp->rcq != qp->scq)
+	if (qp->scq)
+		SV_CHECK(sv_check_cq_depth(qp->scq, "ibv_create_qp"));
+	if (qp->rcq && qp->rcq != qp->scq)
 		SV_CHECK(sv_check_cq_depth(qp->rcq, "ibv_create_qp"));
 	return ib;
 
 err_undo:
 	sv_dp_obj_del(qp);
-	atomic_fetch_sub(&qp->scq->usecnt, 1);
-	atomic_fetch_sub(&qp->rcq->usecnt, 1);
+	cq_use(qp, -1);
 	if (qp->srq)
 		atomic_fetch_sub(&qp->srq->usecnt, 1);
 	destroy_cmd(ctx, rep.handle);
@@ -687,10 +704,15 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 static struct ibv_qp *create_qp_ex(struct ibv_context *ctx,
 				   struct ibv_qp_init_attr_ex *a)
 {
+	int err;
+
 	if (sv_fault_verb(SV_FV_CREATE_QP)) /* ibv_create_qp_ex: faults.md */
 		return NULL;
-	if (a->qp_type == IBV_QPT_XRC_RECV)
-		return sv_xrc_create_tgt(ctx, a); /* xrc.c */
+	if (a->qp_type == IBV_QPT_XRC_RECV) {
+		err = sv_xrc_tgt_check(ctx, a); /* xrc.c */
+		if (err)
+			return sv_null_errno(-err);
+	}
 	return qp_new(ctx, a);
 }
 
@@ -701,7 +723,7 @@ SV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 	struct sv_qp *q = to_svqp(qp);
 
 	if (qp->qp_type == IBV_QPT_XRC_RECV)
-		return NULL; /* xrc.c's: no send queue */
+		return NULL; /* no send queue */
 	return q->send_ops_flags ? &q->qpx : NULL;
 }
 
@@ -716,7 +738,7 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	struct sv_handle_req req = { .handle = ibqp->handle };
 	int err;
 
-	if (ibqp->qp_type == IBV_QPT_XRC_RECV) {
+	if (sv_xrc_opened(ibqp)) {
 		err = sv_xrc_destroy_tgt(ibqp); /* xrc.c */
 		if (err)
 			errno = err;
@@ -735,8 +757,7 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	sv_dp_obj_del(qp);
 	sv_dp_wait_acks(&ibqp->mutex, &ibqp->cond, &ibqp->events_completed,
 			&qp->events_delivered);
-	atomic_fetch_sub(&qp->scq->usecnt, 1);
-	atomic_fetch_sub(&qp->rcq->usecnt, 1);
+	cq_use(qp, -1);
 	if (qp->srq)
 		atomic_fetch_sub(&qp->srq->usecnt, 1);
 	sv_pd_use(qp->parent, -1);
@@ -745,7 +766,11 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	pthread_mutex_destroy(&ibqp->mutex);
 	pthread_cond_destroy(&ibqp->cond);
 	sv_wq_free(&qp->sq);
-	sv_shm_release(qp->shm);
+	if (qp->type == IBV_QPT_XRC_RECV)
+		sv_qp_shm_close(qp->shm); /* ibv_open_qp handles may live on:
+					     the daemon marks it dead */
+	else
+		sv_shm_release(qp->shm);
 	free(qp);
 	return 0;
 }

@@ -228,10 +228,18 @@ static void wr_set_ud_addr(struct ibv_qp_ex *q, struct ibv_ah *ah,
 						       remote_qkey;
 }
 
+/* The XRC SRQ the WQE's requests name (their XRCETH); an INI QP's WQE
+ * only (rdma-core's providers ignore it elsewhere; we refuse it). */
 static void wr_set_xrc_srqn(struct ibv_qp_ex *q, uint32_t srqn)
 {
-	(void)srqn;
-	fail(qx(q), EOPNOTSUPP);
+	struct sv_qp *qp = qx(q);
+	struct sv_send_wqe *w = cur_wqe(qp);
+
+	if (!w || qp->type != IBV_QPT_XRC_SEND) {
+		fail(qp, EINVAL);
+		return;
+	}
+	w->xrc_srqn = srqn & 0xffffff;
 }
 
 static void wr_set_sge_list(struct ibv_qp_ex *q, size_t n,

@@ -1,18 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * XRC, the verbs side: ibv_open_xrcd / ibv_close_xrcd, XRC TGT QPs
- * (ibv_create_qp_ex with IBV_QPT_XRC_RECV, ibv_open_qp, and their modify,
+ * XRC, the verbs side: ibv_open_xrcd / ibv_close_xrcd, the checks of an
+ * XRC TGT QP's creation, and the handles ibv_open_qp gives (their modify,
  * query and destroy).  XRC SRQs are srq.c's (a basic SRQ with a number, an
- * XRCD and a CQ); XRC INI QPs are qp.c's (an RC-like send queue).  The
- * daemon's xrcd.c keeps the domains, their sharing by inode and the
- * TGT QPs' handles.
+ * XRCD and a CQ); XRC INI QPs and the TGT QP its creator holds are qp.c's
+ * (an RC send queue; an RC responder with no queue).  The daemon's xrcd.c
+ * keeps the domains, their sharing by inode and the TGT QPs' handles.
  *
- * A TGT QP has no queue of its own in this process: its state lives in
- * its QP region (the responder block, struct sv_qp_shm), which every
- * handle maps -- the creator's region, and the same memfd for each
- * ibv_open_qp --, so a transition made through one handle is the state
- * every other handle sees, as the kernel's shared QP gives.  Handles
- * only unmap the region; the daemon marks it dead when the QP goes.
+ * Data: an INI QP sends as an RC requester whose requests carry an XRCETH
+ * naming an XRC SRQ; the TGT QP answers as an RC responder whose receives
+ * come from that SRQ, complete into its CQ and are checked against its PD
+ * (src/engine: sv_resp_check.c, eng_peer.c's XRC SRQ views).  The TGT QP
+ * is in its creator's engine, which takes its packets.
+ *
+ * A TGT QP has no queue of its own: its state lives in its QP region (the
+ * responder block, struct sv_qp_shm), which every handle maps -- the
+ * creator's region, and the same memfd for each ibv_open_qp --, so a
+ * transition made through one handle is the state every other handle
+ * sees, as the kernel's shared QP gives.  An opened handle is a struct
+ * sv_qp of no engine (eng NULL) that only maps the region; handles only
+ * unmap it, the daemon marks it dead when the QP goes.
  */
 #include "dp_int.h"
 #include "check.h"
@@ -31,11 +38,6 @@ struct sv_xrcd {
 	uint32_t id; /* device wide */
 };
 
-struct sv_tgt_qp {
-	struct ibv_qp qp; /* must be first (qp_type XRC_RECV tells it) */
-	struct sv_qp_shm *shm;
-	struct ibv_qp_attr attr; /* this handle's view, but the state */
-};
 
 /*
  * XRC moves no data yet: an INI QP takes no work request.  So that a
@@ -130,92 +132,62 @@ static int close_xrcd(struct ibv_xrcd *ibx)
 
 /* ------------------------------------------------------------ TGT QPs -- */
 
-static struct ibv_qp *tgt_new(struct ibv_context *ctx, struct ibv_xrcd *xrcd,
-			      void *qp_context, uint32_t handle, uint32_t qpn,
+/* A handle from ibv_open_qp: a struct sv_qp of no engine (eng NULL) that
+ * maps the QP's region; its attr is this handle's view, but the state. */
+static struct ibv_qp *tgt_new(struct ibv_context *ctx, void *qp_context,
+			      uint32_t handle, uint32_t qpn,
 			      struct sv_qp_shm *shm)
 {
-	struct sv_tgt_qp *t = calloc(1, sizeof(*t));
+	struct sv_qp *t = calloc(1, sizeof(*t));
 
 	if (!t)
 		return NULL;
 	t->shm = shm;
-	t->qp.context = ctx;
-	t->qp.qp_context = qp_context;
-	t->qp.handle = handle;
-	t->qp.qp_num = qpn;
-	t->qp.qp_type = IBV_QPT_XRC_RECV;
-	t->qp.state = IBV_QPS_RESET;
-	pthread_mutex_init(&t->qp.mutex, NULL);
-	pthread_cond_init(&t->qp.cond, NULL);
+	t->type = IBV_QPT_XRC_RECV;
+	t->qpx.qp_base.context = ctx;
+	t->qpx.qp_base.qp_context = qp_context;
+	t->qpx.qp_base.handle = handle;
+	t->qpx.qp_base.qp_num = qpn;
+	t->qpx.qp_base.qp_type = IBV_QPT_XRC_RECV;
+	t->qpx.qp_base.state = IBV_QPS_RESET;
+	pthread_mutex_init(&t->qpx.qp_base.mutex, NULL);
+	pthread_cond_init(&t->qpx.qp_base.cond, NULL);
 	t->attr.qp_state = IBV_QPS_RESET;
 	t->attr.path_mtu = IBV_MTU_1024;
 	t->attr.port_num = 1;
-	(void)xrcd;
-	return &t->qp;
+	return &t->qpx.qp_base;
+}
+
+int sv_xrc_opened(struct ibv_qp *qp)
+{
+	return qp->qp_type == IBV_QPT_XRC_RECV && !to_svqp(qp)->eng;
 }
 
 /*
- * ibv_create_qp_ex of an XRC TGT QP: the XRCD names its domain; no PD,
- * CQs, SRQ or queues (the kernel ignores the capabilities and gives
- * none back).  The region carries its state for every handle.
+ * ibv_create_qp_ex of an XRC TGT QP, what xrc.c checks before qp.c makes
+ * it: the XRCD names its domain; no PD, CQs, SRQ or queues (the kernel
+ * ignores the capabilities and gives none back).
  */
-struct ibv_qp *sv_xrc_create_tgt(struct ibv_context *ctx,
-				 struct ibv_qp_init_attr_ex *a)
+int sv_xrc_tgt_check(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
 {
-	struct sv_create_qp_req req;
-	struct sv_qp_rep rep;
-	struct sv_call c = { .op = SV_OP_CREATE_QP,
-			     .req = &req,
-			     .req_len = sizeof(req),
-			     .rep = &rep,
-			     .rep_cap = sizeof(rep),
-			     .nfds = 1 };
-	struct sv_qp tmp;
-	struct ibv_qp *qp;
-	int err, fd = -1;
-
+	if (!sv_xrc_enabled())
+		return EOPNOTSUPP;
 	if (!(a->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !a->xrcd ||
 	    a->xrcd->context != ctx)
-		return sv_null_errno(-EINVAL);
+		return EINVAL;
 	if (a->comp_mask & (IBV_QP_INIT_ATTR_IND_TABLE |
 			    IBV_QP_INIT_ATTR_RX_HASH |
 			    IBV_QP_INIT_ATTR_MAX_TSO_HEADER |
 			    IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
-		return sv_null_errno(-EINVAL);
+		return EINVAL;
 	if ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags)
-		return sv_null_errno(-EOPNOTSUPP);
-	memset(&tmp, 0, sizeof(tmp));
-	err = sv_qp_shm_create(&tmp, 0, 0, 1, &fd);
-	if (err)
-		return sv_null_errno(err);
-	req = (struct sv_create_qp_req){
-		.pd_handle = sv_xrcd_handle(a->xrcd),
-		.scq_handle = UINT32_MAX,
-		.rcq_handle = UINT32_MAX,
-		.srq_handle = UINT32_MAX,
-		.qp_type = IBV_QPT_XRC_RECV,
-		.cookie = tmp.shm->h.cookie,
-	};
-	c.fds = &fd;
-	err = sv_ctx_call(ctx, &c);
-	close(fd);
-	if (err) {
-		sv_shm_release(tmp.shm);
-		return sv_null_errno(err);
-	}
-	tmp.shm->qpn = rep.qpn;
-	tmp.shm->type = IBV_QPT_XRC_RECV;
-	qp = tgt_new(ctx, a->xrcd, a->qp_context, rep.handle, rep.qpn, tmp.shm);
-	if (!qp) {
-		struct sv_handle_req d = { .handle = rep.handle };
+		return EOPNOTSUPP;
+	return 0;
+}
 
-		sv_ctx_call_simple(ctx, SV_OP_DESTROY_QP, &d, sizeof(d), NULL,
-				   0);
-		sv_qp_shm_close(tmp.shm);
-		return sv_null_errno(-ENOMEM);
-	}
-	memset(&a->cap, 0, sizeof(a->cap));
-	return qp;
+uint32_t sv_xrcd_id(struct ibv_xrcd *xrcd)
+{
+	return ((struct sv_xrcd *)xrcd)->id;
 }
 
 /* ibv_open_qp: another handle to an XRC TGT QP of the XRCD (the kernel's
@@ -254,7 +226,7 @@ static struct ibv_qp *open_qp(struct ibv_context *ctx,
 	shm = c.nrfds == 1 ? sv_qp_shm_open(rfd) : NULL;
 	if (rfd >= 0)
 		close(rfd);
-	qp = shm ? tgt_new(ctx, a->xrcd,
+	qp = shm ? tgt_new(ctx,
 			   (a->comp_mask & IBV_QP_OPEN_ATTR_CONTEXT) ?
 				   a->qp_context :
 				   NULL,
@@ -272,7 +244,7 @@ static struct ibv_qp *open_qp(struct ibv_context *ctx,
 	return qp;
 }
 
-static enum ibv_qp_state tgt_state(struct sv_tgt_qp *t)
+static enum ibv_qp_state tgt_state(struct sv_qp *t)
 {
 	return (enum ibv_qp_state)__atomic_load_n(&t->shm->state,
 						  __ATOMIC_ACQUIRE);
@@ -310,7 +282,7 @@ static int tgt_check_values(const struct ibv_qp_attr *a, uint32_t mask)
 int sv_xrc_modify_tgt(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		      int attr_mask)
 {
-	struct sv_tgt_qp *t = (struct sv_tgt_qp *)ibqp;
+	struct sv_qp *t = to_svqp(ibqp);
 	uint32_t mask = (uint32_t)attr_mask, req, opt;
 	enum ibv_qp_state cur, next, old;
 	struct sv_modify_qp_req mreq;
@@ -382,7 +354,7 @@ out:
 int sv_xrc_query_tgt(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		     struct ibv_qp_init_attr *init_attr)
 {
-	struct sv_tgt_qp *t = (struct sv_tgt_qp *)ibqp;
+	struct sv_qp *t = to_svqp(ibqp);
 
 	if (!attr || !init_attr)
 		return EINVAL;
@@ -400,7 +372,7 @@ int sv_xrc_query_tgt(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 /* The handle goes; the QP itself with its last handle (daemon). */
 int sv_xrc_destroy_tgt(struct ibv_qp *ibqp)
 {
-	struct sv_tgt_qp *t = (struct sv_tgt_qp *)ibqp;
+	struct sv_qp *t = to_svqp(ibqp);
 	struct sv_handle_req req = { .handle = ibqp->handle };
 	int err = sv_ctx_call_simple(ibqp->context, SV_OP_DESTROY_QP, &req,
 				     sizeof(req), NULL, 0);

@@ -577,4 +577,688 @@ SV_TEST(teardown)
 	sv_test_wait_quiet(&base, 5000);
 }
 
+
+/* ------------------------------------------------------------ data -- */
+
+/*
+ * XRC moving data on one host: an INI QP connected to a TGT QP, XRC SRQs
+ * in the TGT QP's domain each with its own CQ, one buffer under a PD.
+ * ini, tgt and the SRQs may be in one process or in several (the cases
+ * below say which); a fixture holds what one process made.
+ */
+#define XBUF 65536
+
+struct xside {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	char *buf;
+	struct ibv_cq *cq;	 /* INI: its send CQ; else the SRQs' */
+	struct ibv_xrcd *x;
+	struct ibv_srq *srq[2];
+	uint32_t srqn[2];
+	struct ibv_qp *qp;	 /* INI or TGT */
+};
+
+static void xside_mem(struct xside *s, struct ibv_context *ctx)
+{
+	memset(s, 0, sizeof(*s));
+	s->ctx = ctx ? ctx : eu_open();
+	s->pd = ibv_alloc_pd(s->ctx);
+	CHECK(s->pd);
+	CHECK(posix_memalign((void **)&s->buf, 4096, XBUF) == 0);
+	memset(s->buf, 0, XBUF);
+	s->mr = ibv_reg_mr(s->pd, s->buf, XBUF, EU_ACCESS);
+	CHECK(s->mr);
+	s->cq = ibv_create_cq(s->ctx, 64, NULL, NULL, 0);
+	CHECK(s->cq);
+}
+
+/* Two XRC SRQs in domain x (this side's PD and CQ), receives posted. */
+static void xside_srqs(struct xside *s, struct ibv_xrcd *x, int nrecv)
+{
+	s->x = x;
+	for (int i = 0; i < 2; i++) {
+		struct ibv_srq_init_attr_ex a;
+
+		memset(&a, 0, sizeof(a));
+		a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			      IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+		a.srq_type = IBV_SRQT_XRC;
+		a.pd = s->pd;
+		a.xrcd = x;
+		a.cq = s->cq;
+		a.attr.max_wr = 32;
+		a.attr.max_sge = 2;
+		s->srq[i] = ibv_create_srq_ex(s->ctx, &a);
+		CHECK(s->srq[i]);
+		CHECK_EQ(ibv_get_srq_num(s->srq[i], &s->srqn[i]), 0);
+		for (int k = 0; k < nrecv; k++) {
+			/* SRQ i's receives: 4 KiB each, in its half. */
+			struct ibv_sge g = {
+				.addr = (uintptr_t)s->buf + 32768 * (uint32_t)i +
+					4096 * (uint32_t)k,
+				.length = 4096,
+				.lkey = s->mr->lkey,
+			};
+			struct ibv_recv_wr wr = { .wr_id = (uint64_t)i << 8 | (uint64_t)k,
+						  .sg_list = &g,
+						  .num_sge = 1 },
+					   *bad;
+
+			CHECK_EQ(ibv_post_srq_recv(s->srq[i], &wr, &bad), 0);
+		}
+	}
+}
+
+static struct ibv_qp *ini_new(struct xside *s, int ex)
+{
+	struct ibv_qp_init_attr_ex ia;
+	struct ibv_qp *qp;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = IBV_QPT_XRC_SEND;
+	ia.comp_mask = IBV_QP_INIT_ATTR_PD;
+	ia.pd = s->pd;
+	ia.send_cq = s->cq;
+	ia.cap.max_send_wr = 32;
+	ia.cap.max_send_sge = 2;
+	ia.cap.max_inline_data = 64;
+	if (ex) {
+		ia.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+		ia.send_ops_flags = IBV_QP_EX_WITH_SEND |
+				    IBV_QP_EX_WITH_SEND_WITH_IMM |
+				    IBV_QP_EX_WITH_RDMA_WRITE |
+				    IBV_QP_EX_WITH_RDMA_READ;
+	}
+	qp = ibv_create_qp_ex(s->ctx, &ia);
+	CHECK(qp);
+	return qp;
+}
+
+/* RESET -> RTS towards dqpn: an INI QP with RC's requester attributes, a
+ * TGT QP with RC's responder ones (PSNs 0x100 both ways). */
+static void xconnect(struct ibv_qp *qp, uint32_t dqpn)
+{
+	int tgt = qp->qp_type == IBV_QPT_XRC_RECV;
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			    IBV_ACCESS_REMOTE_ATOMIC;
+	CHECK_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+					       IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+		 0);
+	rtr_attr(&a, dqpn);
+	a.rq_psn = 0x100;
+	CHECK_EQ(ibv_modify_qp(qp, &a, RTR_MASK | (tgt ? IBV_QP_MAX_DEST_RD_ATOMIC |
+								   IBV_QP_MIN_RNR_TIMER :
+							   0)),
+		 0);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0x100;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 16;
+	CHECK_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+					       IBV_QP_SQ_PSN |
+					       (tgt ? 0 : IBV_QP_RETRY_CNT |
+							       IBV_QP_RNR_RETRY |
+							       IBV_QP_MAX_QP_RD_ATOMIC)),
+		 0);
+}
+
+/* One signalled WR on INI qp naming SRQ srqn (ibv_post_send's way). */
+static int xpost(struct ibv_qp *qp, uint32_t lkey, uint64_t id,
+		 enum ibv_wr_opcode op, void *laddr, uint32_t len,
+		 uint32_t srqn, uint64_t raddr, uint32_t rkey, uint64_t add,
+		 uint64_t swap)
+{
+	struct ibv_sge g = { .addr = (uintptr_t)laddr, .length = len,
+			     .lkey = lkey };
+	struct ibv_send_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = id;
+	wr.sg_list = &g;
+	wr.num_sge = 1;
+	wr.opcode = op;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.imm_data = htonl(0xabc00000u | (uint32_t)id);
+	wr.qp_type.xrc.remote_srqn = srqn;
+	if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		wr.wr.atomic.remote_addr = raddr;
+		wr.wr.atomic.rkey = rkey;
+		wr.wr.atomic.compare_add = add;
+		wr.wr.atomic.swap = swap;
+	} else {
+		wr.wr.rdma.remote_addr = raddr;
+		wr.wr.rdma.rkey = rkey;
+	}
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* The receive completion of a SEND (or WRITE with immediate) from ini at
+ * tgt, in the SRQ's CQ: the TGT QP's number, the INI QP's as source. */
+static void expect_recv(struct ibv_cq *cq, uint64_t wr_id,
+			enum ibv_wc_opcode opc, uint32_t len, uint32_t tgt,
+			uint32_t ini, int imm, uint32_t imm_id)
+{
+	struct ibv_wc wc;
+
+	EXPECT_WC(cq, &wc, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, wr_id);
+	CHECK_EQ(wc.opcode, opc);
+	CHECK_EQ(wc.byte_len, len);
+	CHECK_EQ(wc.qp_num, tgt);
+	CHECK_EQ(wc.src_qp, ini);
+	CHECK_EQ(!!(wc.wc_flags & IBV_WC_WITH_IMM), !!imm);
+	if (imm)
+		CHECK_EQ(ntohl(wc.imm_data), 0xabc00000u | imm_id);
+}
+
+static void expect_send(struct ibv_cq *cq, uint64_t wr_id,
+			enum ibv_wc_status st)
+{
+	struct ibv_wc wc;
+
+	EXPECT_WC(cq, &wc, st);
+	CHECK_EQ(wc.wr_id, wr_id);
+}
+
+/* Nothing (more) in cq. */
+static void expect_none(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+
+	CHECK_EQ(ibv_poll_cq(cq, 1, &wc), 0);
+}
+
+/* SENDs land in the SRQ each names, its completion in that SRQ's CQ
+ * (wc.qp_num the TGT QP's, src_qp the INI QP's); a SEND of several MTUs,
+ * with immediate; RDMA WRITE, WRITE with immediate (a receive of the SRQ
+ * named), READ, both atomics at the TGT side's memory; the INI's
+ * completions in its send CQ. */
+SV_TEST(data_one_process)
+{
+	struct xside t, i;
+	struct ibv_cq *cq2;
+	struct ibv_qp_init_attr_ex ia;
+	uint64_t *word;
+
+	xside_mem(&t, NULL);
+	xside_mem(&i, t.ctx);
+	t.x = xrcd_open(t.ctx, -1, 0);
+	CHECK(t.x);
+	xside_srqs(&t, t.x, 8);
+	/* SRQ 1 completes into a CQ of its own: the SRQ's, not a QP's. */
+	cq2 = ibv_create_cq(t.ctx, 16, NULL, NULL, 0);
+	CHECK(cq2);
+	CHECK_EQ(ibv_destroy_srq(t.srq[1]), 0);
+	{
+		struct ibv_srq_init_attr_ex a;
+		struct ibv_sge g = { .addr = (uintptr_t)t.buf + 32768,
+				     .length = 4096, .lkey = t.mr->lkey };
+		struct ibv_recv_wr wr = { .wr_id = 0x100, .sg_list = &g,
+					  .num_sge = 1 },
+				   *bad;
+
+		memset(&a, 0, sizeof(a));
+		a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			      IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+		a.srq_type = IBV_SRQT_XRC;
+		a.pd = t.pd;
+		a.xrcd = t.x;
+		a.cq = cq2;
+		a.attr.max_wr = 8;
+		a.attr.max_sge = 1;
+		t.srq[1] = ibv_create_srq_ex(t.ctx, &a);
+		CHECK(t.srq[1]);
+		CHECK_EQ(ibv_get_srq_num(t.srq[1], &t.srqn[1]), 0);
+		CHECK_EQ(ibv_post_srq_recv(t.srq[1], &wr, &bad), 0);
+		wr.wr_id = 0x101;
+		g.addr += 4096;
+		CHECK_EQ(ibv_post_srq_recv(t.srq[1], &wr, &bad), 0);
+	}
+	t.qp = tgt_new(t.ctx, t.x);
+	CHECK(t.qp);
+	memset(&ia, 0, sizeof(ia));
+	i.qp = ini_new(&i, 0);
+	xconnect(t.qp, i.qp->qp_num);
+	xconnect(i.qp, t.qp->qp_num);
+
+	/* SEND with immediate to SRQ 1: its CQ, not SRQ 0's. */
+	eu_pattern((uint8_t *)i.buf, 3000, 1);
+	CHECK_EQ(xpost(i.qp, i.mr->lkey, 1, IBV_WR_SEND_WITH_IMM, i.buf, 100,
+		       t.srqn[1], 0, 0, 0, 0),
+		 0);
+	expect_send(i.cq, 1, IBV_WC_SUCCESS);
+	expect_recv(cq2, 0x100, IBV_WC_RECV, 100, t.qp->qp_num, i.qp->qp_num,
+		    1, 1);
+	CHECK(!memcmp(t.buf + 32768, i.buf, 100));
+	expect_none(t.cq);
+	/* A SEND of three MTUs to SRQ 0. */
+	CHECK_EQ(xpost(i.qp, i.mr->lkey, 2, IBV_WR_SEND, i.buf, 3000,
+		       t.srqn[0], 0, 0, 0, 0),
+		 0);
+	expect_send(i.cq, 2, IBV_WC_SUCCESS);
+	expect_recv(t.cq, 0, IBV_WC_RECV, 3000, t.qp->qp_num, i.qp->qp_num,
+		    0, 0);
+	CHECK(!memcmp(t.buf, i.buf, 3000));
+	expect_none(cq2);
+	/* RDMA WRITE: no receive taken. */
+	eu_pattern((uint8_t *)i.buf + 4096, 5000, 2);
+	CHECK_EQ(xpost(i.qp, i.mr->lkey, 3, IBV_WR_RDMA_WRITE, i.buf + 4096,
+		       5000, t.srqn[0], (uintptr_t)t.buf + 16384, t.mr->rkey,
+		       0, 0),
+		 0);
+	expect_send(i.cq, 3, IBV_WC_SUCCESS);
+	CHECK(!memcmp(t.buf + 16384, i.buf + 4096, 5000));
+	expect_none(t.cq);
+	/* WRITE with immediate: a receive of the SRQ named, byte_len its
+	 * length. */
+	CHECK_EQ(xpost(i.qp, i.mr->lkey, 4, IBV_WR_RDMA_WRITE_WITH_IMM,
+		       i.buf + 4096, 64, t.srqn[1], (uintptr_t)t.buf + 24576,
+		       t.mr->rkey, 0, 0),
+		 0);
+	expect_send(i.cq, 4, IBV_WC_SUCCESS);
+	expect_recv(cq2, 0x101, IBV_WC_RECV_RDMA_WITH_IMM, 64, t.qp->qp_num,
+		    i.qp->qp_num, 1, 4);
+	CHECK(!memcmp(t.buf + 24576, i.buf + 4096, 64));
+	/* READ back what was written. */
+	CHECK_EQ(xpost(i.qp, i.mr->lkey, 5, IBV_WR_RDMA_READ, i.buf + 16384,
+		       5000, t.srqn[0], (uintptr_t)t.buf + 16384, t.mr->rkey,
+		       0, 0),
+		 0);
+	expect_send(i.cq, 5, IBV_WC_SUCCESS);
+	CHECK(!memcmp(i.buf + 16384, i.buf + 4096, 5000));
+	/* Atomics on an aligned word of the TGT side's memory. */
+	word = (uint64_t *)(t.buf + 30000 - 30000 % 8);
+	*word = 40;
+	CHECK_EQ(xpost(i.qp, i.mr->lkey, 6, IBV_WR_ATOMIC_FETCH_AND_ADD,
+		       i.buf + 8192, 8, t.srqn[0], (uintptr_t)word, t.mr->rkey,
+		       2, 0),
+		 0);
+	expect_send(i.cq, 6, IBV_WC_SUCCESS);
+	CHECK_EQ(*(uint64_t *)(i.buf + 8192), 40);
+	CHECK_EQ(xpost(i.qp, i.mr->lkey, 7, IBV_WR_ATOMIC_CMP_AND_SWP,
+		       i.buf + 8192, 8, t.srqn[1], (uintptr_t)word, t.mr->rkey,
+		       42, 7),
+		 0);
+	expect_send(i.cq, 7, IBV_WC_SUCCESS);
+	CHECK_EQ(*(uint64_t *)(i.buf + 8192), 42);
+	CHECK_EQ(*word, 7);
+	expect_none(t.cq);
+	expect_none(cq2);
+	/* ATOMIC WRITE is RC's alone (as rxe): refused at post. */
+	CHECK_EQ(xpost(i.qp, i.mr->lkey, 8, IBV_WR_ATOMIC_WRITE, i.buf, 8,
+		       t.srqn[0], (uintptr_t)word, t.mr->rkey, 0, 0),
+		 EINVAL);
+
+	CHECK_EQ(ibv_destroy_qp(i.qp), 0);
+	CHECK_EQ(ibv_destroy_qp(t.qp), 0);
+	for (int k = 0; k < 2; k++)
+		CHECK_EQ(ibv_destroy_srq(t.srq[k]), 0);
+	CHECK_EQ(ibv_close_xrcd(t.x), 0);
+	CHECK_EQ(ibv_destroy_cq(cq2), 0);
+	CHECK_EQ(ibv_close_device(t.ctx), 0);
+}
+
+/* The extended API: ibv_wr_set_xrc_srqn names the SRQ of the WR being
+ * built; on a QP that is not an INI QP it fails the batch (EINVAL). */
+SV_TEST(data_wr_api)
+{
+	struct xside t, i;
+	struct ibv_qp_ex *qx;
+	struct ibv_wc wc;
+
+	xside_mem(&t, NULL);
+	xside_mem(&i, t.ctx);
+	t.x = xrcd_open(t.ctx, -1, 0);
+	CHECK(t.x);
+	xside_srqs(&t, t.x, 4);
+	t.qp = tgt_new(t.ctx, t.x);
+	CHECK(t.qp);
+	i.qp = ini_new(&i, 1);
+	qx = ibv_qp_to_qp_ex(i.qp);
+	CHECK(qx);
+	xconnect(t.qp, i.qp->qp_num);
+	xconnect(i.qp, t.qp->qp_num);
+	memcpy(i.buf, "xrc over wr_*", 14);
+	ibv_wr_start(qx);
+	qx->wr_id = 11;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send_imm(qx, htonl(0xabc00000u | 11));
+	ibv_wr_set_xrc_srqn(qx, t.srqn[1]);
+	ibv_wr_set_sge(qx, i.mr->lkey, (uintptr_t)i.buf, 14);
+	qx->wr_id = 12;
+	ibv_wr_rdma_write(qx, t.mr->rkey, (uintptr_t)t.buf + 20000);
+	ibv_wr_set_xrc_srqn(qx, t.srqn[0]);
+	ibv_wr_set_sge(qx, i.mr->lkey, (uintptr_t)i.buf, 14);
+	CHECK_EQ(ibv_wr_complete(qx), 0);
+	expect_send(i.cq, 11, IBV_WC_SUCCESS);
+	expect_send(i.cq, 12, IBV_WC_SUCCESS);
+	expect_recv(t.cq, 1 << 8, IBV_WC_RECV, 14, t.qp->qp_num, i.qp->qp_num,
+		    1, 11);
+	CHECK(!memcmp(t.buf + 32768, "xrc over wr_*", 14));
+	CHECK(!memcmp(t.buf + 20000, "xrc over wr_*", 14));
+	CHECK_EQ(ibv_poll_cq(t.cq, 1, &wc), 0);
+	{
+		/* An RC QP has no SRQ number to set. */
+		struct ibv_cq *cq = ibv_create_cq(t.ctx, 4, NULL, NULL, 0);
+		struct ibv_qp_init_attr_ex ia;
+		struct ibv_qp *rc;
+		struct ibv_qp_ex *rx;
+		struct ibv_qp_attr a;
+
+		memset(&ia, 0, sizeof(ia));
+		ia.qp_type = IBV_QPT_RC;
+		ia.comp_mask = IBV_QP_INIT_ATTR_PD |
+			       IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+		ia.pd = t.pd;
+		ia.send_cq = ia.recv_cq = cq;
+		ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+		ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+		ia.send_ops_flags = IBV_QP_EX_WITH_SEND;
+		rc = ibv_create_qp_ex(t.ctx, &ia);
+		CHECK(rc);
+		rx = ibv_qp_to_qp_ex(rc);
+		CHECK(rx);
+		CHECK_EQ(to_init(rc), 0);
+		rtr_attr(&a, rc->qp_num);
+		CHECK_EQ(ibv_modify_qp(rc, &a, RTR_MASK |
+						     IBV_QP_MAX_DEST_RD_ATOMIC |
+						     IBV_QP_MIN_RNR_TIMER),
+			 0);
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_RTS;
+		a.timeout = 14;
+		a.retry_cnt = 7;
+		a.rnr_retry = 7;
+		CHECK_EQ(ibv_modify_qp(rc, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+						     IBV_QP_SQ_PSN |
+						     IBV_QP_RETRY_CNT |
+						     IBV_QP_RNR_RETRY |
+						     IBV_QP_MAX_QP_RD_ATOMIC),
+			 0);
+		ibv_wr_start(rx);
+		ibv_wr_send(rx);
+		ibv_wr_set_xrc_srqn(rx, t.srqn[0]);
+		ibv_wr_set_sge(rx, t.mr->lkey, (uintptr_t)t.buf, 4);
+		CHECK_EQ(ibv_wr_complete(rx), EINVAL);
+		CHECK_EQ(ibv_destroy_qp(rc), 0);
+		CHECK_EQ(ibv_destroy_cq(cq), 0);
+	}
+	CHECK_EQ(ibv_destroy_qp(i.qp), 0);
+	CHECK_EQ(ibv_destroy_qp(t.qp), 0);
+	for (int k = 0; k < 2; k++)
+		CHECK_EQ(ibv_destroy_srq(t.srq[k]), 0);
+	CHECK_EQ(ibv_close_xrcd(t.x), 0);
+	CHECK_EQ(ibv_close_device(t.ctx), 0);
+}
+
+/*
+ * What the responder refuses, each on a fresh pair (the refusal ends
+ * both QPs): an SRQ number no SRQ has, an SRQ of another XRC domain
+ * (invalid requests: IBV_WC_REM_INV_REQ_ERR at the INI, the TGT QP in
+ * ERR), an rkey of a PD that is not the named SRQ's (XRC checks keys
+ * against the SRQ's PD: IBV_WC_REM_ACCESS_ERR) -- and the same rkey
+ * accepted when the SRQ named is of its PD.
+ */
+SV_TEST(data_refused)
+{
+	struct ibv_context *ctx = eu_open();
+	struct ibv_xrcd *other = xrcd_open(ctx, -1, 0);
+	struct ibv_pd *pd2 = ibv_alloc_pd(ctx);
+	struct ibv_cq *ocq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+	struct ibv_srq *osrq, *psrq;
+	uint32_t osrqn, psrqn;
+
+	CHECK(other && pd2 && ocq);
+	osrq = xsrq_new(ctx, pd2, other, ocq);
+	CHECK(osrq);
+	CHECK_EQ(ibv_get_srq_num(osrq, &osrqn), 0);
+	for (int round = 0; round < 4; round++) {
+		struct xside t, i;
+		enum ibv_wc_status want = IBV_WC_REM_INV_REQ_ERR;
+		uint32_t srqn;
+		enum ibv_wr_opcode op = IBV_WR_SEND;
+
+		xside_mem(&t, ctx);
+		xside_mem(&i, ctx);
+		t.x = xrcd_open(ctx, -1, 0);
+		CHECK(t.x);
+		xside_srqs(&t, t.x, 2);
+		/* An SRQ of the TGT's domain on another PD than t.mr's. */
+		psrq = xsrq_new(ctx, pd2, t.x, t.cq);
+		CHECK(psrq);
+		CHECK_EQ(ibv_get_srq_num(psrq, &psrqn), 0);
+		t.qp = tgt_new(ctx, t.x);
+		CHECK(t.qp);
+		i.qp = ini_new(&i, 0);
+		xconnect(t.qp, i.qp->qp_num);
+		xconnect(i.qp, t.qp->qp_num);
+		switch (round) {
+		case 0: /* no such SRQ (numbers go up from 1, round robin) */
+			srqn = 0xfffffe;
+			break;
+		case 1: /* an SRQ of another domain */
+			srqn = osrqn;
+			break;
+		case 2: /* the rkey's PD is not the SRQ's */
+			srqn = psrqn;
+			op = IBV_WR_RDMA_WRITE;
+			want = IBV_WC_REM_ACCESS_ERR;
+			break;
+		default: /* ... and is, naming another SRQ */
+			srqn = t.srqn[1];
+			op = IBV_WR_RDMA_WRITE;
+			want = IBV_WC_SUCCESS;
+			break;
+		}
+		memcpy(i.buf, "refused?", 8);
+		CHECK_EQ(xpost(i.qp, i.mr->lkey, 1, op, i.buf, 8, srqn,
+			       (uintptr_t)t.buf + 40000, t.mr->rkey, 0, 0),
+			 0);
+		expect_send(i.cq, 1, want);
+		if (want == IBV_WC_SUCCESS) {
+			CHECK(!memcmp(t.buf + 40000, "refused?", 8));
+			CHECK_EQ(qp_state(t.qp), IBV_QPS_RTS);
+		} else {
+			CHECK(memcmp(t.buf + 40000, "refused?", 8));
+			CHECK_EQ(qp_state(t.qp), IBV_QPS_ERR);
+			CHECK_EQ(qp_state(i.qp), IBV_QPS_ERR);
+		}
+		expect_none(t.cq);
+		expect_none(ocq);
+		CHECK_EQ(ibv_destroy_qp(i.qp), 0);
+		CHECK_EQ(ibv_destroy_qp(t.qp), 0);
+		CHECK_EQ(ibv_destroy_srq(psrq), 0);
+		for (int k = 0; k < 2; k++)
+			CHECK_EQ(ibv_destroy_srq(t.srq[k]), 0);
+		CHECK_EQ(ibv_close_xrcd(t.x), 0);
+		CHECK_EQ(ibv_dereg_mr(t.mr), 0);
+		CHECK_EQ(ibv_dereg_mr(i.mr), 0);
+		CHECK_EQ(ibv_destroy_cq(t.cq), 0);
+		CHECK_EQ(ibv_destroy_cq(i.cq), 0);
+		CHECK_EQ(ibv_dealloc_pd(t.pd), 0);
+		CHECK_EQ(ibv_dealloc_pd(i.pd), 0);
+		free(t.buf);
+		free(i.buf);
+	}
+	CHECK_EQ(ibv_destroy_srq(osrq), 0);
+	CHECK_EQ(ibv_close_xrcd(other), 0);
+	CHECK_EQ(ibv_destroy_cq(ocq), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd2), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+}
+
+/*
+ * Three processes, one domain (a file): the TGT QP and the SRQs in one
+ * child, the INI QP in the test, and -- second round -- the SRQs in a
+ * second child while the first keeps the TGT QP.  SENDs land in the
+ * SRQ's process and complete into its CQ; WRITEs and READs reach the
+ * memory of the SRQ's PD.  The TGT QP's process need not be the SRQ's.
+ */
+struct xinfo {
+	uint32_t tgt_qpn;
+	uint32_t srqn[2];
+	uint32_t rkey;
+	uint64_t addr;
+};
+
+struct xpeers {
+	uint32_t ini_qpn, tgt_qpn;
+};
+
+/* A child's part: what it makes (the TGT QP: tgt; the SRQs: srqs) in the
+ * domain of the file at path, told on s; with the SRQs it checks the two
+ * SENDs the test makes and says so; it lives until the test is done. */
+static void xchild(const char *path, int s, int tgt, int srqs)
+{
+	struct xside c;
+	int fd = open(path, O_RDONLY);
+	struct xinfo info = { 0 };
+	struct xpeers pr;
+	char go = 1;
+
+	if (fd < 0)
+		_exit(2);
+	xside_mem(&c, NULL);
+	c.x = xrcd_open(c.ctx, fd, O_CREAT);
+	if (!c.x)
+		_exit(3);
+	if (srqs) {
+		xside_srqs(&c, c.x, 4);
+		info.srqn[0] = c.srqn[0];
+		info.srqn[1] = c.srqn[1];
+		info.rkey = c.mr->rkey;
+		info.addr = (uintptr_t)c.buf;
+	}
+	if (tgt) {
+		c.qp = tgt_new(c.ctx, c.x);
+		if (!c.qp)
+			_exit(4);
+		info.tgt_qpn = c.qp->qp_num;
+	}
+	xsend(s, &info, sizeof(info));
+	xrecv(s, &pr, sizeof(pr));
+	if (tgt)
+		xconnect(c.qp, pr.ini_qpn);
+	xsend(s, &go, 1);
+	if (srqs) {
+		uint8_t want[3000];
+
+		expect_recv(c.cq, 1 << 8, IBV_WC_RECV, 2000, pr.tgt_qpn,
+			    pr.ini_qpn, 1, 1);
+		expect_recv(c.cq, 0, IBV_WC_RECV, 3000, pr.tgt_qpn, pr.ini_qpn,
+			    0, 0);
+		eu_pattern(want, sizeof(want), 3);
+		if (memcmp(c.buf + 32768, want, 2000) ||
+		    memcmp(c.buf, want, 3000))
+			_exit(5);
+		expect_none(c.cq);
+		xsend(s, &go, 1);
+	}
+	xrecv(s, &go, 1); /* the test is done with our memory */
+	_exit(0);
+}
+
+static pid_t xchild_start(const char *path, int *s, int tgt, int srqs)
+{
+	int sv[2];
+	pid_t pid;
+
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		close(sv[0]);
+		xchild(path, sv[1], tgt, srqs);
+	}
+	close(sv[1]);
+	*s = sv[0];
+	return pid;
+}
+
+static void xchild_end(pid_t pid, int s)
+{
+	char go = 1;
+	int st;
+
+	xsend(s, &go, 1);
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st));
+	CHECK_EQ(WEXITSTATUS(st), 0);
+	close(s);
+}
+
+SV_TEST_T(data_processes, 60)
+{
+	char path[64];
+	int fd = tmpfile_fd(path, sizeof(path));
+
+	close(fd);
+	for (int round = 0; round < 2; round++) {
+		/* Round 0: one child has the TGT QP and the SRQs; round 1:
+		 * one the TGT QP, another the SRQs. */
+		int s[2] = { -1, -1 }, nc = round ? 2 : 1;
+		pid_t pid[2];
+		struct xinfo info[2], srqs, tgt;
+		struct xside i;
+		struct xpeers pr;
+		char go;
+
+		pid[0] = xchild_start(path, &s[0], 1, !round);
+		if (round)
+			pid[1] = xchild_start(path, &s[1], 0, 1);
+		for (int k = 0; k < nc; k++)
+			xrecv(s[k], &info[k], sizeof(info[k]));
+		tgt = info[0];
+		srqs = info[nc - 1];
+		xside_mem(&i, NULL);
+		i.qp = ini_new(&i, 0);
+		pr = (struct xpeers){ .ini_qpn = i.qp->qp_num,
+				      .tgt_qpn = tgt.tgt_qpn };
+		for (int k = 0; k < nc; k++) {
+			xsend(s[k], &pr, sizeof(pr));
+			xrecv(s[k], &go, 1);
+		}
+		xconnect(i.qp, tgt.tgt_qpn);
+		eu_pattern((uint8_t *)i.buf, 3000, 3);
+		CHECK_EQ(xpost(i.qp, i.mr->lkey, 1, IBV_WR_SEND_WITH_IMM, i.buf,
+			       2000, srqs.srqn[1], 0, 0, 0, 0),
+			 0);
+		CHECK_EQ(xpost(i.qp, i.mr->lkey, 2, IBV_WR_SEND, i.buf, 3000,
+			       srqs.srqn[0], 0, 0, 0, 0),
+			 0);
+		expect_send(i.cq, 1, IBV_WC_SUCCESS);
+		expect_send(i.cq, 2, IBV_WC_SUCCESS);
+		/* The SRQs' process saw both, in their CQ. */
+		xrecv(s[nc - 1], &go, 1);
+		/* Its memory, under its PD's key, through the SRQ named. */
+		eu_pattern((uint8_t *)i.buf + 8192, 6000, 4);
+		CHECK_EQ(xpost(i.qp, i.mr->lkey, 3, IBV_WR_RDMA_WRITE,
+			       i.buf + 8192, 6000, srqs.srqn[1],
+			       srqs.addr + 16384, srqs.rkey, 0, 0),
+			 0);
+		CHECK_EQ(xpost(i.qp, i.mr->lkey, 4, IBV_WR_RDMA_READ,
+			       i.buf + 24576, 6000, srqs.srqn[0],
+			       srqs.addr + 16384, srqs.rkey, 0, 0),
+			 0);
+		expect_send(i.cq, 3, IBV_WC_SUCCESS);
+		expect_send(i.cq, 4, IBV_WC_SUCCESS);
+		CHECK(!memcmp(i.buf + 24576, i.buf + 8192, 6000));
+		for (int k = 0; k < nc; k++)
+			xchild_end(pid[k], s[k]);
+		CHECK_EQ(ibv_destroy_qp(i.qp), 0);
+		CHECK_EQ(ibv_close_device(i.ctx), 0);
+	}
+	unlink(path);
+}
+
 SV_TEST_MAIN()

@@ -10,8 +10,10 @@ sv_c_test(test_null_mr ${D}/test_null_mr.c)
 sv_c_test(test_cq ${D}/test_cq.c)
 sv_c_test(test_qp ${D}/test_qp.c)
 sv_c_test(test_srq ${D}/test_srq.c)
-# XRC (issue 24 item 1): domains, XRC SRQs, TGT and INI QPs.
-sv_c_test(test_xrc ${D}/test_xrc.c TIMEOUT 120)
+# XRC (issue 24 item 1): domains, XRC SRQs, TGT and INI QPs, the data
+# they move (both paths).
+sv_c_test(test_xrc ${D}/test_xrc.c TIMEOUT 240)
+sv_c_test_env(test_xrc_packets test_xrc SOFTVERBS_DIRECT=0)
 sv_c_test(test_ah ${D}/test_ah.c)
 sv_c_test(test_daemon ${D}/test_daemon.c TIMEOUT 300)
 # Our abstract socket name held first by another uid (bound, listening,

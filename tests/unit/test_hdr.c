@@ -181,6 +181,29 @@ static void test_ext(void)
 	bth_init(b, 0xa4, 0, 0xffff, 0x12c, 1, 7);
 	xrceth_set(b + SV_BTH_BYTES, 5);
 	EXPECT(memcmp(b, xrc_send, 16) == 0);
+	{
+		/* Parsed: the XRCETH's SRQ, the payload after it; an XRC
+		 * RDMA WRITE's RETH after the XRCETH (9.2's order). */
+		struct sv_pkt pkt;
+		uint8_t w[40];
+
+		memset(b + 16, 0x77, 8);
+		EXPECT(sv_pkt_parse(&pkt, b, 24, 0) == 0);
+		EXPECT(pkt.srqn == 5 && (pkt.flags & OP_XRCETH) &&
+		       (pkt.flags & OP_SEND) && pkt.paylen == 8 &&
+		       pkt.payload == b + 16);
+		bth_init(w, OPC_XRC | OPC_WRITE_ONLY, 0, 0xffff, 0x12c, 1, 8);
+		xrceth_set(w + SV_BTH_BYTES, 0x4242);
+		reth_set(w + SV_BTH_BYTES + SV_XRCETH_BYTES, 0x1000, 0x77, 4);
+		EXPECT(sv_pkt_parse(&pkt, w, 36, 0) == 0);
+		EXPECT(pkt.srqn == 0x4242 && pkt.va == 0x1000 &&
+		       pkt.rkey == 0x77 && pkt.dma_len == 4 && pkt.paylen == 4);
+		/* XRC answers are RC's: no XRCETH. */
+		EXPECT(!(sv_opcodes[OPC_XRC | OPC_ACK].flags & OP_XRCETH) &&
+		       (sv_opcodes[OPC_XRC | OPC_ACK].flags & OP_AETH));
+		EXPECT(sv_op_hdr_len(sv_opcodes[OPC_XRC | OPC_CMP_SWAP].flags) ==
+		       SV_BTH_BYTES + SV_XRCETH_BYTES + SV_ATMETH_BYTES);
+	}
 
 	/* PSN arithmetic wraps at 24 bits. */
 	EXPECT(psn_diff(0, 0xffffff) == 1 && psn_diff(0xffffff, 0) == -1);
@@ -428,6 +451,8 @@ static void check_row(uint32_t op, const struct sv_wrinfo *wi, uint8_t tp)
 		if (wi->flags & SV_WR_REMOTE)
 			EXPECT(!!(f & (OP_RETH | OP_ATMETH)) == !!(f & OP_FIRST));
 		EXPECT(!!(f & OP_DETH) == (tp == SV_OPC_UD));
+		/* Every XRC request names its SRQ (9.3.1.2). */
+		EXPECT(!!(f & OP_XRCETH) == (tp == SV_OPC_XRC));
 		/* READ requests and atomics carry no payload; ATOMIC
 		 * WRITE carries its 8 bytes. */
 		EXPECT(!!(f & OP_PAYLOAD) ==
@@ -445,23 +470,28 @@ static void test_wr_table(void)
 		int recv;
 	} want[] = {
 		/* IBTA ch. 10: UD sends only; UC adds RDMA WRITE and the
-		 * memory operations; RC adds READ, atomics, invalidation. */
-		{ IBV_WR_SEND, SV_WR_RC | SV_WR_UC | SV_WR_UD, IBV_WC_SEND, 0, 1 },
-		{ IBV_WR_SEND_WITH_IMM, SV_WR_RC | SV_WR_UC | SV_WR_UD,
+		 * memory operations; RC adds READ, atomics, invalidation;
+		 * an XRC INI QP takes what RC takes (but ATOMIC WRITE). */
+		{ IBV_WR_SEND, SV_WR_RC | SV_WR_UC | SV_WR_UD | SV_WR_XRC,
 		  IBV_WC_SEND, 0, 1 },
-		{ IBV_WR_SEND_WITH_INV, SV_WR_RC, IBV_WC_SEND, 0, 1 },
-		{ IBV_WR_RDMA_WRITE, SV_WR_RC | SV_WR_UC, IBV_WC_RDMA_WRITE,
-		  IBV_ACCESS_REMOTE_WRITE, 0 },
-		{ IBV_WR_RDMA_WRITE_WITH_IMM, SV_WR_RC | SV_WR_UC,
+		{ IBV_WR_SEND_WITH_IMM,
+		  SV_WR_RC | SV_WR_UC | SV_WR_UD | SV_WR_XRC, IBV_WC_SEND, 0,
+		  1 },
+		{ IBV_WR_SEND_WITH_INV, SV_WR_RC | SV_WR_XRC, IBV_WC_SEND, 0, 1 },
+		{ IBV_WR_RDMA_WRITE, SV_WR_RC | SV_WR_UC | SV_WR_XRC,
+		  IBV_WC_RDMA_WRITE, IBV_ACCESS_REMOTE_WRITE, 0 },
+		{ IBV_WR_RDMA_WRITE_WITH_IMM, SV_WR_RC | SV_WR_UC | SV_WR_XRC,
 		  IBV_WC_RDMA_WRITE, IBV_ACCESS_REMOTE_WRITE, 1 },
-		{ IBV_WR_RDMA_READ, SV_WR_RC, IBV_WC_RDMA_READ,
+		{ IBV_WR_RDMA_READ, SV_WR_RC | SV_WR_XRC, IBV_WC_RDMA_READ,
 		  IBV_ACCESS_REMOTE_READ, 0 },
-		{ IBV_WR_ATOMIC_CMP_AND_SWP, SV_WR_RC, IBV_WC_COMP_SWAP,
-		  IBV_ACCESS_REMOTE_ATOMIC, 0 },
-		{ IBV_WR_ATOMIC_FETCH_AND_ADD, SV_WR_RC, IBV_WC_FETCH_ADD,
-		  IBV_ACCESS_REMOTE_ATOMIC, 0 },
-		{ IBV_WR_LOCAL_INV, SV_WR_RC | SV_WR_UC, IBV_WC_LOCAL_INV, 0, 0 },
-		{ IBV_WR_BIND_MW, SV_WR_RC | SV_WR_UC, IBV_WC_BIND_MW, 0, 0 },
+		{ IBV_WR_ATOMIC_CMP_AND_SWP, SV_WR_RC | SV_WR_XRC,
+		  IBV_WC_COMP_SWAP, IBV_ACCESS_REMOTE_ATOMIC, 0 },
+		{ IBV_WR_ATOMIC_FETCH_AND_ADD, SV_WR_RC | SV_WR_XRC,
+		  IBV_WC_FETCH_ADD, IBV_ACCESS_REMOTE_ATOMIC, 0 },
+		{ IBV_WR_LOCAL_INV, SV_WR_RC | SV_WR_UC | SV_WR_XRC,
+		  IBV_WC_LOCAL_INV, 0, 0 },
+		{ IBV_WR_BIND_MW, SV_WR_RC | SV_WR_UC | SV_WR_XRC,
+		  IBV_WC_BIND_MW, 0, 0 },
 		/* IBTA 1.5, RC only as in rxe; remote WRITE at the target. */
 		{ IBV_WR_ATOMIC_WRITE, SV_WR_RC, IBV_WC_ATOMIC_WRITE,
 		  IBV_ACCESS_REMOTE_WRITE, 0 },
@@ -482,6 +512,8 @@ static void test_wr_table(void)
 		       !!(want[i].qpts & SV_WR_UC));
 		EXPECT(sv_wr_takes(IBV_QPT_UD, want[i].op) ==
 		       !!(want[i].qpts & SV_WR_UD));
+		EXPECT(sv_wr_takes(IBV_QPT_XRC_SEND, want[i].op) ==
+		       !!(want[i].qpts & SV_WR_XRC));
 	}
 	for (uint32_t op = 0; op < SV_WR_OPCODES + 4; op++) {
 		const struct sv_wrinfo *wi = sv_wrinfo(op);
@@ -522,15 +554,19 @@ static void test_wr_table(void)
 			check_row(op, wi, SV_OPC_UC);
 		if (wi->flags & SV_WR_UD)
 			check_row(op, wi, SV_OPC_UD);
+		if (wi->flags & SV_WR_XRC)
+			check_row(op, wi, SV_OPC_XRC);
 		if (failures)
 			return;
 	}
 	EXPECT(named == 11);
 	/* QP types we send on none of. */
 	EXPECT(!sv_wr_takes(IBV_QPT_RAW_PACKET, IBV_WR_SEND));
-	EXPECT(!sv_wr_takes(IBV_QPT_XRC_SEND, IBV_WR_SEND));
+	EXPECT(!sv_wr_takes(IBV_QPT_XRC_RECV, IBV_WR_SEND));
+	EXPECT(!sv_wr_takes(IBV_QPT_XRC_SEND, IBV_WR_ATOMIC_WRITE));
 	/* The OPC_ transport bits are the BTH codec's. */
-	EXPECT(OPC_UC == SV_OPC_UC && OPC_UD == SV_OPC_UD);
+	EXPECT(OPC_UC == SV_OPC_UC && OPC_UD == SV_OPC_UD &&
+	       OPC_XRC == SV_OPC_XRC);
 }
 
 int main(void)

@@ -336,8 +336,8 @@ static void duplicate_read(void)
 	f->pkt.va = 0x10000;
 	f->pkt.rkey = 7;
 	f->pkt.dma_len = 4096;
-	sv_resp_queue_read(f->tr, &f->pkt, 0);
-	sv_resp_queue_read(f->tr, &f->pkt, 0);
+	sv_resp_queue_read(f->tr, &f->pkt, 0, 0);
+	sv_resp_queue_read(f->tr, &f->pkt, 0, 0);
 	EXPECT(f->tr->rq_tail - f->tr->rq_head == 2);
 	/* The requester has two responses; it asks for the rest. */
 	fx_pkt(f, OPC_READ_REQ, 102, 0);
