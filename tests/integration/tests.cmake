@@ -14,6 +14,12 @@ sv_c_test(test_srq ${D}/test_srq.c)
 # they move (both paths).
 sv_c_test(test_xrc ${D}/test_xrc.c TIMEOUT 240)
 sv_c_test_env(test_xrc_packets test_xrc SOFTVERBS_DIRECT=0)
+# ... between two hosts (network namespaces, root): the XRC opcodes and
+# XRCETH on the veth as tshark reads them.
+sv_c_test(test_xrc_wire ${D}/test_xrc_wire.c TIMEOUT 240 LABELS wire)
+sv_c_test_env(test_xrc_wire_packets test_xrc_wire SOFTVERBS_DIRECT=0)
+set_tests_properties(test_xrc_wire test_xrc_wire_packets PROPERTIES
+                     SKIP_RETURN_CODE 77)
 sv_c_test(test_ah ${D}/test_ah.c)
 sv_c_test(test_daemon ${D}/test_daemon.c TIMEOUT 300)
 # Our abstract socket name held first by another uid (bound, listening,
