@@ -30,7 +30,7 @@ void sv_log_init(const char *component)
 
 void sv_log_print(int level, const char *func, const char *fmt, ...)
 {
-	char buf[512];
+	char buf[1024];
 	int n;
 	va_list ap;
 

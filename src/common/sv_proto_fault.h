@@ -13,6 +13,7 @@
  * |                 |          | every process when pid 0)|                 |
  * | SV_FAULT_SYNC   | engine   | (the caller's plans)     | n entries       |
  * | SV_FAULT_LOG    | library  | text: a firing's line    | empty           |
+ * | SV_FAULT_CHECK  | library  | text: a checker's line   | empty           |
  *
  * ADD answers -EINVAL for a plan sv_fault_parse refuses (nothing kept),
  * -ESRCH when no process holds QP N or process pid has no engine (no QP
@@ -29,7 +30,7 @@
 #include "sv_fault.h"
 
 #define SV_FAULT_MAX_PLANS 32 /* run-time plans held by the daemon */
-#define SV_FAULT_LINE 256     /* bytes of a request's text */
+#define SV_FAULT_LINE 512     /* bytes of a request's text */
 
 enum sv_fault_cmd {
 	SV_FAULT_ADD = 1,
@@ -37,10 +38,12 @@ enum sv_fault_cmd {
 	SV_FAULT_CLEAR,
 	SV_FAULT_SYNC,
 	SV_FAULT_LOG,
+	SV_FAULT_CHECK,
 };
 
 /* | cmd | enum sv_fault_cmd | pid | target process (0: see above) |
- * | id | CLEAR: the plan (0: all) | text | ADD: the plan; LOG: a line | */
+ * | id | CLEAR: the plan (0: all) | text | ADD: the plan; LOG, CHECK: a
+ * line | */
 struct sv_fault_req {
 	uint32_t cmd;
 	uint32_t pid;

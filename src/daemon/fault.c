@@ -7,7 +7,8 @@
  * itself: it tells that process's engine (SV_ENGINE_FAULT), whose progress
  * thread fetches its plans (SV_FAULT_SYNC) and runs them (eng_fault.c).
  * Plans of a process that is gone are dropped at the next look.  Each
- * firing a library reports (SV_FAULT_LOG) becomes one line of this log.
+ * firing a library reports (SV_FAULT_LOG) becomes one line of this log,
+ * and so does each line of a process's misuse checker (SV_FAULT_CHECK).
  */
 #include "svd_ops.h"
 #include "svd_fault.h"
@@ -131,6 +132,12 @@ int svd_op_fault(struct svd_req *r)
 		break;
 	case SV_FAULT_LOG:
 		sv_warn("fault: pid %d %.*s", (int)r->conn->pid,
+			(int)sizeof(req->text), req->text);
+		r->rep_len = 0;
+		return 0;
+	case SV_FAULT_CHECK:
+		/* The checker's line as the process printed it (check.c). */
+		sv_warn("softverbs-check: pid %d %.*s", (int)r->conn->pid,
 			(int)sizeof(req->text), req->text);
 		r->rep_len = 0;
 		return 0;

@@ -6,8 +6,10 @@
  * in ERR) long after the post, and knows nothing of the program.  The
  * library sees every post with the objects it names, so when asked it
  * says at once what is wrong and where: one line per misuse and site,
- * "softverbs-check: CODE <objects>; called from <function>", on stderr.
- * The library sends no log to the daemon, so stderr is where the lines go.
+ * "softverbs-check: CODE <objects>; called from <function>", on stderr
+ * and, through a thread of the checker's own (a report is made under the
+ * data path's locks, where a call to the daemon must not wait), in the
+ * daemon's log.
  *
  * Cost.  sv_check_on is read from the environment once, when the library
  * is loaded; every hook in the verbs is SV_CHECK(...) (check.h), a load
@@ -38,7 +40,9 @@
  * read without its sq_lock (a checker's view may be one post late).
  */
 #include "check_int.h"
+#include "sv_client.h"
 #include "sv_keytab.h"
+#include "sv_proto.h"
 
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -144,6 +148,139 @@ static void find_caller(char *buf, size_t cap, uintptr_t *pc)
 			 (unsigned long)(*pc - (uintptr_t)named.dli_fbase));
 }
 
+/* ------------------------------------------------- the daemon's log -- */
+
+/*
+ * Lines wait in log_q for log_main, which hands each to the daemon
+ * (SV_OP_FAULT, SV_FAULT_CHECK).  The thread starts with the first line,
+ * and again in a child after fork (log_child).  The reporting thread
+ * waits for its line to be sent, LOG_WAIT_MS at most: a program that
+ * dies right after its misuse (_exit, a signal) would lose it otherwise,
+ * and the wait is bounded because the reporter may hold a lock the
+ * sending needs.  Past LOG_LINES waiting, a line reaches stderr only.
+ * log_lock is a leaf.
+ */
+#define LOG_LINES 64
+#define LOG_WAIT_MS 200
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t log_more = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t log_idle = PTHREAD_COND_INITIALIZER;
+static char log_q[LOG_LINES][SV_FAULT_LINE];
+static unsigned log_head, log_n, log_busy;
+static uint64_t log_queued, log_sent; /* lines ever queued, sent */
+static int log_up;
+
+static void log_send(const char *line)
+{
+	struct sv_fault_req req = { .cmd = SV_FAULT_CHECK };
+	uint64_t inst;
+	int err;
+
+	snprintf(req.text, sizeof(req.text), "%s", line);
+	inst = sv_chan_instance(&err);
+	if (inst)
+		sv_call_simple(SV_OP_FAULT, 0, inst, -1, &req, sizeof(req),
+			       NULL, 0);
+}
+
+static void *log_main(void *arg)
+{
+	char line[SV_FAULT_LINE];
+
+	(void)arg;
+	pthread_mutex_lock(&log_lock);
+	for (;;) {
+		while (!log_n)
+			pthread_cond_wait(&log_more, &log_lock);
+		memcpy(line, log_q[log_head], sizeof(line));
+		log_head = (log_head + 1) % LOG_LINES;
+		log_n--;
+		log_busy = 1;
+		pthread_mutex_unlock(&log_lock);
+		log_send(line);
+		pthread_mutex_lock(&log_lock);
+		log_busy = 0;
+		log_sent++;
+		pthread_cond_broadcast(&log_idle);
+	}
+	return NULL;
+}
+
+/* Sets *t to ms from now (CLOCK_REALTIME, as the condition variables). */
+static void log_deadline(struct timespec *t, long ms)
+{
+	clock_gettime(CLOCK_REALTIME, t);
+	t->tv_sec += ms / 1000;
+	t->tv_nsec += (ms % 1000) * 1000000L;
+	if (t->tv_nsec >= 1000000000L) {
+		t->tv_sec++;
+		t->tv_nsec -= 1000000000L;
+	}
+}
+
+/* Queues a line (without its newline) for the daemon's log and waits,
+ * LOG_WAIT_MS at most, until it is sent. */
+static void log_put(const char *line, size_t n)
+{
+	struct timespec until;
+	uint64_t mine = 0;
+
+	pthread_mutex_lock(&log_lock);
+	if (!log_up) {
+		pthread_attr_t a;
+		pthread_t t;
+
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		log_up = !pthread_create(&t, &a, log_main, NULL);
+		pthread_attr_destroy(&a);
+	}
+	if (log_up && log_n < LOG_LINES) {
+		char *q = log_q[(log_head + log_n) % LOG_LINES];
+
+		if (n >= SV_FAULT_LINE)
+			n = SV_FAULT_LINE - 1;
+		memcpy(q, line, n);
+		q[n] = 0;
+		log_n++;
+		mine = ++log_queued;
+		pthread_cond_signal(&log_more);
+	}
+	log_deadline(&until, LOG_WAIT_MS);
+	while (mine && log_sent < mine)
+		if (pthread_cond_timedwait(&log_idle, &log_lock, &until))
+			break;
+	pthread_mutex_unlock(&log_lock);
+}
+
+/* Waits (a second at most) until the queued lines reached the daemon:
+ * at exit, where the last lines (LEAK_AT_EXIT) are made. */
+static void log_flush(void)
+{
+	struct timespec until;
+
+	log_deadline(&until, 1000);
+	pthread_mutex_lock(&log_lock);
+	while (log_up && (log_n || log_busy))
+		if (pthread_cond_timedwait(&log_idle, &log_lock, &until))
+			break;
+	pthread_mutex_unlock(&log_lock);
+}
+
+/* A child of fork has no logger thread: the next line starts one; what
+ * its parent had queued is the parent's to send. */
+static void log_child(void)
+{
+	pthread_mutex_init(&log_lock, NULL);
+	pthread_cond_init(&log_more, NULL);
+	pthread_cond_init(&log_idle, NULL);
+	log_up = 0;
+	log_n = 0;
+	log_busy = 0;
+	log_queued = log_sent = 0;
+}
+
 /* The last line this thread made (sv_chk_last_line). */
 static __thread char last_line[SV_QP_ERR_DIAG];
 
@@ -192,6 +329,8 @@ static void vreport(const char *code, uint64_t site, int with_caller,
 	n = strlen(line);
 	if (n > sizeof(line) - 2)
 		n = sizeof(line) - 2;
+	/* The daemon's log has its own prefix: the line after "softverbs-check: ". */
+	log_put(line + 17, n - 17);
 	line[n++] = '\n';
 	/* One write: lines of threads and processes do not interleave. */
 	if (write(STDERR_FILENO, line, n) < 0)
@@ -439,11 +578,11 @@ static void at_exit(void)
 					      nlive[k], names[k]);
 		}
 	pthread_mutex_unlock(&sv_chk_reg_lock);
-	if (!total)
-		return;
 	/* No caller: exit(3) is where every process ends. */
-	sv_chk_report_here("LEAK_AT_EXIT", 0, "pid %d: %s left at exit",
-		    (int)getpid(), list);
+	if (total)
+		sv_chk_report_here("LEAK_AT_EXIT", 0, "pid %d: %s left at exit",
+				   (int)getpid(), list);
+	log_flush();
 }
 
 __attribute__((constructor)) static void check_init(void)
@@ -461,4 +600,5 @@ __attribute__((constructor)) static void check_init(void)
 	 * post's spinlock. */
 	backtrace(fr, 2);
 	atexit(at_exit);
+	pthread_atfork(NULL, NULL, log_child);
 }

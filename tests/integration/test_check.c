@@ -13,6 +13,7 @@
  * checker's dladdr(3) names them; each calls the wrong verb itself.
  */
 #include "dp_util.h"
+#include "sv_client.h"
 #include "sv_test.h"
 
 #include <fcntl.h>
@@ -966,6 +967,86 @@ SV_TEST(recv_not_posted) { check_bug("recv_not_posted"); }
 SV_TEST(wr_ex) { check_bug("wr_ex"); }
 SV_TEST(peer_other_process) { check_bug("peer_other_process"); }
 SV_TEST(remote_other_process) { check_bug("remote_other_process"); }
+
+/* The lines reach the daemon's log too ($TMPDIR/softverbsd-UID.log),
+ * each as "softverbs-check: pid N CODE ...": a daemon of this case's own,
+ * with its log in a directory of its own, gets the lines of two bugs (one
+ * told at a post, one at exit). */
+static int log_has(const char *path, const char *want)
+{
+	char line[2048];
+	int hit = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	while (!hit && fgets(line, sizeof(line), f)) {
+		const char *c = strstr(line, "softverbs-check: pid ");
+		char *end;
+
+		if (!c)
+			continue;
+		strtol(c + 21, &end, 10);
+		hit = end > c + 21 && *end == ' ' &&
+		      !strncmp(end + 1, want, strlen(want));
+	}
+	fclose(f);
+	return hit;
+}
+
+SV_TEST(daemon_log)
+{
+	static const char *const bugs_logged[] = { "sge_outside_mr",
+						   "leak_at_exit" };
+	char dir[] = "/tmp/svcheck.XXXXXX", path[4200], sock[64];
+	static struct run r;
+
+	CHECK(mkdtemp(dir));
+	CHECK_EQ(setenv("TMPDIR", dir, 1), 0);
+	snprintf(sock, sizeof(sock), "svtest.check-log.%d", (int)getpid());
+	CHECK_EQ(setenv("SOFTVERBS_SOCKET", sock, 1), 0);
+	snprintf(path, sizeof(path), "%s/softverbsd-%u.log", dir,
+		 (unsigned)getuid());
+	for (size_t b = 0; b < 2; b++) {
+		int expects = 0;
+
+		run_bug(bugs_logged[b], "1", &r);
+		CHECK_EQ(r.status, 0);
+		for (char *l = r.out, *nl; l && *l; l = nl ? nl + 1 : NULL) {
+			char want[1024], *semi;
+			int i;
+
+			nl = strchr(l, '\n');
+			if (nl)
+				*nl = 0;
+			if (strncmp(l, "EXPECT ", 7))
+				continue;
+			/* The line up to the caller (the test prints that
+			 * part: the daemon's copy may be cut short). */
+			snprintf(want, sizeof(want), "%s", l + 7);
+			semi = strstr(want, "; called from");
+			if (semi)
+				*semi = 0;
+			expects++;
+			/* The bug exited after its line went to the daemon
+			 * (a checked process waits for that at exit); a
+			 * loaded machine may still be writing the file. */
+			for (i = 0; i < 200 && !log_has(path, want); i++)
+				usleep(50000);
+			if (i == 200) {
+				fprintf(stderr, "not in %s: softverbs-check: pid N %s\n",
+					path, want);
+				CHECK(!"the daemon's log has the line");
+			}
+		}
+		CHECK(expects > 0);
+	}
+	/* This case's daemon, if it did not idle out yet (never a new one). */
+	if (!sv_chan_probe())
+		sv_call_simple(SV_OP_SHUTDOWN, 0, 0, -1, NULL, 0, NULL, 0);
+	unlink(path);
+	rmdir(dir);
+}
 
 /* `softverbs res show qp` lists a QP's last error completion and the
  * checker's diagnosis: a checked program (this binary, --hold) makes a
