@@ -37,27 +37,16 @@ int sv_engine_key_entry(struct sv_engine *eng, uint32_t key,
 int sv_engine_qp_view(struct sv_engine *eng, uint32_t qpn,
 		      struct sv_qp_view *out)
 {
-	struct sv_qpn_req req = { .qpn = qpn };
 	struct sv_qp_peer_rep rep;
 	int fds[3] = { -1, -1, -1 };
-	struct sv_call c = { .op = SV_OP_QP_PEER,
-			     .instance = eng ? eng->instance : 0,
-			     .attach_fd = -1,
-			     .req = &req,
-			     .req_len = sizeof(req),
-			     .rep = &rep,
-			     .rep_cap = sizeof(rep),
-			     .rfds = fds,
-			     .max_rfds = 3 };
 	struct sv_qp_shm *q;
 	struct sv_srq_shm *s = NULL;
+	int nfds = eng ? sv_qp_peer_fds(eng, qpn, &rep, fds) : -1;
 
-	if (!eng || sv_call(&c) || c.rep_len != sizeof(rep) || c.nrfds < 1) {
-		sv_close_fds(fds, 3);
+	if (nfds < 1)
 		return -1;
-	}
 	q = sv_shm_map(fds[0], SV_SHM_QP, rep.qp_cookie);
-	if (q && q->srq_cookie && c.nrfds >= 3)
+	if (q && q->srq_cookie && nfds >= 3)
 		s = sv_shm_map(fds[2], SV_SHM_SRQ, q->srq_cookie);
 	sv_close_fds(fds, 3);
 	if (!q || q->qpn != qpn) {

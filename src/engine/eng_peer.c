@@ -143,32 +143,45 @@ static int sregion_ok(const struct sv_srq_shm *s)
 	       q->slots_off + (uint64_t)q->cap * q->wqe_size <= s->h.size;
 }
 
-/* Maps the regions of QP qpn from the daemon's fds.  NULL if it is not
- * there, not complete, or not consistent. */
-static struct sv_peer *peer_map(struct sv_engine *eng, uint32_t qpn)
+int sv_qp_peer_fds(struct sv_engine *eng, uint32_t qpn,
+		   struct sv_qp_peer_rep *rep, int fds[3])
 {
 	struct sv_qpn_req req = { .qpn = qpn };
-	struct sv_qp_peer_rep rep;
-	int fds[3] = { -1, -1, -1 };
 	struct sv_call c = { .op = SV_OP_QP_PEER,
 			     .instance = eng->instance,
 			     .attach_fd = -1,
 			     .req = &req,
 			     .req_len = sizeof(req),
-			     .rep = &rep,
-			     .rep_cap = sizeof(rep),
+			     .rep = rep,
+			     .rep_cap = sizeof(*rep),
 			     .rfds = fds,
 			     .max_rfds = 3 };
+
+	fds[0] = fds[1] = fds[2] = -1;
+	if (sv_call(&c) || c.rep_len != sizeof(*rep) || c.nrfds < 1) {
+		sv_close_fds(fds, 3);
+		return -1;
+	}
+	return (int)c.nrfds;
+}
+
+/* Maps the regions of QP qpn from the daemon's fds.  NULL if it is not
+ * there, not complete, or not consistent. */
+static struct sv_peer *peer_map(struct sv_engine *eng, uint32_t qpn)
+{
+	struct sv_qp_peer_rep rep;
+	int fds[3] = { -1, -1, -1 };
 	struct sv_peer *p = calloc(1, sizeof(*p));
-	int xrc;
+	int xrc, nfds;
 
 	if (!p)
 		return NULL;
-	if (sv_call(&c) || c.rep_len != sizeof(rep) || c.nrfds < 1)
+	nfds = sv_qp_peer_fds(eng, qpn, &rep, fds);
+	if (nfds < 1)
 		goto err;
 	/* An XRC TGT QP comes alone: each request names its SRQ and CQ. */
 	xrc = rep.qp_type == IBV_QPT_XRC_RECV;
-	if (!xrc && c.nrfds < 2)
+	if (!xrc && nfds < 2)
 		goto err;
 	p->qpn = qpn;
 	p->engine_id = rep.engine_id;
@@ -184,7 +197,7 @@ static struct sv_peer *peer_map(struct sv_engine *eng, uint32_t qpn)
 	if (!p->rcq || !cregion_ok(p->rcq))
 		goto err;
 	if (p->q->srq_cookie) {
-		if (c.nrfds < 3)
+		if (nfds < 3)
 			goto err;
 		p->srq = sv_shm_map(fds[2], SV_SHM_SRQ, p->q->srq_cookie);
 		if (!p->srq || !sregion_ok(p->srq))

@@ -538,6 +538,12 @@ int sv_rmem_call(struct sv_engine *eng, pid_t pid, uint32_t op, uint32_t key,
  * thread, no lock needed.  Returns how many it served. */
 int sv_rmem_serve(struct sv_engine *eng);
 /* eng_peer.c */
+/* Asks the daemon for QP qpn's regions (SV_OP_QP_PEER): rep filled and
+ * fds[0..2] the QP's, its receive CQ's and its SRQ's (-1 where not sent).
+ * Returns how many fds came, or -1 (nothing open then).  No spinlock
+ * held. */
+int sv_qp_peer_fds(struct sv_engine *eng, uint32_t qpn,
+		   struct sv_qp_peer_rep *rep, int fds[3]);
 /* The view of QP qpn of another process, mapped if needed (a reference
  * the caller drops with sv_peer_put).  NULL when it is not there or
  * cannot be mapped.  May call the daemon: no spinlock held. */
