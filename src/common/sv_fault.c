@@ -280,6 +280,10 @@ static int field(struct sv_fault_plan *p, char *key, char *v, int *kinds,
 		p->status = statuses[i].v;
 		p->kind = SV_FK_STATUS;
 		(*kinds)++;
+	} else if (!strcmp(key, "recv")) {
+		if (*v)
+			WHY("recv takes no value");
+		p->recv = 1;
 	} else if (!strcmp(key, "event")) {
 		const char *n = skip_prefix(v, "IBV_EVENT_");
 
@@ -390,6 +394,8 @@ int sv_fault_parse(const char *s, size_t len, struct sv_fault_plan *p,
 		WHY("nth= belongs to packet and verb plans (status, event: after=)");
 	if (p->kind != SV_FK_STATUS && p->count != 1)
 		WHY("count= belongs to status= plans");
+	if (p->kind != SV_FK_STATUS && p->recv)
+		WHY("recv belongs to status= plans");
 	memcpy(p->text, s, len);
 	p->text[len] = 0;
 	return 0;

@@ -21,8 +21,10 @@
  * | nth      | K, K-L or K+               | only the K-th (K-th to L-th,    |
  * |          |                            | K-th and after) packet or call  |
  * | status   | IBV_WC_* name              | the QP's next send completion   |
- * | after    | K                          | after K successful send         |
- * |          |                            | completions (status, event)     |
+ * | recv     |                            | status=: its receive completions|
+ * |          |                            | instead, as the program polls   |
+ * | after    | K                          | after K successful send (recv:  |
+ * |          |                            | receive) completions            |
  * | count    | C                          | completions forced (1)          |
  * | event    | IBV_EVENT_* name           | raises that async event         |
  * | verb     | ibv_* name                 | the verb fails ...              |
@@ -83,6 +85,7 @@ enum sv_fault_elem { SV_FE_QP, SV_FE_CQ, SV_FE_PORT, SV_FE_DEVICE };
  * | after  | successful send completions before the plan acts          |
  * | count  | completions forced (STATUS)                               |
  * | status | enum ibv_wc_status (STATUS)                                |
+ * | recv   | 1: status= acts on receive completions, as polled          |
  * | event  | enum ibv_event_type (EVENT)                                |
  * | verb   | enum sv_fault_verb (VERB)                                  |
  * | err    | positive errno (VERB)                                      |
@@ -103,6 +106,7 @@ struct sv_fault_plan {
 	uint64_t after;
 	uint32_t count;
 	int32_t status;
+	uint32_t recv; /* status= acts on receive completions (polled) */
 	int32_t event;
 	int32_t verb;
 	int32_t err;

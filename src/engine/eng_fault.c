@@ -375,7 +375,8 @@ int sv_fault_packets_slow(const struct sv_qp *qp)
 		const struct slot *s = &slots[i];
 
 		if (live(s) &&
-		    (s->p.kind == SV_FK_PACKET || s->p.kind == SV_FK_STATUS) &&
+		    (s->p.kind == SV_FK_PACKET ||
+		     (s->p.kind == SV_FK_STATUS && !s->p.recv)) &&
 		    names_qp(s, qp->qpx.qp_base.qp_num, qp->shm->dest_qpn))
 			return 1;
 	}
@@ -419,7 +420,7 @@ enum ibv_wc_status sv_fault_wc_slow(struct sv_qp *qp, enum ibv_wc_status st)
 
 		if (!live(s) || (s->p.kind != SV_FK_STATUS &&
 				 (s->p.kind != SV_FK_EVENT || !s->p.after)) ||
-		    !names_qp(s, qpn, dest))
+		    s->p.recv || !names_qp(s, qpn, dest))
 			continue;
 		k = __atomic_add_fetch(&s->seen, 1, __ATOMIC_RELAXED);
 		if (s->p.kind == SV_FK_EVENT) {
@@ -462,6 +463,65 @@ static void qp_to_err(struct sv_qp *qp)
 	sv_unlock_shm(&qp->shm->lock);
 	atomic_fetch_or(&qp->shm->events, SV_QEV_FLUSH);
 	sv_qp_owner_events(qp);
+}
+
+/* One polled receive completion of qp: a recv plan's status when it
+ * fires (the QP to ERR, as a receive error does on a NIC), flushed when
+ * an earlier firing left the QP in ERR and this success was already in
+ * the CQ.  Must hold qp_lock (read). */
+static void recv_polled(struct sv_qp *qp, struct ibv_wc *wc)
+{
+	uint32_t qpn = qp->qpx.qp_base.qp_num, dest = qp->shm->dest_qpn;
+	enum ibv_wc_status out = IBV_WC_SUCCESS;
+	int fired_before = 0;
+
+	for (int i = 0; i < nused(); i++) {
+		struct slot *s = &slots[i];
+		uint64_t k;
+
+		if (!live(s) || s->p.kind != SV_FK_STATUS || !s->p.recv ||
+		    !names_qp(s, qpn, dest))
+			continue;
+		if (__atomic_load_n(&s->fired, __ATOMIC_RELAXED))
+			fired_before = 1;
+		k = __atomic_add_fetch(&s->seen, 1, __ATOMIC_RELAXED);
+		if (out != IBV_WC_SUCCESS || k <= s->p.after ||
+		    __atomic_fetch_add(&s->fired, 1, __ATOMIC_RELAXED) >=
+			    s->p.count)
+			continue;
+		out = (enum ibv_wc_status)s->p.status;
+		fire_log(s, 1, "QP 0x%06x receive completion %llu: %s, the QP "
+			 "to ERR", qpn, (unsigned long long)k,
+			 sv_fault_status_name(out));
+	}
+	if (out == IBV_WC_SUCCESS && fired_before &&
+	    sv_qp_state(qp) == IBV_QPS_ERR)
+		out = IBV_WC_WR_FLUSH_ERR;
+	if (out == IBV_WC_SUCCESS)
+		return;
+	/* An error completion: wr_id, status, qp_num and vendor_err are
+	 * all it says (ibv_poll_cq(3)). */
+	*wc = (struct ibv_wc){ .wr_id = wc->wr_id, .status = out,
+			       .opcode = wc->opcode, .qp_num = wc->qp_num };
+	if (out != IBV_WC_WR_FLUSH_ERR)
+		qp_to_err(qp);
+}
+
+void sv_fault_polled_slow(struct sv_engine *eng, struct ibv_wc *wc, int n)
+{
+	sv_lock_read(&eng->qp_lock, SV_LOCK_QPTAB);
+	for (int i = 0; i < n; i++) {
+		struct sv_qp *qp;
+
+		if (!(wc[i].opcode & IBV_WC_RECV) ||
+		    wc[i].status != IBV_WC_SUCCESS)
+			continue;
+		qp = sv_eng_qp(eng, wc[i].qp_num);
+		if (qp)
+			recv_polled(qp, &wc[i]);
+	}
+	sv_unlock_rw(&eng->qp_lock);
+	sv_eng_want_work(eng);
 }
 
 /* Raises plan s's event on QP qpn, the one that triggered it (nothing
@@ -615,7 +675,8 @@ static void apply_now(struct sv_engine *eng, int i)
 			continue;
 		if (s->qpn == qpn && sv_qp_state(qp) >= IBV_QPS_RTR)
 			__atomic_store_n(&s->dst, dest, __ATOMIC_RELEASE);
-		if ((s->p.kind == SV_FK_PACKET || s->p.kind == SV_FK_STATUS) &&
+		if ((s->p.kind == SV_FK_PACKET ||
+		     (s->p.kind == SV_FK_STATUS && !s->p.recv)) &&
 		    qp->type != IBV_QPT_UD && tr_of(qp)) {
 			sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
 			tr_of(qp)->path.reach = SV_REACH_PACKETS;

@@ -65,6 +65,17 @@ static inline enum ibv_wc_status sv_fault_wc(struct sv_qp *qp,
 		       st;
 }
 
+/* Receive completions just polled (n of them at wc): a recv plan's
+ * status replaces a success of its QP (which moves to ERR), as the
+ * program sees it.  No lock held. */
+void sv_fault_polled_slow(struct sv_engine *eng, struct ibv_wc *wc, int n);
+static inline void sv_fault_polled(struct sv_engine *eng, struct ibv_wc *wc,
+				   int n)
+{
+	if (n > 0 && __atomic_load_n(&sv_fault_ncomp, __ATOMIC_RELAXED))
+		sv_fault_polled_slow(eng, wc, n);
+}
+
 /* A QP joined the engine (qp=#K counts them).  No lock held. */
 void sv_fault_qp_added(struct sv_qp *qp);
 /* A QP changed state (resolves its peer, raises after=0 events at RTS).

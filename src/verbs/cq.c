@@ -144,6 +144,7 @@ static int take(struct sv_cq *cq, int n, struct ibv_wc *wc, uint64_t *stamp)
 	sv_lock_spin(&cq->poll_lock, SV_LOCK_CQ_POLL);
 	got = sv_cq_consume(cq, n, wc, stamp);
 	sv_unlock_spin(&cq->poll_lock);
+	sv_fault_polled(cq->eng, wc, got); /* recv plans: docs/faults.md */
 	SV_CHECK(sv_check_polled(cq, wc, got));
 	return got;
 }

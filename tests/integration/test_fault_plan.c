@@ -4,8 +4,8 @@
  * application sees it: a verb that fails the n-th time with the chosen
  * errno and changes nothing; a QP whose packets are lost, doubled or
  * reordered (exactly the k-th, or by a seed that gives the same losses
- * every run); a send completion forced to an error status that moves the
- * QP to ERR and flushes what follows; async events with their element
+ * every run); a send or receive completion forced to an error status that
+ * moves the QP to ERR and flushes what follows; async events with their element
  * and state change.  Run by default (direct execution) and with
  * SOFTVERBS_DIRECT=0: a packet plan makes its QP send packets on both.
  * Each case sets the variable before its first verb (read once).
@@ -215,6 +215,40 @@ SV_TEST_T(status_after_three_successes_then_err_and_flush, 60)
 	CHECK_EQ(wc.wr_id, 4);
 	/* The peer is untouched. */
 	CHECK_EQ(qp_state(b.qp), IBV_QPS_RTS);
+}
+
+/* A receive completion forced (recv): b's third receive, as b polls it,
+ * is LOC_LEN_ERR; b moves to ERR and its other receives flush; the
+ * sender saw its three SENDs succeed (the data was placed). */
+SV_TEST_T(status_recv_after_two_then_err_and_flush, 60)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+
+	pair_plan(&a, &b, IBV_QPT_RC, "qp=#2,status=LOC_LEN_ERR,recv,after=2",
+		  7);
+	for (int i = 0; i < 5; i++)
+		post_recv(&b, 100 + i, b.buf + 64 * i, 64);
+	for (int i = 0; i < 3; i++) {
+		post_send_op(&a, i, IBV_WR_SEND, a.buf, 16, 0, 0);
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	}
+	for (int i = 0; i < 2; i++) {
+		EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, (uint64_t)(100 + i));
+		CHECK_EQ(wc.opcode, IBV_WC_RECV);
+		CHECK_EQ(wc.byte_len, 16);
+	}
+	EXPECT_WC(b.cq, &wc, IBV_WC_LOC_LEN_ERR);
+	CHECK_EQ(wc.wr_id, 102);
+	CHECK_EQ(wc.qp_num, b.qp->qp_num);
+	CHECK_EQ(qp_state(b.qp), IBV_QPS_ERR);
+	for (int i = 3; i < 5; i++) {
+		EXPECT_WC(b.cq, &wc, IBV_WC_WR_FLUSH_ERR);
+		CHECK_EQ(wc.wr_id, (uint64_t)(100 + i));
+	}
+	/* Send completions are not what the plan names. */
+	CHECK_EQ(qp_state(a.qp), IBV_QPS_RTS);
 }
 
 /* ---------------------------------------------------------- events -- */

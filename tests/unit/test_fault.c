@@ -49,7 +49,9 @@ static void kinds(void)
 	EXPECT(p.kind == SV_FK_STATUS && p.status == IBV_WC_RETRY_EXC_ERR);
 	EXPECT(p.after == 3 && p.count == 2);
 	EXPECT(parse("status=rem_access_err", &p, why) == 0);
-	EXPECT(p.status == IBV_WC_REM_ACCESS_ERR && p.count == 1);
+	EXPECT(p.status == IBV_WC_REM_ACCESS_ERR && p.count == 1 && !p.recv);
+	EXPECT(parse("qp=#2,status=LOC_LEN_ERR,recv,after=2", &p, why) == 0);
+	EXPECT(p.kind == SV_FK_STATUS && p.recv && p.after == 2);
 
 	EXPECT(parse("event=QP_FATAL,qp=#1", &p, why) == 0);
 	EXPECT(p.kind == SV_FK_EVENT && p.event == IBV_EVENT_QP_FATAL);
@@ -115,6 +117,8 @@ static void mistakes(void)
 	refused("verb=ibv_reg_mr,errno=EIO,qp=1", "names no QP");
 	refused("qp=1,drop,errno=EIO", "verb=");
 	refused("qp=1,status=RETRY_EXC_ERR,count=0", "count=");
+	refused("qp=1,drop,recv", "recv belongs");
+	refused("qp=1,status=LOC_LEN_ERR,recv=1", "no value");
 	memset(long_plan, 'x', sizeof(long_plan) - 1);
 	long_plan[sizeof(long_plan) - 1] = 0;
 	refused(long_plan, "longer than");
