@@ -174,7 +174,10 @@ void svd_query_device(struct ibv_device_attr_ex *ax)
 			      IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
 			      IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
 			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_MGT_EXTENSIONS |
-			      IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+			      IBV_DEVICE_MEM_WINDOW_TYPE_2B |
+			      /* XRC domains, SRQs, INI and TGT QPs, data
+			       * (mlx5 sets it; rxe has no XRC) */
+			      IBV_DEVICE_XRC;
 	a->max_sge = SV_MAX_SGE;
 	a->max_sge_rd = SV_MAX_SGE_RD;
 	a->max_cq = (int)svd.limit[SVD_OBJ_CQ];
@@ -215,7 +218,9 @@ void svd_query_device(struct ibv_device_attr_ex *ax)
 	ax->raw_packet_caps = 0;
 	ax->max_dm_size = SV_MAX_DM_SIZE;
 	ax->pci_atomic_caps.fetch_add = 0;
-	ax->xrc_odp_caps = 0;
+	/* An ODP MR is any MR here (checked when a WQE executes, never
+	 * pinned): XRC takes them as RC does. */
+	ax->xrc_odp_caps = ax->odp_caps.per_transport_caps.rc_odp_caps;
 	ax->phys_port_cnt_ex = 1;
 }
 

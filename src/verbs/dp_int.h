@@ -52,8 +52,6 @@ void sv_mw_set_ops(struct verbs_context *vctx);
  * struct sv_qp of no engine: sv_xrc_opened; the creator's TGT QP is
  * qp.c's).  The int verbs return 0 or a positive errno. */
 void sv_xrc_set_ops(struct verbs_context *vctx);
-/* 1 when SOFTVERBS_XRC=1 lets XRC objects be made (xrc.c says why). */
-int sv_xrc_enabled(void);
 uint32_t sv_xrcd_handle(struct ibv_xrcd *xrcd);
 /* The domain's device-wide id (a TGT QP's region carries it). */
 uint32_t sv_xrcd_id(struct ibv_xrcd *xrcd);

@@ -476,9 +476,8 @@ static int check_init(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
 	if (a->comp_mask & ~(uint32_t)SV_QP_COMP_MASK)
 		return EINVAL;
 	if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC &&
-	    a->qp_type != IBV_QPT_UD &&
-	    (a->qp_type != IBV_QPT_XRC_SEND || !sv_xrc_enabled()))
-		return EOPNOTSUPP; /* raw packet, driver QPs; XRC: xrc.c */
+	    a->qp_type != IBV_QPT_UD && a->qp_type != IBV_QPT_XRC_SEND)
+		return EOPNOTSUPP; /* raw packet, driver QPs (TGT: xrc.c) */
 	if (a->comp_mask & (IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_IND_TABLE |
 			    IBV_QP_INIT_ATTR_RX_HASH |
 			    IBV_QP_INIT_ATTR_MAX_TSO_HEADER))

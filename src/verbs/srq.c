@@ -129,8 +129,8 @@ static struct ibv_srq *create_srq_ex(struct ibv_context *ctx,
 	xrc = (a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
 	      a->srq_type == IBV_SRQT_XRC;
 	if ((a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
-	    a->srq_type != IBV_SRQT_BASIC && (!xrc || !sv_xrc_enabled()))
-		return sv_null_errno(-EOPNOTSUPP); /* XRC: see xrc.c */
+	    a->srq_type != IBV_SRQT_BASIC && !xrc)
+		return sv_null_errno(-EOPNOTSUPP); /* tag matching */
 	if (a->comp_mask & IBV_SRQ_INIT_ATTR_TM)
 		return sv_null_errno(-EOPNOTSUPP);
 	if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd ||

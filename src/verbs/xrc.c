@@ -39,24 +39,6 @@ struct sv_xrcd {
 };
 
 
-/*
- * XRC moves no data yet: an INI QP takes no work request.  So that a
- * program that would go on to send over XRC (rdma-core's tests do) meets
- * the EOPNOTSUPP it met before rather than a failure half way, the XRC
- * objects are made only with SOFTVERBS_XRC=1 (docs/environment.md).
- */
-int sv_xrc_enabled(void)
-{
-	static int on = -1;
-
-	if (on < 0) {
-		const char *e = getenv("SOFTVERBS_XRC");
-
-		on = e && !strcmp(e, "1");
-	}
-	return on;
-}
-
 uint32_t sv_xrcd_handle(struct ibv_xrcd *xrcd)
 {
 	return ((struct sv_xrcd *)xrcd)->handle;
@@ -82,8 +64,6 @@ static struct ibv_xrcd *open_xrcd(struct ibv_context *ctx,
 	struct sv_xrcd *x;
 	int err;
 
-	if (!sv_xrc_enabled())
-		return sv_null_errno(-EOPNOTSUPP);
 	if (!a)
 		return sv_null_errno(-EINVAL);
 	if (a->comp_mask >= IBV_XRCD_INIT_ATTR_RESERVED)
@@ -170,8 +150,6 @@ int sv_xrc_opened(struct ibv_qp *qp)
  */
 int sv_xrc_tgt_check(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
 {
-	if (!sv_xrc_enabled())
-		return EOPNOTSUPP;
 	if (!(a->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !a->xrcd ||
 	    a->xrcd->context != ctx)
 		return EINVAL;

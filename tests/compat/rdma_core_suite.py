@@ -9,8 +9,8 @@ a result that is judged here.
 Passes when no test fails or errs and every skipped test is skipped for a
 reason docs/verbs.md ("Verbs and their status") gives: another vendor's device
 (mlx5, EFA, VFIO), hardware this machine lacks (a GPU's dma-buf, CUDA,
-huge pages), or a feature softverbs leaves out (XRC, raw packet QPs and
-flow steering, tag matching).  A test that a
+huge pages), or a feature softverbs leaves out (raw packet QPs and flow
+steering, tag matching).  A test that a
 regression turns into a skip ("... is not supported") fails the run.
 """
 import importlib.util
@@ -27,9 +27,8 @@ EXPECTED_SKIPS = [
           r"PCI device must be passed"),
     # This machine: no GPU memory, CUDA or huge pages to test with.
     (r"", r"dmabuf|dma-buf|DmaBuf|[Cc][Uu][Dd][Aa]|huge pages"),
-    # Left out (docs/verbs.md): XRC, raw packet QPs (QP type 8) with their
-    # flow steering and RSS, tag matching.
-    (r"", r"Create XRCD is not supported"),
+    # Left out (docs/verbs.md): raw packet QPs (QP type 8) with their
+    # flow steering and RSS, tag matching.  (XRC runs: its skip is gone.)
     (r"", r"Create QP type 8 is not supported|Raw Packet QP"),
     (r"\.test_tag_matching\.", r"Extended CQ is not supported"),
 ]

@@ -43,11 +43,6 @@ struct icard {
 	union ibv_gid gid;
 };
 
-static void xrc_env(void)
-{
-	CHECK_EQ(setenv("SOFTVERBS_XRC", "1", 1), 0);
-}
-
 static struct ibv_context *dev_open(void)
 {
 	struct ibv_device **l = ibv_get_device_list(NULL);
@@ -144,7 +139,6 @@ static void host_b(int in, int out)
 	uint8_t *buf, want[3000], ok = 1;
 	int gid;
 
-	xrc_env();
 	ctx = dev_open();
 	gid = gid_index(ctx, IP4_B);
 	pd = ibv_alloc_pd(ctx);
@@ -386,7 +380,6 @@ SV_TEST_T(wire_xrc, 180)
 	if (system("command -v tshark >/dev/null 2>&1 && "
 		   "command -v tcpdump >/dev/null 2>&1"))
 		sv_test_skip("no tshark or tcpdump here (scripts/deps.sh)");
-	xrc_env();
 	two_hosts(&h, host_b);
 	snprintf(pcap, sizeof(pcap), "/tmp/sv-xrcw-%d.pcap", (int)getpid());
 	snprintf(log, sizeof(log), "/tmp/sv-xrcw-%d.log", (int)getpid());
