@@ -100,6 +100,18 @@ static void touch(struct touched *t, struct sv_qp *qp)
 	t->qp[t->n++] = qp;
 }
 
+/* After a drain: the ACKs of the QPs it touched, and what their
+ * responders left for the owner.  Must hold qp_lock (read). */
+static void touched_flush(struct touched *t)
+{
+	for (int i = 0; i < t->n; i++) {
+		sv_resp_flush(t->qp[i]);
+		if (atomic_load_explicit(&t->qp[i]->shm->events,
+					 memory_order_relaxed))
+			sv_qp_owner_events(t->qp[i]);
+	}
+}
+
 static void dispatch(struct sv_engine *eng, const uint8_t *buf, uint32_t len,
 		     uint32_t type, struct touched *t)
 {
@@ -215,12 +227,7 @@ int sv_eng_dispatch_own(struct sv_engine *eng, const uint8_t *rec,
 	if (ours)
 		dispatch(eng, rec, len, SV_WIRE_REC, &t);
 	sv_resp_release(&t.hold);
-	for (int i = 0; i < t.n; i++) {
-		sv_resp_flush(t.qp[i]);
-		if (atomic_load_explicit(&t.qp[i]->shm->events,
-					 memory_order_relaxed))
-			sv_qp_owner_events(t.qp[i]);
-	}
+	touched_flush(&t);
 	sv_unlock_rw(&eng->qp_lock);
 	return ours;
 }
@@ -392,12 +399,7 @@ int sv_eng_drain_all(struct sv_engine *eng, int *contended, int *silent)
 		nw = wire_read(eng, &t, fwd);
 	else
 		nw = -1;
-	for (int i = 0; i < t.n; i++) {
-		sv_resp_flush(t.qp[i]);
-		if (atomic_load_explicit(&t.qp[i]->shm->events,
-					 memory_order_relaxed))
-			sv_qp_owner_events(t.qp[i]);
-	}
+	touched_flush(&t);
 	sv_unlock_rw(&eng->qp_lock);
 	if (wire) {
 		wire_forward(eng, nw, fwd);
