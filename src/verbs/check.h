@@ -64,6 +64,11 @@ struct sv_srq;
 
 /* ibv_post_send, before the WR is taken.  Must hold qp->sq_lock. */
 void sv_check_send(struct sv_qp *qp, const struct ibv_send_wr *wr);
+/* A bind of a memory window (ibv_bind_mw, or IBV_WR_BIND_MW in
+ * ibv_post_send: verb says which), before it is taken.  Must hold
+ * qp->sq_lock. */
+void sv_check_bind(struct sv_qp *qp, const char *verb,
+		   const struct ibv_send_wr *wr);
 /* ibv_wr_complete of a batch without error: the WQEs ibv_wr_* wrote,
  * slots [from, to) of the send ring, before the engine sees them.  Must
  * hold qp->sq_lock (wr_start took it). */

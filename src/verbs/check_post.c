@@ -197,6 +197,94 @@ void sv_check_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 		return;
 	send_one(qp, "ibv_post_send", wr->wr_id, (uint32_t)wr->opcode,
 		 wr->send_flags, wr->sg_list, wr->num_sge);
+	if (wr->opcode == IBV_WR_BIND_MW)
+		sv_check_bind(qp, "ibv_post_send", wr);
+}
+
+/* What the daemon refuses a bind for (IBV_WC_MW_BIND_ERR), named: the
+ * MR under the window, its IBV_ACCESS_MW_BIND, the local write a remote
+ * write or atomic window needs, the range.  Must hold reg_lock. */
+static void bind_mr(const char *what, uint64_t site,
+		    const struct ibv_mw_bind_info *b)
+{
+	struct sv_mr *m = to_svmr(b->mr);
+	uint64_t va = b->addr, len = b->length, before = 0, past = 0;
+	uint32_t need = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+	char txt[256];
+
+	if (!sv_chk_find(SV_CK_MR, b->mr)) {
+		sv_check_report("LKEY_UNKNOWN", site,
+				"%s: bind_info.mr %p is no live MR of pid %d",
+				what, (void *)b->mr, (int)getpid());
+		return;
+	}
+	if (m->kind == SV_MR_NULL || m->mr.length == SIZE_MAX)
+		return;
+	if (!(m->access & IBV_ACCESS_MW_BIND)) {
+		sv_check_report("ACCESS_DENIED", site ^ m->mr.lkey,
+				"%s: mr lkey %#x lacks IBV_ACCESS_MW_BIND (has %s)",
+				what, m->mr.lkey,
+				sv_chk_bits(txt, sizeof(txt), m->access,
+					    sv_chk_access_bits));
+		return;
+	}
+	if ((b->mw_access_flags & need) &&
+	    !(m->access & IBV_ACCESS_LOCAL_WRITE)) {
+		sv_check_report("ACCESS_DENIED", site ^ m->mr.lkey,
+				"%s: a window with %s needs IBV_ACCESS_LOCAL_WRITE "
+				"on mr lkey %#x (has %s)",
+				what,
+				(b->mw_access_flags & IBV_ACCESS_REMOTE_WRITE) ?
+					"IBV_ACCESS_REMOTE_WRITE" :
+					"IBV_ACCESS_REMOTE_ATOMIC",
+				m->mr.lkey,
+				sv_chk_bits(txt, sizeof(txt), m->access,
+					    sv_chk_access_bits));
+		return;
+	}
+	if (va + len < va) {
+		sv_check_report("SGE_OUTSIDE_MR", site ^ (va << 20),
+				"%s: the window's range wraps around the address "
+				"space", what);
+		return;
+	}
+	if (va < m->iova)
+		before = m->iova - va;
+	if (va + len > m->iova + m->mr.length)
+		past = va + len - (m->iova + m->mr.length);
+	if (before || past)
+		sv_check_report("SGE_OUTSIDE_MR", site ^ (va << 20),
+				"%s: the window %s %llu bytes %s mr lkey %#x "
+				"[%#llx,+%llu)",
+				what, before ? "starts" : "ends",
+				(unsigned long long)(before ? before : past),
+				before ? "before" : "past", m->mr.lkey,
+				(unsigned long long)m->iova,
+				(unsigned long long)m->mr.length);
+}
+
+void sv_check_bind(struct sv_qp *qp, const char *verb,
+		   const struct ibv_send_wr *wr)
+{
+	const struct ibv_mw_bind_info *b = &wr->bind_mw.bind_info;
+	const struct ibv_mw *mw = wr->bind_mw.mw;
+	uint32_t qpn = qp->qpx.qp_base.qp_num;
+	char what[256];
+
+	if (!mw || (mw->type == IBV_MW_TYPE_1 && !b->length))
+		return; /* (a zero length type 1 bind unbinds) */
+	snprintf(what, sizeof(what),
+		 "%s qp %#x wr_id %#llx bind of mw rkey %#x to [%#llx,+%llu)",
+		 verb, qpn, (unsigned long long)wr->wr_id, mw->rkey,
+		 (unsigned long long)b->addr, (unsigned long long)b->length);
+	if (!b->mr) {
+		sv_check_report("LKEY_UNKNOWN", qpn ^ ((uint64_t)mw->rkey << 24),
+				"%s: bind_info.mr is NULL", what);
+		return;
+	}
+	pthread_mutex_lock(&sv_chk_reg_lock);
+	bind_mr(what, qpn ^ ((uint64_t)mw->rkey << 24), b);
+	pthread_mutex_unlock(&sv_chk_reg_lock);
 }
 
 void sv_check_wr_state(struct sv_qp *qp, uint32_t opcode)

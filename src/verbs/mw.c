@@ -70,6 +70,7 @@ static int bind_mw(struct ibv_qp *ibqp, struct ibv_mw *mw,
 	wr.bind_mw.rkey = new_rkey;
 	wr.bind_mw.bind_info = mw_bind->bind_info;
 	sv_lock_spin(&qp->sq_lock, SV_LOCK_SQ);
+	SV_CHECK(sv_check_bind(qp, "ibv_bind_mw", &wr));
 	err = sv_post_one_send(qp, &wr);
 	if (err) {
 		sv_unlock_spin(&qp->sq_lock);

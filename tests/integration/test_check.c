@@ -124,6 +124,52 @@ void bug_sge_outside_mr(void)
 	_exit(0); /* the WR stays where the engine put it */
 }
 
+/* Two binds the daemon would refuse (IBV_WC_MW_BIND_ERR): a type 1
+ * window on an MR without IBV_ACCESS_MW_BIND (ibv_bind_mw), a type 2
+ * window over more than its MR (IBV_WR_BIND_MW in ibv_post_send). */
+NOINLINE void bug_bind_mw(void);
+void bug_bind_mw(void)
+{
+	struct pair p;
+	struct ibv_mr *nobind, *bind;
+	struct ibv_mw *mw1, *mw2;
+	struct ibv_mw_bind mb = { .wr_id = 0x21,
+				  .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_send_wr wr = { .wr_id = 0x22,
+				  .opcode = IBV_WR_BIND_MW,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+
+	pair_open(&p, 64, 16);
+	nobind = reg(p.d.pd, page_buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	bind = reg(p.d.pd, page_buf + 4096, 4096,
+		   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	mw1 = ibv_alloc_mw(p.d.pd, IBV_MW_TYPE_1);
+	mw2 = ibv_alloc_mw(p.d.pd, IBV_MW_TYPE_2);
+	CHECK(mw1 && mw2);
+	mb.bind_info = (struct ibv_mw_bind_info){
+		.mr = nobind, .addr = (uintptr_t)page_buf, .length = 64,
+		.mw_access_flags = IBV_ACCESS_REMOTE_READ };
+	EXPECT("ACCESS_DENIED ibv_bind_mw qp %#x wr_id 0x21 bind of mw rkey "
+	       "%#x to [%p,+64): mr lkey %#x lacks IBV_ACCESS_MW_BIND (has "
+	       "IBV_ACCESS_LOCAL_WRITE)",
+	       p.a->qp_num, mw1->rkey, (void *)page_buf, nobind->lkey);
+	CHECK_EQ(ibv_bind_mw(p.a, mw1, &mb), 0);
+	wr.bind_mw.mw = mw2;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw2->rkey);
+	wr.bind_mw.bind_info = (struct ibv_mw_bind_info){
+		.mr = bind, .addr = (uintptr_t)page_buf + 4096, .length = 8192,
+		.mw_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	EXPECT("SGE_OUTSIDE_MR ibv_post_send qp %#x wr_id 0x22 bind of mw rkey "
+	       "%#x to [%p,+8192): the window ends 4096 bytes past mr lkey %#x "
+	       "[%p,+4096)",
+	       p.a->qp_num, mw2->rkey, (void *)(page_buf + 4096), bind->lkey,
+	       (void *)(page_buf + 4096));
+	CHECK_EQ(ibv_post_send(p.a, &wr, &bad), 0);
+	fflush(stdout);
+	_exit(0);
+}
+
 NOINLINE void bug_lkey_unknown(void);
 void bug_lkey_unknown(void)
 {
@@ -816,7 +862,7 @@ static const struct {
 	BUG(destroy_busy),    BUG(unsignaled_overflow), BUG(cq_overrun),
 	BUG(mismatched_peer), BUG(leak_at_exit),   BUG(buffer_unmapped),
 	BUG(remote_access),   BUG(recv_not_posted), BUG(wr_ex),
-	BUG(peer_other_process), BUG(remote_other_process),
+	BUG(peer_other_process), BUG(remote_other_process), BUG(bind_mw),
 #undef BUG
 };
 
@@ -967,6 +1013,7 @@ SV_TEST(recv_not_posted) { check_bug("recv_not_posted"); }
 SV_TEST(wr_ex) { check_bug("wr_ex"); }
 SV_TEST(peer_other_process) { check_bug("peer_other_process"); }
 SV_TEST(remote_other_process) { check_bug("remote_other_process"); }
+SV_TEST(bind_mw) { check_bug("bind_mw"); }
 
 /* The lines reach the daemon's log too ($TMPDIR/softverbsd-UID.log),
  * each as "softverbs-check: pid N CODE ...": a daemon of this case's own,
