@@ -447,11 +447,13 @@ static int basis_solve(const struct id_basis *B, uint32_t d)
 	return x;
 }
 
-int sv_icrc_ipv4_id(const struct sv_roce_flow *f, const void *ib,
-		    size_t ib_len, uint32_t icrc, uint16_t *id, int *df)
+/* sv_icrc_ipv4_id given c0, the packet's sv_icrc (identification 0,
+ * DF): the CRC is not computed again. */
+static int solve_id(const struct sv_roce_flow *f, size_t ib_len, uint32_t c0,
+		    uint32_t icrc, uint16_t *id, int *df)
 {
 	static __thread struct id_basis cache;
-	uint32_t c0, want, d;
+	uint32_t want, d;
 	int x;
 
 	if (f->ipv6 || !ib_len_fits(f, ib_len))
@@ -459,7 +461,6 @@ int sv_icrc_ipv4_id(const struct sv_roce_flow *f, const void *ib,
 	if (!cache.valid || cache.ib_len != ib_len)
 		basis_make(&cache, ib_len);
 	/* Registers before the final inversion, in host order. */
-	c0 = sv_icrc(f, ib, ib_len); /* identification 0, DF */
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 	c0 = __builtin_bswap32(c0);
 	icrc = __builtin_bswap32(icrc);
@@ -480,6 +481,26 @@ int sv_icrc_ipv4_id(const struct sv_roce_flow *f, const void *ib,
 		return 0;
 	}
 	return -EBADMSG;
+}
+
+int sv_icrc_ipv4_id(const struct sv_roce_flow *f, const void *ib,
+		    size_t ib_len, uint32_t icrc, uint16_t *id, int *df)
+{
+	if (f->ipv6 || !ib_len_fits(f, ib_len))
+		return -EBADMSG;
+	return solve_id(f, ib_len, sv_icrc(f, ib, ib_len), icrc, id, df);
+}
+
+int sv_icrc_check(const struct sv_roce_flow *f, const void *ib, size_t ib_len,
+		  uint32_t icrc)
+{
+	uint32_t c0 = sv_icrc(f, ib, ib_len);
+	uint16_t id;
+	int df;
+
+	if (c0 == icrc)
+		return 0;
+	return f->ipv6 ? -EBADMSG : solve_id(f, ib_len, c0, icrc, &id, &df);
 }
 
 uint32_t sv_icrc_ipv4(const struct sv_roce_flow *f, const void *ib,

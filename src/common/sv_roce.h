@@ -113,6 +113,16 @@ int sv_icrc_ipv4_id(const struct sv_roce_flow *f, const void *ib,
 		    size_t ib_len, uint32_t icrc, uint16_t *id, int *df);
 
 /*
+ * Whether icrc (the 4 bytes after ib, as sv_icrc returns them) is ib's
+ * ICRC in flow f: for IPv6 sv_icrc's; for IPv4 that of identification 0
+ * and DF, or else of the identification and DF sv_icrc_ipv4_id finds, the
+ * CRC computed once either way (the segments of a UDP_SEGMENT train carry
+ * identifications 1, 2, ...).  0 or -EBADMSG.
+ */
+int sv_icrc_check(const struct sv_roce_flow *f, const void *ib, size_t ib_len,
+		  uint32_t icrc);
+
+/*
  * Writes IP | UDP | ib | ICRC into out.  IPv4: identification 0, DF, the
  * header checksum computed, UDP checksum 0 (as RoCE v2 NICs and rxe send
  * it; the ICRC protects the packet).  IPv6: the UDP checksum is

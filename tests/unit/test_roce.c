@@ -15,7 +15,8 @@
  *     flags included);
  *   - the ICRC for a given IPv4 identification and DF (sv_icrc_ipv4), and
  *     a receiver that sees no IPv4 header recovers the identification and
- *     DF the sender used (sv_icrc_ipv4_id) and refuses corruption;
+ *     DF the sender used (sv_icrc_ipv4_id; sv_icrc_check, the
+ *     receiver's one call) and refuses corruption;
  *   - pcap headers and records are laid out as libpcap reads them.
  * `test_roce --bench` measures the CRC and the ICRC of a 4 KiB packet.
  */
@@ -442,16 +443,21 @@ static void test_ipv4_id(void)
 		EXPECT(sv_icrc_ipv4(&f, ib, n, id, df) == icrc);
 		EXPECT(sv_icrc_ipv4_id(&f, ib, n, icrc, &got, &gdf) == 0);
 		EXPECT(got == id && gdf == df);
+		/* The receiver's one check: the same answer. */
+		EXPECT(sv_icrc_check(&f, ib, n, icrc) == 0);
 		/* id 0 with DF: what sv_icrc gives. */
 		EXPECT(sv_icrc_ipv4_id(&f, ib, n, sv_icrc(&f, ib, n), &got,
 				       &gdf) == 0);
 		EXPECT(got == 0 && gdf == 1);
+		EXPECT(sv_icrc_check(&f, ib, n, sv_icrc(&f, ib, n)) == 0);
 		/* A corrupt payload: refused, but for 1 in 2^15. */
 		ib[n - 1] ^= 0x10;
 		if (sv_icrc_ipv4_id(&f, ib, n, icrc, &got, &gdf) == 0)
 			false_ok++;
+		if (sv_icrc_check(&f, ib, n, icrc) == 0)
+			false_ok++;
 	}
-	EXPECT(false_ok <= 1);
+	EXPECT(false_ok <= 2);
 	{
 		struct sv_roce_flow f6;
 		uint8_t ib[32] = { 0x04 };
@@ -461,6 +467,10 @@ static void test_ipv4_id(void)
 		flow_init(&f6, 1, 1);
 		EXPECT(sv_icrc_ipv4_id(&f6, ib, 32, sv_icrc(&f6, ib, 32), &got,
 				       &gdf) == -EBADMSG);
+		/* IPv6 has no identification: its ICRC, or nothing. */
+		EXPECT(sv_icrc_check(&f6, ib, 32, sv_icrc(&f6, ib, 32)) == 0);
+		EXPECT(sv_icrc_check(&f6, ib, 32, sv_icrc(&f6, ib, 32) ^ 1) ==
+		       -EBADMSG);
 	}
 }
 
