@@ -45,6 +45,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -52,6 +53,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifndef SOL_UDP
+#define SOL_UDP 17
+#endif
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103 /* linux/udp.h */
+#endif
 #ifndef IPV6_FLOWINFO_SEND
 #define IPV6_FLOWINFO_SEND 33 /* linux/in6.h */
 #endif
@@ -61,13 +68,21 @@ static_assert(SV_WIRE_REC == (SV_REC_PKT | SV_REC_F_GRH | SV_REC_F_WIRE),
 
 /* GRH + the longest packet + pad + ICRC. */
 #define SLOT_BYTES (SV_GRH_BYTES + SV_ENG_MAX_PKT + 8)
+/* Segments of one UDP_SEGMENT send: the kernel's UDP_MAX_SEGMENTS was 64
+ * before Linux 6.3 (128 since), and the datagram the kernel cuts must
+ * fit a UDP length. */
+#define GSO_SEGS 64
+#define GSO_BYTES 65000
 struct sv_wire_slot {
-	int fd;
+	int fd, gfd;	   /* the flow's socket; its GSO twin (-1: none) */
 	uint32_t off, len; /* the datagram: pkt[off .. off + len) */
 	uint32_t ctl_len;
+	uint16_t seg;	   /* its place in a train (0: the first, or alone) */
+	uint8_t solo;	   /* nothing joins it (a fault moved or doubled it) */
+	struct sv_roce_flow f; /* its addressing, for an ICRC made again */
 	struct sockaddr_in6 dst;
 	union {
-		char buf[SV_WIRE_CTL_BYTES];
+		char buf[SV_WIRE_CTL_BYTES + CMSG_SPACE(sizeof(uint16_t))];
 		struct cmsghdr align;
 	} ctl;
 	uint8_t pkt[SLOT_BYTES];
@@ -77,6 +92,7 @@ struct sv_wire_sock {
 	uint16_t sport; /* asked for */
 	uint16_t bound; /* got (another program's socket may hold sport) */
 	int fd;
+	int gfd; /* the same port, with UDP checksums: for UDP_SEGMENT */
 };
 
 struct sv_wire {
@@ -85,6 +101,7 @@ struct sv_wire {
 	struct sv_link *cur;	 /* reserved by (until commit or abort) */
 	uint32_t cur_type;
 	int warned;
+	int gso_off; /* the kernel refused a UDP_SEGMENT send: none again */
 	pthread_mutex_t sock_lock; /* socks */
 	struct sv_wire_sock *socks;
 	uint32_t nsocks;
@@ -94,7 +111,7 @@ struct sv_wire {
 
 struct sv_wlink {
 	struct sv_roce_flow flow; /* RC/UC: all of it; UD: sport */
-	int fd;
+	int fd, gfd;
 };
 
 /* ------------------------------------------------------------ GIDs -- */
@@ -266,9 +283,13 @@ static void setopt(int fd, int level, int name, int v)
 }
 
 /* A socket sending from UDP port sport (the port actually bound in
- * *bound: an ephemeral one when another program holds sport).  Must hold
- * sock_lock. */
-static int sock_open(struct sv_wire *w, uint16_t sport, uint16_t *bound)
+ * *bound: an ephemeral one when another program holds sport).  gso: the
+ * twin for UDP_SEGMENT sends, bound to exactly sport (or failing), with
+ * UDP checksums, for the kernel refuses to segment a datagram without
+ * (udp_send_skb: SO_NO_CHECK and a segment size are EINVAL together).
+ * Must hold sock_lock. */
+static int sock_open(struct sv_wire *w, uint16_t sport, uint16_t *bound,
+		     int gso)
 {
 	int fd = socket(w->fam, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	int sb = 4 << 20;
@@ -283,8 +304,10 @@ static int sock_open(struct sv_wire *w, uint16_t sport, uint16_t *bound)
 	setopt(fd, SOL_SOCKET, SO_REUSEADDR, 1);
 	setopt(fd, SOL_SOCKET, SO_REUSEPORT, 1);
 	/* IPv4: checksum 0, as RoCE NICs and rxe send (the ICRC covers the
-	 * packet); DF, so the identification is 0. */
-	setopt(fd, SOL_SOCKET, SO_NO_CHECK, 1);
+	 * packet); DF, so the identification is 0 (a train of segments:
+	 * 0, 1, 2, ...). */
+	if (!gso)
+		setopt(fd, SOL_SOCKET, SO_NO_CHECK, 1);
 	setopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO);
 	/* A datagram to a group is not looped back: this host's QPs had
 	 * their copies from the sender (sv_req.c send_mcast). */
@@ -309,6 +332,10 @@ static int sock_open(struct sv_wire *w, uint16_t sport, uint16_t *bound)
 	}
 	if (bind(fd, (struct sockaddr *)&a, al) < 0) {
 		/* Somebody else's socket (without SO_REUSEPORT) has it. */
+		if (gso) {
+			close(fd);
+			return -EADDRINUSE;
+		}
 		if (w->fam == AF_INET6)
 			a.in6.sin6_port = 0;
 		else
@@ -331,9 +358,12 @@ static int sock_open(struct sv_wire *w, uint16_t sport, uint16_t *bound)
 	return fd;
 }
 
-static int sock_get(struct sv_wire *w, uint16_t sport, uint16_t *bound)
+/* The socket of source port sport (*gfd: its UDP_SEGMENT twin, or -1). */
+static int sock_get(struct sv_wire *w, uint16_t sport, uint16_t *bound,
+		    int *gfd)
 {
 	struct sv_wire_sock *n;
+	uint16_t gb;
 	int fd;
 
 	sv_lock_mutex(&w->sock_lock, SV_LOCK_PORT);
@@ -341,21 +371,31 @@ static int sock_get(struct sv_wire *w, uint16_t sport, uint16_t *bound)
 		if (w->socks[i].sport == sport) {
 			fd = w->socks[i].fd;
 			*bound = w->socks[i].bound;
+			*gfd = w->socks[i].gfd;
 			sv_unlock_mutex(&w->sock_lock);
 			return fd;
 		}
 	*bound = 0;
-	fd = sock_open(w, sport, bound);
+	*gfd = -1;
+	fd = sock_open(w, sport, bound, 0);
+	if (fd >= 0 && sv_tune.wire_gso) {
+		*gfd = sock_open(w, *bound, &gb, 1);
+		if (*gfd < 0)
+			*gfd = -1;
+	}
 	if (fd >= 0) {
 		/* Kept for the engine's life (slots waiting to go name it). */
 		n = realloc(w->socks, (w->nsocks + 1) * sizeof(*n));
 		if (!n) {
 			close(fd);
+			if (*gfd >= 0)
+				close(*gfd);
+			*gfd = -1;
 			fd = -ENOMEM;
 		} else {
 			w->socks = n;
 			w->socks[w->nsocks++] =
-				(struct sv_wire_sock){ sport, *bound, fd };
+				(struct sv_wire_sock){ sport, *bound, fd, *gfd };
 		}
 	}
 	sv_unlock_mutex(&w->sock_lock);
@@ -405,8 +445,11 @@ void sv_wire_free(struct sv_engine *eng)
 	eng->wire_attached = 0;
 	if (!w)
 		return;
-	for (uint32_t i = 0; i < w->nsocks; i++)
+	for (uint32_t i = 0; i < w->nsocks; i++) {
 		close(w->socks[i].fd);
+		if (w->socks[i].gfd >= 0)
+			close(w->socks[i].gfd);
+	}
 	free(w->socks);
 	pthread_spin_destroy(&w->lock);
 	pthread_mutex_destroy(&w->sock_lock);
@@ -452,7 +495,7 @@ struct sv_link *sv_wire_link_new(struct sv_engine *eng,
 	struct sv_link *l;
 	struct sv_wlink *wl;
 	uint16_t bound;
-	int fd;
+	int fd, gfd;
 
 	if (!w)
 		return NULL;
@@ -460,7 +503,7 @@ struct sv_link *sv_wire_link_new(struct sv_engine *eng,
 		sv_warn("wire: no IPv6 sockets here: cannot reach an IPv6 GID");
 		return NULL;
 	}
-	fd = sock_get(w, f->sport, &bound);
+	fd = sock_get(w, f->sport, &bound, &gfd);
 	if (fd < 0) {
 		sv_warn("wire: no UDP socket: %s", strerror(-fd));
 		return NULL;
@@ -476,6 +519,7 @@ struct sv_link *sv_wire_link_new(struct sv_engine *eng,
 	wl->flow.sport = bound;
 	wl->flow.dport = SV_ROCE_PORT;
 	wl->fd = fd;
+	wl->gfd = gfd;
 	pthread_spin_init(&l->tx_lock, PTHREAD_PROCESS_PRIVATE);
 	l->eng = eng;
 	l->peer_db = -1;
@@ -549,39 +593,156 @@ void sv_wire_link_free(struct sv_link *l)
 
 /* --------------------------------------------------- reserve/commit -- */
 
+/*
+ * Trains.  Packets of one flow committed one after another, all as long
+ * as the first but the last, leave in one sendmsg with UDP_SEGMENT (the
+ * first's length as the segment size) on the flow's GSO twin socket: the
+ * kernel sends one datagram through its stack and cuts it into the
+ * packets at the last moment (or the NIC does, or a veth hands the train
+ * over whole and the receiver's UDP_GRO or its kernel cuts it), so every
+ * packet is still its own RoCE v2 datagram of at most the path MTU with
+ * its own ICRC.  Each segment of an IPv4 train gets the next
+ * identification (0, 1, 2, ...: inet_gso_segment numbers them from the
+ * first's, which is 0 for DF on an unconnected socket), and the ICRC
+ * covers the identification, so segment k's ICRC is made for
+ * identification k (sv_icrc_ipv4).  A train's segments differ from a
+ * lone datagram in one more way: the UDP checksum is computed (the kernel
+ * segments only with checksums), which RoCE receivers ignore (the ICRC
+ * masks it).
+ */
+
+/* Makes slot s a lone datagram again: identification 0, so the ICRC of
+ * identification 0, and nothing joins it.  Must hold w->lock. */
+static void make_solo(struct sv_wire_slot *s)
+{
+	if (s->seg && !s->f.ipv6) {
+		uint8_t *ib = s->pkt + s->off;
+		uint32_t n = s->len - SV_ICRC_BYTES,
+			 icrc = sv_icrc(&s->f, ib, n);
+
+		memcpy(ib + n, &icrc, SV_ICRC_BYTES);
+	}
+	s->seg = 0;
+	s->solo = 1;
+}
+
+/* The place in a train of slot s, about to be committed at index idx: the
+ * slot before it (still waiting) plus one when s may follow it, else 0.
+ * Must hold w->lock. */
+static uint16_t train_place(struct sv_wire *w, uint32_t idx,
+			    const struct sv_wire_slot *s)
+{
+	const struct sv_wire_slot *p, *first;
+
+	if (!w->n || s->gfd < 0 || w->gso_off)
+		return 0;
+	p = &w->slot[(idx + SV_WIRE_SLOTS - 1) % SV_WIRE_SLOTS];
+	first = &w->slot[(idx + SV_WIRE_SLOTS - 1 - p->seg) % SV_WIRE_SLOTS];
+	if (p->solo || p->gfd != s->gfd || p->seg + 1u >= GSO_SEGS ||
+	    p->len != first->len || s->len > first->len ||
+	    (p->seg + 2u) * first->len > GSO_BYTES || p->ctl_len != s->ctl_len ||
+	    memcmp(&p->dst, &s->dst, sizeof(s->dst)) ||
+	    memcmp(p->ctl.buf, s->ctl.buf, s->ctl_len))
+		return 0;
+	return (uint16_t)(p->seg + 1);
+}
+
+/* How many waiting slots from index i (left of them) leave as one
+ * datagram: the train starting there, or 1.  Must hold w->lock. */
+static uint32_t train_len(struct sv_wire *w, uint32_t i, uint32_t left)
+{
+	const struct sv_wire_slot *s = &w->slot[i];
+	uint32_t k = 1;
+
+	if (s->gfd < 0 || s->solo || s->seg || w->gso_off)
+		return 1;
+	while (k < left) {
+		const struct sv_wire_slot *t = &w->slot[(i + k) % SV_WIRE_SLOTS];
+
+		if (t->solo || t->seg != k)
+			break;
+		k++;
+	}
+	return k;
+}
+
+/* The kernel refused a train (a kernel without UDP_SEGMENT, a route that
+ * cannot segment): every slot goes alone from now on, with the ICRC of
+ * identification 0.  Must hold w->lock. */
+static void trains_off(struct sv_wire *w)
+{
+	if (!w->gso_off)
+		sv_dbg("wire: UDP segmentation refused (%s): one datagram per "
+		       "packet from now on", strerror(errno));
+	w->gso_off = 1;
+	for (uint32_t k = 0; k < w->n; k++)
+		make_solo(&w->slot[(w->head + k) % SV_WIRE_SLOTS]);
+}
+
 /* Sends what waits, as far as the sockets take it.  Must hold w->lock. */
 static void flush_locked(struct sv_wire *w, struct sv_wire_shm *m)
 {
 	struct mmsghdr mm[SV_WIRE_SLOTS];
 	struct iovec iov[SV_WIRE_SLOTS];
+	uint32_t nseg[SV_WIRE_SLOTS];
 
 	while (w->n) {
-		struct sv_wire_slot *s0 = &w->slot[w->head];
-		uint32_t k = 0;
-		int r, ok;
+		uint32_t k = 0, used = 0, at = 0;
+		int fd = -1, r, ok;
 
-		/* A run of one socket's datagrams, contiguous in the slots. */
-		while (k < w->n && w->head + k < SV_WIRE_SLOTS &&
-		       w->slot[w->head + k].fd == s0->fd) {
-			struct sv_wire_slot *s = &w->slot[w->head + k];
+		/* Datagrams of one socket: trains on the GSO twin, lone
+		 * packets on the flow's own. */
+		while (used < w->n) {
+			uint32_t i = (w->head + used) % SV_WIRE_SLOTS;
+			struct sv_wire_slot *s = &w->slot[i];
+			uint32_t t = train_len(w, i, w->n - used);
+			int sfd = t > 1 ? s->gfd : s->fd;
 
-			iov[k] = (struct iovec){ s->pkt + s->off, s->len };
+			if (k && sfd != fd)
+				break;
+			fd = sfd;
+			for (uint32_t j = 0; j < t; j++) {
+				struct sv_wire_slot *q =
+					&w->slot[(i + j) % SV_WIRE_SLOTS];
+
+				iov[at + j] = (struct iovec){ q->pkt + q->off,
+							      q->len };
+			}
 			mm[k].msg_hdr = (struct msghdr){
 				.msg_name = &s->dst,
 				.msg_namelen = s->dst.sin6_family == AF_INET6 ?
 						       sizeof(struct sockaddr_in6) :
 						       sizeof(struct sockaddr_in),
-				.msg_iov = &iov[k],
-				.msg_iovlen = 1,
+				.msg_iov = &iov[at],
+				.msg_iovlen = t,
 				.msg_control = s->ctl_len ? s->ctl.buf : NULL,
 				.msg_controllen = s->ctl_len,
 			};
-			k++;
+			if (t > 1) {
+				struct cmsghdr *c =
+					(struct cmsghdr *)(s->ctl.buf + s->ctl_len);
+				uint16_t gs = (uint16_t)s->len;
+
+				c->cmsg_level = SOL_UDP;
+				c->cmsg_type = UDP_SEGMENT;
+				c->cmsg_len = CMSG_LEN(sizeof(gs));
+				memcpy(CMSG_DATA(c), &gs, sizeof(gs));
+				mm[k].msg_hdr.msg_control = s->ctl.buf;
+				mm[k].msg_hdr.msg_controllen =
+					s->ctl_len + CMSG_SPACE(sizeof(gs));
+			}
+			nseg[k++] = t;
+			at += t;
+			used += t;
 		}
-		r = sendmmsg(s0->fd, mm, k, MSG_DONTWAIT);
+		r = sendmmsg(fd, mm, k, MSG_DONTWAIT);
 		ok = r >= 0;
 		if (r < 0 && (errno == EAGAIN || errno == ENOBUFS || errno == EINTR))
 			return; /* the socket is full: later */
+		if (r < 0 && nseg[0] > 1) {
+			trains_off(w);
+			continue;
+		}
 		if (r < 0) {
 			/* This datagram cannot go (no route, too big for the
 			 * path, the address went away): lost, as on a
@@ -591,19 +752,22 @@ static void flush_locked(struct sv_wire *w, struct sv_wire_shm *m)
 					strerror(errno));
 			r = 1;
 		}
+		at = 0;
+		for (int i = 0; i < r; i++)
+			at += nseg[i];
 		if (m) {
 			uint64_t bytes = 0;
 
-			for (int i = 0; i < r; i++)
+			for (uint32_t i = 0; i < at; i++)
 				bytes += iov[i].iov_len;
 			atomic_fetch_add_explicit(ok ? &m->tx_pkts : &m->tx_errors,
-						  (uint64_t)r, memory_order_relaxed);
+						  (uint64_t)at, memory_order_relaxed);
 			if (ok)
 				atomic_fetch_add_explicit(&m->tx_bytes, bytes,
 							  memory_order_relaxed);
 		}
-		w->head = (w->head + (uint32_t)r) % SV_WIRE_SLOTS;
-		w->n -= (uint32_t)r;
+		w->head = (w->head + at) % SV_WIRE_SLOTS;
+		w->n -= at;
 	}
 	w->head = 0;
 }
@@ -686,30 +850,40 @@ void sv_wire_commit(struct sv_link *l)
 	bth_set_pad(ib, pad);
 	memset(ib + len, 0, pad);
 	len += pad;
-	icrc = sv_icrc(&f, ib, len);
-	memcpy(ib + len, &icrc, SV_ICRC_BYTES);
 	s->off = grh ? SV_GRH_BYTES : 0;
 	s->len = len + SV_ICRC_BYTES;
 	s->fd = l->w->fd;
+	s->gfd = l->w->gfd;
+	s->f = f;
+	s->solo = 0;
 	s->ctl_len = sv_wire_address(&f, l->eng->wire->fam, &s->dst, s->ctl.buf);
+	/* In a train, segment k has identification k (above: "Trains"). */
+	s->seg = train_place(w, idx, s);
+	icrc = s->seg && !f.ipv6 ? sv_icrc_ipv4(&f, ib, len, s->seg, 1) :
+				   sv_icrc(&f, ib, len);
+	memcpy(ib + len, &icrc, SV_ICRC_BYTES);
 	w->cur = NULL;
 	switch (sv_fault_pick(l, ib, len)) {
 	case SV_FAULT_DROP:
 		break;
 	case SV_FAULT_DUP:
 		w->slot[(idx + 1) % SV_WIRE_SLOTS] = *s;
+		make_solo(&w->slot[(idx + 1) % SV_WIRE_SLOTS]);
 		w->n += 2;
 		break;
 	case SV_FAULT_REORDER:
 		if (w->n && w->slot[(idx + SV_WIRE_SLOTS - 1) % SV_WIRE_SLOTS].fd ==
 				    s->fd) {
-			/* Swapped with the one before: it arrives late. */
+			/* Swapped with the one before: it arrives late (and
+			 * neither is in a train any more). */
 			struct sv_wire_slot *p =
 				&w->slot[(idx + SV_WIRE_SLOTS - 1) % SV_WIRE_SLOTS];
 			struct sv_wire_slot tmp = *p;
 
 			*p = *s;
 			*s = tmp;
+			make_solo(p);
+			make_solo(s);
 		}
 		w->n++;
 		break;

@@ -59,6 +59,8 @@
 	  "an RC packet asks for an ACK at least this often")                  \
 	X(window_pkts, 128, "packets", 1, 1u << 22,                            \
 	  "RC packets sent and not acknowledged, at most")                     \
+	X(wire_gso, 1, "bool", 0, 1,                                           \
+	  "packets of one flow leave in trains (UDP_SEGMENT), eng_wire.c")    \
 	X(spin_ns, 100000, "ns", 0, 1000000000,                                \
 	  "the progress thread spins this long after work (no app poller)")    \
 	X(inline_ns, 5000000, "ns", 0, 60000000000ull,                         \

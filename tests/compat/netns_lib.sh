@@ -185,6 +185,11 @@ netns_capture() {
 	local which=$1 file=$2 filter=${3:-udp port 4791} dev ns i
 	case $which in a | A) dev=$NS_IF_A ;; *) dev=$NS_IF_B ;; esac
 	ns=$(ns_name "$which") || return 2
+	# Each end of the veth cuts a UDP_SEGMENT train (eng_wire.c
+	# "Trains") into its packets as a NIC would, instead of handing the
+	# train over whole: the capture shows the datagrams a wire carries.
+	ns_a ip link set dev "$NS_IF_A" gso_max_segs 1 2>/dev/null
+	ns_b ip link set dev "$NS_IF_B" gso_max_segs 1 2>/dev/null
 	# -Z root: write FILE as root (tcpdump would drop to its own user).
 	ip netns exec "$ns" tcpdump -i "$dev" -U --immediate-mode -n -Z root -w "$file" $filter \
 		2>"$file.log" &

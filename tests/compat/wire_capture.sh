@@ -133,5 +133,17 @@ for f in veth sv; do
 		fail=1
 	fi
 done
+# Streams leave in UDP_SEGMENT trains (eng_wire.c "Trains"), which the
+# veth cut as a NIC would: IPv4 segments after a train's first carry
+# identification 1, 2, ... (their ICRCs, made for it, were checked
+# above), and no datagram is above the path MTU (the veth's 1500).
+n=$(tshark -r "$TMP/veth.pcap" -Y "udp.dstport == 4791 && ip.id > 0" 2>/dev/null | wc -l)
+big=$(tshark -r "$TMP/veth.pcap" -Y "udp.dstport == 4791 && ip.len > $NS_MTU" 2>/dev/null | wc -l)
+if [ "$n" -ge 1 ] && [ "$big" = 0 ]; then
+	echo "ok veth capture: $n segments of trains, none above the MTU"
+else
+	echo "FAIL veth capture: $n segments of trains (want some), $big datagrams above the MTU $NS_MTU"
+	fail=1
+fi
 [ $fail = 0 ] && echo "all decoded"
 exit $fail
