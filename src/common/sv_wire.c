@@ -24,6 +24,12 @@
 #ifndef IPV6_FLOWINFO
 #define IPV6_FLOWINFO 11 /* linux/in6.h: receive the flow label */
 #endif
+#ifndef SOL_UDP
+#define SOL_UDP 17
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104 /* linux/udp.h */
+#endif
 
 /* -------------------------------------------------------- the port -- */
 
@@ -77,6 +83,11 @@ void sv_wire_rx_sockopts(int fd, int fam)
 	}
 	setopt(fd, IPPROTO_IP, IP_RECVTOS, 1);
 	setopt(fd, IPPROTO_IP, IP_RECVTTL, 1);
+}
+
+void sv_wire_rx_gro(int fd)
+{
+	setopt(fd, SOL_UDP, UDP_GRO, 1);
 }
 
 static uint32_t put_cmsg(void *ctl, uint32_t at, int level, int type,
@@ -193,6 +204,19 @@ int sv_wire_recv(int fd, struct sv_wire_rxb *b, int n)
 	n = recvmmsg(fd, b->mm, (unsigned)n, MSG_DONTWAIT, NULL);
 	if (n < 0)
 		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	for (int i = 0; i < n; i++) {
+		struct msghdr *mh = &b->mm[i].msg_hdr;
+
+		b->seg[i] = 0;
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c;
+		     c = CMSG_NXTHDR(mh, c))
+			if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+				int g;
+
+				memcpy(&g, CMSG_DATA(c), sizeof(g));
+				b->seg[i] = g > 0 ? (uint32_t)g : 0;
+			}
+	}
 	return n;
 }
 

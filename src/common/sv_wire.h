@@ -28,19 +28,23 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "sv_hdr.h"
 
 #define SV_WIRE_MAGIC 0x31525753u /* "SWR1" */
-#define SV_WIRE_VERSION 4
+#define SV_WIRE_VERSION 5 /* 5: the port's socket has UDP_GRO */
 /* An engine read the port this recently: the daemon's thread leaves it. */
 #define SV_WIRE_HANDOFF_NS 1000000ull
 /* Room in front of a received datagram for the GRH a ring record needs. */
 #define SV_WIRE_HEADROOM 40
-/* A receive buffer: headroom + the largest datagram we take. */
-#define SV_WIRE_BUF (SV_WIRE_HEADROOM + 8192)
+/* A receive buffer: headroom + the largest datagram we take, a UDP_GRO
+ * aggregate (sv_wire_recv). */
+#define SV_WIRE_BUF (SV_WIRE_HEADROOM + 65536)
+/* The largest packet of an aggregate we take (MTU 4096 + headers). */
+#define SV_WIRE_SEG_MAX 8192
 
 /*
  * The shared page (daemon-made memfd, mapped read-write by the engines on
@@ -175,16 +179,66 @@ int sv_wire_rx_parse(const struct msghdr *mh, size_t n, uint8_t *buf,
  * dual stack or AF_INET). */
 void sv_wire_rx_sockopts(int fd, int fam);
 
-/* Receives up to n datagrams into bufs (n <= SV_WIRE_BATCH), without
- * waiting.  Returns how many (0 none, < 0 an error). */
-#define SV_WIRE_BATCH 32
+/*
+ * Receives up to n datagrams into bufs (n <= SV_WIRE_BATCH), without
+ * waiting.  Returns how many (0 none, < 0 an error).
+ *
+ * The engines' port socket has UDP_GRO (the daemon sets it,
+ * sv_wire_rx_gro): a train of packets of one flow (eng_wire.c "Trains",
+ * or a NIC's packets the kernel merged) comes as one datagram with the
+ * segment size beside it, seg[i]; 0 when datagram i is one packet.
+ * sv_wire_rx_packets says how many packets a datagram holds and
+ * sv_wire_rx_packet hands out each as a datagram of its own, so every
+ * RoCE packet is parsed, checked (its ICRC), counted and captured alone.
+ */
+#define SV_WIRE_BATCH 16
 struct sv_wire_rxb {
 	uint8_t buf[SV_WIRE_BATCH][SV_WIRE_BUF];
 	struct sockaddr_storage name[SV_WIRE_BATCH];
 	uint64_t ctl[SV_WIRE_BATCH][32];
 	struct mmsghdr mm[SV_WIRE_BATCH];
 	struct iovec iov[SV_WIRE_BATCH];
+	uint32_t seg[SV_WIRE_BATCH];
+	/* Packet k > 0 of an aggregate, copied out with room for its
+	 * record's GRH in front (the one before it holds the bytes there). */
+	uint8_t one[SV_WIRE_HEADROOM + SV_WIRE_SEG_MAX];
 };
 int sv_wire_recv(int fd, struct sv_wire_rxb *b, int n);
+
+/* Asks the port's socket for UDP_GRO (every reader of it must split
+ * aggregates: sv_wire_rx_packet). */
+void sv_wire_rx_gro(int fd);
+
+/* The packets datagram i of the last sv_wire_recv holds (1, or an
+ * aggregate's). */
+static inline uint32_t sv_wire_rx_packets(const struct sv_wire_rxb *b, int i)
+{
+	uint32_t g = b->seg[i], n = b->mm[i].msg_len;
+
+	return g && n > g ? (n + g - 1) / g : 1;
+}
+
+/*
+ * Packet k of datagram i as sv_wire_rx_parse takes it: *len bytes after
+ * SV_WIRE_HEADROOM bytes of room at the buffer returned.  Packet 0 is in
+ * place; packet k > 0 is copied into b->one, valid until the next call.
+ * NULL when the packet is larger than SV_WIRE_SEG_MAX.
+ */
+static inline uint8_t *sv_wire_rx_packet(struct sv_wire_rxb *b, int i,
+					 uint32_t k, uint32_t *len)
+{
+	uint32_t g = b->seg[i], n = b->mm[i].msg_len;
+
+	if (!k) {
+		*len = g && n > g ? g : n;
+		return b->buf[i];
+	}
+	*len = n - k * g < g ? n - k * g : g;
+	if (*len > SV_WIRE_SEG_MAX)
+		return NULL;
+	memcpy(b->one + SV_WIRE_HEADROOM, b->buf[i] + SV_WIRE_HEADROOM + k * g,
+	       *len);
+	return b->one;
+}
 
 #endif

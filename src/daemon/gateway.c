@@ -452,25 +452,33 @@ static void rx_batch(struct sv_wire_rxb *b)
 	n = sv_wire_recv(svd_gw.fd, b, SV_WIRE_BATCH);
 	pthread_mutex_lock(&svd_gw.lock);
 	for (int i = 0; i < n; i++) {
-		struct sv_wire_pkt p;
-		int err;
+		uint32_t np = sv_wire_rx_packets(b, i);
 
-		if (sv_wire_qpn_missing(svd_gw.shm, b->buf[i] + SV_WIRE_HEADROOM,
-					b->mm[i].msg_len)) {
-			atomic_fetch_add_explicit(&svd_gw.shm->rx_no_qp, 1,
-						  memory_order_relaxed);
-			continue;
+		/* Each packet of a UDP_GRO aggregate alone (sv_wire.h). */
+		for (uint32_t k = 0; k < np; k++) {
+			struct sv_wire_pkt p;
+			uint32_t len;
+			uint8_t *buf = sv_wire_rx_packet(b, i, k, &len);
+			int err;
+
+			if (buf && sv_wire_qpn_missing(svd_gw.shm,
+						       buf + SV_WIRE_HEADROOM, len)) {
+				atomic_fetch_add_explicit(&svd_gw.shm->rx_no_qp, 1,
+							  memory_order_relaxed);
+				continue;
+			}
+			err = buf ? sv_wire_rx_parse(&b->mm[i].msg_hdr, len, buf,
+						     svd_gw.port, &p) :
+				    -EINVAL;
+			if (err == -EBADMSG)
+				atomic_fetch_add_explicit(&svd_gw.shm->rx_bad_icrc,
+							  1, memory_order_relaxed);
+			else if (err)
+				atomic_fetch_add_explicit(&svd_gw.shm->rx_malformed,
+							  1, memory_order_relaxed);
+			else
+				deliver(&p);
 		}
-		err = sv_wire_rx_parse(&b->mm[i].msg_hdr, b->mm[i].msg_len,
-				       b->buf[i], svd_gw.port, &p);
-		if (err == -EBADMSG)
-			atomic_fetch_add_explicit(&svd_gw.shm->rx_bad_icrc, 1,
-						  memory_order_relaxed);
-		else if (err)
-			atomic_fetch_add_explicit(&svd_gw.shm->rx_malformed, 1,
-						  memory_order_relaxed);
-		else
-			deliver(&p);
 	}
 	for (struct gw_eng *e = svd_gw.engs; e; e = e->next) {
 		uint64_t one = 1;

@@ -35,6 +35,9 @@ static void port_opts(int fd, int v6)
 	int rb = GW_RCVBUF;
 
 	sv_wire_rx_sockopts(fd, v6 ? AF_INET6 : AF_INET);
+	/* A train (eng_wire.c) comes as one datagram: every reader of this
+	 * socket splits it (sv_wire.h). */
+	sv_wire_rx_gro(fd);
 	/* What the daemon sends (QP1's CM MADs) leaves as the engines'
 	 * packets do: DF, so Linux numbers an unconnected socket's IPv4
 	 * packets ID 0 -- the ID the ICRC was computed with (PMTU discovery

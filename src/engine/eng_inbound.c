@@ -232,59 +232,88 @@ int sv_eng_dispatch_own(struct sv_engine *eng, const uint8_t *rec,
 	return ours;
 }
 
+/* A packet wire_read leaves to wire_forward: packet k of datagram i, its
+ * record's length (packet 0's record is in place; k > 0 is parsed again
+ * from the aggregate, sv_wire_rx_packet). */
+struct wire_fwd {
+	uint16_t i, k;
+	uint32_t rec_len;
+};
+#define WIRE_FWD_MAX (SV_WIRE_BATCH * 64)
+
 /*
  * The wire port (sv_wire.h): when nobody else reads it, reads a batch;
- * packets for our QPs are dispatched here, the others are marked in
- * fwd[] for wire_forward (after qp_lock is dropped: finding a link may
- * take eng->lock and call the daemon).  Must hold qp_lock (read) and the
- * port (wire_rx_begin).  Returns how many datagrams it read.
+ * each packet (a datagram, or each of a UDP_GRO aggregate's) for our QPs
+ * is dispatched here, the others are listed in fwd[] for wire_forward
+ * (after qp_lock is dropped: finding a link may take eng->lock and call
+ * the daemon).  Must hold qp_lock (read) and the port (wire_rx_begin).
+ * Returns how many datagrams it read; *npk the packets they held.
  */
-static int wire_read(struct sv_engine *eng, struct touched *t, uint8_t *fwd)
+static int wire_read(struct sv_engine *eng, struct touched *t,
+		     struct wire_fwd *fwd, int *nfwd, int *npk)
 {
 	struct sv_wire_rxb *b = eng->rxb;
 	struct sv_wire_shm *m = eng->wshm;
-	uint64_t pkts = 0, bytes = 0, bad = 0, junk = 0, noqp = 0;
+	uint64_t pkts = 0, bytes = 0, bad = 0, junk = 0, noqp = 0, full = 0;
 	int n = sv_wire_recv(eng->wire_sock, b, SV_WIRE_BATCH);
 
+	*nfwd = 0;
+	*npk = 0;
 	for (int i = 0; i < n; i++) {
-		struct sv_wire_pkt p;
-		int err;
+		uint32_t np = sv_wire_rx_packets(b, i);
 
-		fwd[i] = 0;
-		if (sv_wire_qpn_missing(m, b->buf[i] + SV_WIRE_HEADROOM,
-					b->mm[i].msg_len)) {
-			noqp++;
-			continue;
-		}
-		err = sv_wire_rx_parse(&b->mm[i].msg_hdr, b->mm[i].msg_len,
-				       b->buf[i], eng->wire_port, &p);
-		if (err) {
-			if (err == -EBADMSG)
-				bad++;
-			else
+		for (uint32_t k = 0; k < np; k++) {
+			struct sv_wire_pkt p;
+			uint32_t len;
+			uint8_t *buf = sv_wire_rx_packet(b, i, k, &len);
+			int err;
+
+			++*npk;
+			if (!buf) {
 				junk++;
-			continue;
-		}
-		if (p.qpn == 1) {
-			/* QP1 is the daemon's (the CM): up the engine
-			 * socket (no lock of ours is waited on there). */
-			sv_resp_release(&t->hold);
-			up_qp1(eng, &p);
+				continue;
+			}
+			if (sv_wire_qpn_missing(m, buf + SV_WIRE_HEADROOM, len)) {
+				noqp++;
+				continue;
+			}
+			err = sv_wire_rx_parse(&b->mm[i].msg_hdr, len, buf,
+					       eng->wire_port, &p);
+			if (err) {
+				if (err == -EBADMSG)
+					bad++;
+				else
+					junk++;
+				continue;
+			}
+			if (p.qpn == 1) {
+				/* QP1 is the daemon's (the CM): up the
+				 * engine socket (no lock of ours is waited
+				 * on there). */
+				sv_resp_release(&t->hold);
+				up_qp1(eng, &p);
+				pkts++;
+				bytes += p.ib_len;
+				continue;
+			}
+			if (p.qpn == SV_MCAST_QPN || !sv_eng_qp(eng, p.qpn)) {
+				/* A group's (its QPs are asked for) or
+				 * another process's QP (live in the map,
+				 * looked at above): its engine is found
+				 * after the port is given up (a daemon call
+				 * on a cache miss). */
+				if (*nfwd < WIRE_FWD_MAX)
+					fwd[(*nfwd)++] = (struct wire_fwd){
+						(uint16_t)i, (uint16_t)k, p.rec_len
+					};
+				else
+					full++;
+				continue;
+			}
+			dispatch(eng, p.rec, p.rec_len, SV_WIRE_REC, t);
 			pkts++;
 			bytes += p.ib_len;
-			continue;
 		}
-		if (p.qpn == SV_MCAST_QPN || !sv_eng_qp(eng, p.qpn)) {
-			/* A group's (its QPs are asked for) or another
-			 * process's QP (live in the map, looked at
-			 * above): its engine is found after the port is
-			 * given up (a daemon call on a cache miss). */
-			fwd[i] = 1;
-			continue;
-		}
-		dispatch(eng, p.rec, p.rec_len, SV_WIRE_REC, t);
-		pkts++;
-		bytes += p.ib_len;
 	}
 	sv_resp_release(&t->hold);
 	if (pkts)
@@ -299,38 +328,45 @@ static int wire_read(struct sv_engine *eng, struct touched *t, uint8_t *fwd)
 	if (noqp)
 		atomic_fetch_add_explicit(&m->rx_no_qp, noqp,
 					  memory_order_relaxed);
+	if (full)
+		atomic_fetch_add_explicit(&m->rx_ring_full, full,
+					  memory_order_relaxed);
 	return n < 0 ? 0 : n;
 }
 
-/* Hands what wire_read marked to the engines serving those QPs, in the
+/* Hands what wire_read listed to the engines serving those QPs, in the
  * order read, before the port is given up (sv_wire.h "Order").  No lock
  * but the port held. */
-static void wire_forward(struct sv_engine *eng, int n, const uint8_t *fwd)
+static void wire_forward(struct sv_engine *eng, const struct wire_fwd *fwd,
+			 int nfwd)
 {
 	struct sv_wire_rxb *b = eng->rxb;
 	struct sv_wire_shm *m = eng->wshm;
 
-	for (int i = 0; i < n; i++) {
+	for (int j = 0; j < nfwd; j++) {
 		struct sv_wire_pkt p;
 		struct sv_link *l;
+		uint32_t len;
 		uint8_t *r;
 		int dead;
 
-		if (!fwd[i])
+		p.rec = sv_wire_rx_packet(b, fwd[j].i, fwd[j].k, &len);
+		p.rec_len = fwd[j].rec_len;
+		/* Packet 0's record is in place (parsed); a later one of an
+		 * aggregate was copied out again: parsed again, and it is
+		 * as good as it was. */
+		if (fwd[j].k &&
+		    sv_wire_rx_parse(&b->mm[fwd[j].i].msg_hdr, len, p.rec,
+				     eng->wire_port, &p))
 			continue;
-		/* Parsed in place already: the record is at the buffer. */
-		p.rec = b->buf[i];
-		p.rec_len = b->mm[i].msg_len + SV_WIRE_HEADROOM - SV_ICRC_BYTES -
-			    ((b->buf[i][SV_WIRE_HEADROOM + 1] >> 4) & 3);
-		p.qpn = ld_be24(b->buf[i] + SV_WIRE_HEADROOM + 5);
+		p.qpn = ld_be24(p.rec + SV_GRH_BYTES + 5);
 		if (p.qpn == SV_MCAST_QPN) {
 			int k = sv_mcast_fanout(eng, p.rec, p.rec_len);
 
 			atomic_fetch_add_explicit(k ? &m->rx_pkts : &m->rx_no_qp,
 						  1, memory_order_relaxed);
 			if (k)
-				atomic_fetch_add_explicit(&m->rx_bytes,
-							  b->mm[i].msg_len,
+				atomic_fetch_add_explicit(&m->rx_bytes, len,
 							  memory_order_relaxed);
 			continue;
 		}
@@ -345,8 +381,7 @@ static void wire_forward(struct sv_engine *eng, int n, const uint8_t *fwd)
 		memcpy(r, p.rec, p.rec_len);
 		sv_link_commit(l);
 		atomic_fetch_add_explicit(&m->rx_pkts, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&m->rx_bytes,
-					  b->mm[i].msg_len, memory_order_relaxed);
+		atomic_fetch_add_explicit(&m->rx_bytes, len, memory_order_relaxed);
 	}
 }
 
@@ -383,8 +418,8 @@ int sv_eng_drain_all(struct sv_engine *eng, int *contended, int *silent)
 {
 	unsigned nin = atomic_load_explicit(&eng->nin, memory_order_acquire);
 	struct touched t = { .n = 0 };
-	uint8_t fwd[SV_WIRE_BATCH];
-	int n = 0, wire = wire_rx_begin(eng), nw = 0;
+	struct wire_fwd fwd[WIRE_FWD_MAX];
+	int n = 0, wire = wire_rx_begin(eng), nw = 0, nfwd = 0, npk = 0;
 
 	n += sv_rmem_serve(eng);
 	sv_lock_read(&eng->qp_lock, SV_LOCK_QPTAB);
@@ -396,13 +431,13 @@ int sv_eng_drain_all(struct sv_engine *eng, int *contended, int *silent)
 	 * from it, or the batch limit left some): they are older than what
 	 * the port holds, so the port waits. */
 	if (wire && !t.contended && !t.left)
-		nw = wire_read(eng, &t, fwd);
+		nw = wire_read(eng, &t, fwd, &nfwd, &npk);
 	else
 		nw = -1;
 	touched_flush(&t);
 	sv_unlock_rw(&eng->qp_lock);
 	if (wire) {
-		wire_forward(eng, nw, fwd);
+		wire_forward(eng, fwd, nfwd);
 		/* Empty: rest.  A few packets of a stream: let more
 		 * gather (a NIC's interrupt moderation), so a read takes a
 		 * batch, not two packets.  One packet (a ping-pong) or a
@@ -413,8 +448,7 @@ int sv_eng_drain_all(struct sv_engine *eng, int *contended, int *silent)
 								  SV_WIRE_REST_NS),
 					      memory_order_relaxed);
 		wire_rx_end(eng);
-		if (nw > 0)
-			n += nw;
+		n += npk;
 	}
 	sv_wire_flush(eng);
 	if (contended)
