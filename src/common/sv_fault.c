@@ -259,6 +259,35 @@ static int field(struct sv_fault_plan *p, char *key, char *v, int *kinds,
 					 SV_FP_REORDER;
 		p->kind = SV_FK_PACKET;
 		(*kinds)++;
+	} else if (!strcmp(key, "delay")) {
+		char *end;
+		double t;
+
+		errno = 0;
+		t = *v ? strtod(v, &end) : -1;
+		if (t >= 0 && !errno) {
+			if (!strcmp(end, "s"))
+				t *= 1e9;
+			else if (!strcmp(end, "ms"))
+				t *= 1e6;
+			else if (!*end || !strcmp(end, "us"))
+				t *= 1e3;
+			else
+				t = -1;
+		}
+		if (!(t >= 1e3 && t <= 10e9))
+			WHY("delay=T: T from 1us to 10s (a number of us, or "
+			    "with us, ms or s)");
+		p->delay_ns = (uint64_t)t;
+		p->pkt = SV_FP_DELAY;
+		if (!p->has_p)
+			p->p = 1;
+		p->kind = SV_FK_PACKET;
+		(*kinds)++;
+	} else if (!strcmp(key, "p")) {
+		if (!*v || prob(v, &p->p))
+			WHY("p=P: P is a probability, 0..1");
+		p->has_p = 1;
 	} else if (!strcmp(key, "nth")) {
 		if (range(v, &p->lo, &p->hi))
 			WHY("nth=K, K-L or K+ (K from 1)");
@@ -367,10 +396,10 @@ int sv_fault_parse(const char *s, size_t len, struct sv_fault_plan *p,
 			return err;
 	}
 	if (kinds > 1)
-		WHY("one of drop/dup/reorder/status/event/verb per plan");
+		WHY("one of drop/dup/reorder/delay/status/event/verb per plan");
 	if (!kinds) {
 		if (!p->has_seed)
-			WHY("no action: drop, dup, reorder, status, event or verb");
+			WHY("no action: drop, dup, reorder, delay, status, event or verb");
 		p->kind = SV_FK_SEED;
 	}
 	if (p->qpn != SV_FAULT_ANY && p->qp_ord)
@@ -396,6 +425,8 @@ int sv_fault_parse(const char *s, size_t len, struct sv_fault_plan *p,
 		WHY("count= belongs to status= plans");
 	if (p->kind != SV_FK_STATUS && p->recv)
 		WHY("recv belongs to status= plans");
+	if (p->has_p && p->pkt != SV_FP_DELAY)
+		WHY("p= belongs to delay= plans (drop=P, dup=P, reorder=P)");
 	memcpy(p->text, s, len);
 	p->text[len] = 0;
 	return 0;

@@ -18,6 +18,9 @@
  * | drop     | [P]                        | packets the QP sends are lost,  |
  * | dup      | [P]                        | duplicated, or held back behind |
  * | reorder  | [P]                        | the next one; probability P (1) |
+ * | delay    | T (us, or 5ms, 200us, 1s)  | packets the QP sends leave T    |
+ * |          |                            | late (the next ones do not wait)|
+ * | p        | P                          | delay's probability (1)         |
  * | nth      | K, K-L or K+               | only the K-th (K-th to L-th,    |
  * |          |                            | K-th and after) packet or call  |
  * | status   | IBV_WC_* name              | the QP's next send completion   |
@@ -52,7 +55,7 @@ enum sv_fault_kind {
 	SV_FK_VERB,
 };
 
-enum sv_fault_pkt { SV_FP_NONE, SV_FP_DROP, SV_FP_DUP, SV_FP_REORDER };
+enum sv_fault_pkt { SV_FP_NONE, SV_FP_DROP, SV_FP_DUP, SV_FP_REORDER, SV_FP_DELAY };
 
 /* The verbs a plan can make fail (sv_fault_verb_name). */
 enum sv_fault_verb {
@@ -102,6 +105,8 @@ struct sv_fault_plan {
 	uint8_t gid[16];
 	uint32_t pkt;
 	double p;
+	uint64_t delay_ns; /* SV_FP_DELAY: how late */
+	uint32_t has_p;    /* p= given (delay's probability) */
 	uint64_t lo, hi;
 	uint64_t after;
 	uint32_t count;

@@ -326,7 +326,7 @@ int sv_fault_verb_slow(int verb)
 
 /* --------------------------------------------------------- packets -- */
 
-int sv_fault_packet_slow(const uint8_t *bth, uint32_t len)
+int sv_fault_packet_slow(const uint8_t *bth, uint32_t len, uint64_t *delay_ns)
 {
 	uint32_t dqp, sqp = SV_FAULT_ANY, psn;
 	uint8_t op;
@@ -344,7 +344,8 @@ int sv_fault_packet_slow(const uint8_t *bth, uint32_t len)
 		uint32_t t;
 		uint64_t k;
 
-		if (!live(s) || s->p.kind != SV_FK_PACKET)
+		if (!live(s) || s->p.kind != SV_FK_PACKET ||
+		    (s->p.pkt == SV_FP_DELAY && !delay_ns))
 			continue;
 		if (s->p.peer != SV_FAULT_ANY && s->p.peer != dqp)
 			continue;
@@ -359,6 +360,14 @@ int sv_fault_packet_slow(const uint8_t *bth, uint32_t len)
 		    (s->p.p < 1 && sv_fault_draw(s->seed, s->salt, k) >= s->p.p))
 			continue;
 		__atomic_add_fetch(&s->fired, 1, __ATOMIC_RELAXED);
+		if (s->p.pkt == SV_FP_DELAY) {
+			*delay_ns = s->p.delay_ns;
+			fire_log(s, 1, "packet %llu (opcode 0x%02x psn %u to QP "
+				 "0x%06x) delayed %llu us",
+				 (unsigned long long)k, op, psn, dqp,
+				 (unsigned long long)(s->p.delay_ns / 1000));
+			return SV_FP_DELAY;
+		}
 		fire_log(s, 1, "packet %llu (opcode 0x%02x psn %u to QP 0x%06x) %s",
 			 (unsigned long long)k, op, psn, dqp,
 			 s->p.pkt == SV_FP_DROP ? "dropped" :
@@ -367,6 +376,128 @@ int sv_fault_packet_slow(const uint8_t *bth, uint32_t len)
 		return (int)s->p.pkt;
 	}
 	return SV_FP_NONE;
+}
+
+/*
+ * Delayed packets: copies in one list of the process, in due order (a
+ * plan's few), under late_lock -- a leaf like qlock, taken under a link's
+ * tx lock.  Each names its engine (pointer and id: a later engine may
+ * have the address) and the peer engine whose ring it goes on; the
+ * progress thread puts it there when due, past the fault model (it was
+ * counted when held).
+ */
+struct late {
+	struct late *next;
+	struct sv_engine *eng;
+	uint32_t eng_id, peer, type, len;
+	uint64_t due;
+	uint8_t rec[];
+};
+
+static struct late *late_head;
+static atomic_flag late_flag = ATOMIC_FLAG_INIT;
+
+static void late_lock(void)
+{
+	while (atomic_flag_test_and_set_explicit(&late_flag,
+						 memory_order_acquire))
+		;
+}
+
+static void late_unlock(void)
+{
+	atomic_flag_clear_explicit(&late_flag, memory_order_release);
+}
+
+int sv_fault_late_add(struct sv_link *l, const uint8_t *rec, uint32_t len,
+		      uint32_t type, uint64_t delay_ns)
+{
+	struct late *d = malloc(sizeof(*d) + len), **at;
+
+	if (!d)
+		return -ENOMEM;
+	d->eng = l->eng;
+	d->eng_id = l->eng->id;
+	d->peer = l->peer_id;
+	d->type = type;
+	d->len = len;
+	d->due = sv_now_ns() + delay_ns;
+	memcpy(d->rec, rec, len);
+	late_lock();
+	for (at = &late_head; *at && (*at)->due <= d->due; at = &(*at)->next)
+		;
+	d->next = *at;
+	*at = d;
+	late_unlock();
+	sv_eng_deadline(l->eng, d->due);
+	return 0;
+}
+
+uint64_t sv_fault_late_next(struct sv_engine *eng)
+{
+	uint64_t due = 0;
+
+	if (!__atomic_load_n(&late_head, __ATOMIC_RELAXED))
+		return 0;
+	late_lock();
+	for (struct late *d = late_head; d; d = d->next)
+		if (d->eng == eng && d->eng_id == eng->id) {
+			due = d->due;
+			break;
+		}
+	late_unlock();
+	return due;
+}
+
+void sv_fault_late_run(struct sv_engine *eng, uint64_t now)
+{
+	struct late *due = NULL, **tail = &due, **at;
+
+	if (!__atomic_load_n(&late_head, __ATOMIC_RELAXED))
+		return;
+	late_lock();
+	for (at = &late_head; *at;) {
+		struct late *d = *at;
+
+		if (d->due > now)
+			break;
+		if (d->eng != eng || d->eng_id != eng->id) {
+			at = &d->next;
+			continue;
+		}
+		*at = d->next;
+		d->next = NULL;
+		*tail = d;
+		tail = &d->next;
+	}
+	late_unlock();
+	while (due) {
+		struct late *d = due;
+		struct sv_link *l;
+		uint8_t *r;
+		int ring = 0;
+
+		due = d->next;
+		sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
+		l = eng->attached ? sv_link_get(eng, d->peer) : NULL;
+		sv_unlock_mutex(&eng->lock);
+		if (l && !atomic_load_explicit(&l->dead, memory_order_relaxed)) {
+			/* Lost if the ring is full, as on a fabric. */
+			sv_lock_spin(&l->tx_lock, SV_LOCK_TX);
+			r = sv_ring_reserve(&l->tx, d->len, d->type);
+			if (r) {
+				memcpy(r, d->rec, d->len);
+				ring = sv_ring_commit(&l->tx);
+			}
+			sv_unlock_spin(&l->tx_lock);
+			if (ring)
+				sv_link_ring(l);
+		}
+		free(d);
+	}
+	now = sv_fault_late_next(eng);
+	if (now)
+		sv_eng_deadline(eng, now);
 }
 
 int sv_fault_packets_slow(const struct sv_qp *qp)

@@ -32,14 +32,29 @@ static inline int sv_fault_verb(int verb)
 }
 
 /* What a plan does to a packet about to be sent (BTH first, len bytes):
- * SV_FP_*.  Called with the link's tx lock held. */
-int sv_fault_packet_slow(const uint8_t *bth, uint32_t len);
-static inline int sv_fault_packet(const uint8_t *bth, uint32_t len)
+ * SV_FP_*; SV_FP_DELAY with *delay_ns set only when delay_ns is not NULL
+ * (the caller can hold a packet back: delay plans pass the others by).
+ * Called with the link's tx lock held. */
+int sv_fault_packet_slow(const uint8_t *bth, uint32_t len, uint64_t *delay_ns);
+static inline int sv_fault_packet(const uint8_t *bth, uint32_t len,
+				  uint64_t *delay_ns)
 {
 	return __atomic_load_n(&sv_fault_npkt, __ATOMIC_RELAXED) ?
-		       sv_fault_packet_slow(bth, len) :
+		       sv_fault_packet_slow(bth, len, delay_ns) :
 		       SV_FP_NONE;
 }
+
+struct sv_link;
+/* Holds a copy of record rec (len bytes of type, as reserved on link l)
+ * for delay_ns; the progress thread puts it on a link to the same engine
+ * when due (sv_fault_late_run).  0, or -ENOMEM (then send it now).  Must
+ * hold l's tx lock (the queue's lock is a leaf). */
+int sv_fault_late_add(struct sv_link *l, const uint8_t *rec, uint32_t len,
+		      uint32_t type, uint64_t delay_ns);
+/* The earliest time a held packet of eng is due, 0 when none.  No lock. */
+uint64_t sv_fault_late_next(struct sv_engine *eng);
+/* Sends eng's held packets that are due at now.  No lock held. */
+void sv_fault_late_run(struct sv_engine *eng, uint64_t now);
 
 /* Whether a packet or status plan targets qp (its WQEs then travel as
  * packets, never by direct execution: the plan sees them, and a forced

@@ -351,7 +351,8 @@ int sv_fault_pick(struct sv_link *l, const uint8_t *bth, uint32_t len)
 {
 	double r;
 
-	switch (sv_fault_packet(bth, len)) {
+	/* (Delay plans act on one host's links only: NULL.) */
+	switch (sv_fault_packet(bth, len, NULL)) {
 	case SV_FP_DROP:
 		return SV_FAULT_DROP;
 	case SV_FP_DUP:
@@ -389,6 +390,7 @@ static int fault_commit(struct sv_link *l)
 	uint8_t copy[SV_ENG_MAX_PKT + SV_GRH_BYTES];
 	uint32_t len = l->cur_len, type = l->cur_type;
 	uint32_t grh = type & SV_REC_F_GRH ? SV_GRH_BYTES : 0;
+	uint64_t delay_ns = 0;
 	int a = SV_FP_NONE;
 
 	if ((type & 0xffff) != SV_REC_PKT)
@@ -396,7 +398,7 @@ static int fault_commit(struct sv_link *l)
 	/* A plan on the sending QP decides first (eng_fault.c), then the
 	 * process-wide probabilities. */
 	if (len > grh)
-		a = sv_fault_packet(l->cur + grh, len - grh);
+		a = sv_fault_packet(l->cur + grh, len - grh, &delay_ns);
 	if (a == SV_FP_NONE && fault.on) {
 		double r = fault_roll(l);
 
@@ -407,7 +409,10 @@ static int fault_commit(struct sv_link *l)
 		else if (r - fault.reorder < fault.dup)
 			a = SV_FP_DUP;
 	}
-	if (a == SV_FP_DROP) {
+	if (a == SV_FP_DROP ||
+	    (a == SV_FP_DELAY &&
+	     !sv_fault_late_add(l, l->cur, len, type, delay_ns))) {
+		/* Not sent (now): the reservation is given back. */
 		l->tx.pending = l->cur_prev;
 		return 0;
 	}

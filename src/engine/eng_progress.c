@@ -534,7 +534,11 @@ static void sleep_once(struct sv_engine *eng, struct policy *p, uint64_t now,
 	atomic_store(&eng->sleep_until, tmo == UINT64_MAX ? UINT64_MAX : now + tmo);
 	{
 		int busy = 0;
-		uint64_t d = sv_eng_scan_qps(eng, now, &busy);
+		uint64_t d = sv_eng_scan_qps(eng, now, &busy),
+			 late = sv_fault_late_next(eng);
+
+		if (late && (!d || late < d))
+			d = late;
 
 		if (d && (!p->next_deadline || d < p->next_deadline))
 			p->next_deadline = d;
@@ -610,6 +614,7 @@ void *sv_progress_main(void *arg)
 			atomic_store(&eng->work, 1);
 		if (__atomic_load_n(&sv_fault_pending, __ATOMIC_RELAXED))
 			sv_fault_drain(eng); /* before: it queues events */
+		sv_fault_late_run(eng, now); /* delay plans' packets */
 		/* The engine socket wakes a sleeping thread; one that never
 		 * sleeps (its application polls all the time) reads it every
 		 * millisecond, so what the daemon pushes (a fault plan) is

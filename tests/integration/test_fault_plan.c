@@ -377,6 +377,35 @@ SV_TEST_T(packet_uc_drop_exactly_the_second, 60)
 	CHECK_EQ(got[2], 4);
 }
 
+/* delay: the 2nd packet leaves a second late, the ones after it do not
+ * wait: b receives 1, 3, 4, then 2 (UC takes a message that starts late,
+ * as rxe does). */
+SV_TEST_T(packet_uc_delay_the_second, 60)
+{
+	struct ep a, b;
+	struct ibv_wc wc;
+	uint8_t got[4];
+
+	pair_plan(&a, &b, IBV_QPT_UC, "qp=#1,delay=1s,nth=2", 7);
+	for (int i = 0; i < 4; i++)
+		post_recv(&b, (uint64_t)i, b.buf + 64 * i, 64);
+	for (int i = 0; i < 4; i++) {
+		a.buf[64 * i] = (char)(i + 1);
+		post_send_op(&a, (uint64_t)i, IBV_WR_SEND, a.buf + 64 * i, 32,
+			     0, 0);
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	}
+	for (int i = 0; i < 4; i++) {
+		CHECK(poll1(b.cq, &wc, 10000));
+		CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+		got[i] = (uint8_t)b.buf[64 * wc.wr_id];
+	}
+	CHECK_EQ(got[0], 1);
+	CHECK_EQ(got[1], 3);
+	CHECK_EQ(got[2], 4);
+	CHECK_EQ(got[3], 2);
+}
+
 SV_TEST_T(packet_gid_names_the_qp_by_its_peer, 60)
 {
 	struct ep a, b;

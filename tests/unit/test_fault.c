@@ -50,6 +50,13 @@ static void kinds(void)
 	EXPECT(p.after == 3 && p.count == 2);
 	EXPECT(parse("status=rem_access_err", &p, why) == 0);
 	EXPECT(p.status == IBV_WC_REM_ACCESS_ERR && p.count == 1 && !p.recv);
+	EXPECT(parse("qp=1,delay=5ms,nth=2", &p, why) == 0);
+	EXPECT(p.kind == SV_FK_PACKET && p.pkt == SV_FP_DELAY &&
+	       p.delay_ns == 5000000 && p.p == 1 && p.lo == 2);
+	EXPECT(parse("p=0.25,delay=200", &p, why) == 0);
+	EXPECT(p.delay_ns == 200000 && p.p == 0.25);
+	EXPECT(parse("delay=1s,p=0.5", &p, why) == 0);
+	EXPECT(p.delay_ns == 1000000000ull && p.p == 0.5);
 	EXPECT(parse("qp=#2,status=LOC_LEN_ERR,recv,after=2", &p, why) == 0);
 	EXPECT(p.kind == SV_FK_STATUS && p.recv && p.after == 2);
 
@@ -118,6 +125,13 @@ static void mistakes(void)
 	refused("qp=1,drop,errno=EIO", "verb=");
 	refused("qp=1,status=RETRY_EXC_ERR,count=0", "count=");
 	refused("qp=1,drop,recv", "recv belongs");
+	refused("qp=1,delay", "delay=T");
+	refused("qp=1,delay=0", "delay=T");
+	refused("qp=1,delay=11s", "delay=T");
+	refused("qp=1,delay=5h", "delay=T");
+	refused("qp=1,drop,p=0.5", "p= belongs");
+	refused("qp=1,delay=1ms,p=2", "p=P");
+	refused("qp=1,delay=1ms,drop", "one of");
 	refused("qp=1,status=LOC_LEN_ERR,recv=1", "no value");
 	memset(long_plan, 'x', sizeof(long_plan) - 1);
 	long_plan[sizeof(long_plan) - 1] = 0;
