@@ -92,7 +92,23 @@ int sv_path_window_full(struct sv_qp *qp, struct sv_tr *tr)
 	uint32_t out = (uint32_t)psn_diff(tr->psn, tr->last_ack_psn) - 1;
 
 	return sv_qpt_rc(qp->type) && out < (1u << 23) &&
-	       out >= sv_tune.window_pkts;
+	       out >= sv_path_window(tr);
+}
+
+uint32_t sv_path_window(const struct sv_tr *tr)
+{
+	/* The wire's round trip is a kernel's, not a ring's: its window is
+	 * bytes (at MTU 1024 four times the packets of MTU 4096). */
+	return tr->wlink ? sv_tune_pkts(sv_tune.wire_window_kb, tr->mtu,
+					sv_tune.window_pkts) :
+			   (uint32_t)sv_tune.window_pkts;
+}
+
+uint32_t sv_path_ack_every(const struct sv_tr *tr)
+{
+	return tr->wlink ? sv_tune_pkts(sv_tune.wire_ack_kb, tr->mtu,
+					sv_tune.ack_every) :
+			   (uint32_t)sv_tune.ack_every;
 }
 
 /*

@@ -136,8 +136,15 @@ int sv_path_packets_now(struct sv_qp *qp, struct sv_tr *tr);
 int sv_path_retry_pending(struct sv_qp *qp);
 
 /* RC, packet path: the window of unacknowledged packets is full
- * (sv_tune.window_pkts).  Must hold qp->sq_lock. */
+ * (sv_path_window).  Must hold qp->sq_lock. */
 int sv_path_window_full(struct sv_qp *qp, struct sv_tr *tr);
+
+/* The window of unacknowledged packets of tr (sv_tune.window_pkts; on
+ * the wire at least wire_window_kb of its MTU) and how often a packet
+ * asks for an ACK (ack_every; on the wire at most every wire_ack_kb).
+ * sv_req.c "Window". */
+uint32_t sv_path_window(const struct sv_tr *tr);
+uint32_t sv_path_ack_every(const struct sv_tr *tr);
 
 /* A request of len bytes with WR opcode op was just executed directly on
  * the target at the other end of link: the second small one-sided request

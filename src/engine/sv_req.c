@@ -16,7 +16,10 @@
  * Window.  On the packet path an RC QP has at most window_pkts packets
  * (sv_tune.h) sent and not acknowledged; it asks for an ACK every
  * ack_every packets and on the last of each message, so the window
- * reopens while a long message is still going out.  One run sends at most
+ * reopens while a long message is still going out.  On the wire the
+ * window is bytes (wire_window_kb, wire_ack_kb: sv_path_window), for a
+ * kernel's round trip is longer than a ring's and a packet of MTU 1024
+ * carries a quarter of one of 4096.  One run sends at most
  * req_budget packets and leaves the rest to the progress thread:
  * a thread that handles an ACK never runs a whole queue inside it, and a
  * loss resends at most a window.
@@ -413,7 +416,7 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 			      sv_opc_transport(qp->type);
 		unsigned hl = sv_op_hdr_len(sv_opcodes[opc].flags) +
 			      (ud ? SV_GRH_BYTES : 0);
-		int ackreq = last || tr->since_ackreq + 1 >= sv_tune.ack_every;
+		int ackreq = last || tr->since_ackreq + 1 >= sv_path_ack_every(tr);
 		uint8_t *p;
 		int err = 0;
 

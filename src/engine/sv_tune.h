@@ -59,6 +59,10 @@
 	  "an RC packet asks for an ACK at least this often")                  \
 	X(window_pkts, 128, "packets", 1, 1u << 22,                            \
 	  "RC packets sent and not acknowledged, at most")                     \
+	X(wire_window_kb, 512, "KiB", 1, 1u << 20,                             \
+	  "on the wire, at least this much in flight (window_pkts x MTU)")    \
+	X(wire_ack_kb, 32, "KiB", 1, 1u << 20,                                 \
+	  "on the wire, an ACK asked at most this often (ack_every x MTU)")   \
 	X(wire_gso, 1, "bool", 0, 1,                                           \
 	  "packets of one flow leave in trains (UDP_SEGMENT), eng_wire.c")    \
 	X(spin_ns, 100000, "ns", 0, 1000000000,                                \
@@ -106,5 +110,18 @@ void sv_tune_init(void);
  * name, not a decimal number, outside the range), which changes nothing.
  * Returns how many it refused. */
 int sv_tune_parse(struct sv_tune *t, const char *spec);
+
+/* Packets of mtu bytes in kib KiB, but at least at_least: a window or an
+ * ACK interval given in bytes (wire_window_kb, wire_ack_kb) as packets
+ * of a path's MTU (sv_path_window).  mtu 0: at_least. */
+static inline uint32_t sv_tune_pkts(uint64_t kib, uint32_t mtu,
+				    uint64_t at_least)
+{
+	uint64_t n = mtu ? kib * 1024 / mtu : 0;
+
+	if (n < at_least)
+		n = at_least;
+	return n > 0xffffffffu ? 0xffffffffu : (uint32_t)n;
+}
 
 #endif

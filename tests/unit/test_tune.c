@@ -78,8 +78,23 @@ static void bad(void)
 	EXPECT(sv_tune_parse(&t, "=5,Burst_ns=1") == 2);
 }
 
+/* The wire's window and ACK interval, bytes as packets of the path MTU:
+ * 512 KiB is 512 packets of 1024 and 128 of 4096 (the floor then). */
+static void per_mtu(void)
+{
+	EXPECT(sv_tune.wire_window_kb == 512 && sv_tune.wire_ack_kb == 32);
+	EXPECT(sv_tune_pkts(sv_tune.wire_window_kb, 1024, sv_tune.window_pkts) == 512);
+	EXPECT(sv_tune_pkts(sv_tune.wire_window_kb, 4096, sv_tune.window_pkts) == 128);
+	EXPECT(sv_tune_pkts(sv_tune.wire_ack_kb, 1024, sv_tune.ack_every) == 32);
+	EXPECT(sv_tune_pkts(sv_tune.wire_ack_kb, 4096, sv_tune.ack_every) == 16);
+	EXPECT(sv_tune_pkts(512, 256, 1) == 2048);
+	EXPECT(sv_tune_pkts(512, 0, 7) == 7);
+	EXPECT(sv_tune_pkts(1u << 20, 1, 1) == 1u << 30);
+}
+
 int main(void)
 {
+	per_mtu();
 	defaults();
 	good();
 	bad();
