@@ -93,11 +93,7 @@ static void put(struct svd_obj *o)
 		o->usecnt--;
 }
 
-/* Engines that mapped the QP's region stop delivering to it: the device
- * destroyed it, whether or not its process is still there to say so.  One
- * word at a fixed place is all the daemon writes (the region is checked to
- * be at least a page when the QP is made). */
-static void region_mark_dead(int fd)
+void svd_region_mark_dead(int fd)
 {
 	struct sv_shm_hdr *h = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
 				    MAP_SHARED, fd, 0);
@@ -120,7 +116,7 @@ static void qp_destroy(struct svd_obj *obj)
 	put(qp->scq ? &qp->scq->obj : NULL);
 	put(qp->rcq ? &qp->rcq->obj : NULL);
 	put(qp->srq ? &qp->srq->obj : NULL);
-	region_mark_dead(qp->shm_fd);
+	svd_region_mark_dead(qp->shm_fd);
 	close(qp->shm_fd);
 	free((struct qpn_node *)qp);
 }

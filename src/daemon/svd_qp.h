@@ -132,4 +132,10 @@ int svd_op_close_xrcd(struct svd_req *r);
 int svd_op_create_xrc_srq(struct svd_req *r);
 int svd_op_open_qp(struct svd_req *r);
 
+/* Engines that mapped a QP's or an SRQ's region (fd) stop using it: the
+ * device destroyed it, whether or not its process is still there to say
+ * so.  One word at a fixed place (sv_shm_hdr.dead) is all the daemon
+ * writes; the region is at least a page (checked when it is made). */
+void svd_region_mark_dead(int fd);
+
 #endif

@@ -39,7 +39,6 @@
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -266,27 +265,14 @@ static void put(struct svd_obj *o)
 		o->usecnt--;
 }
 
-/* Engines that mapped the SRQ's region for XRC requests (SRQ_PEER) stop
- * using it: the device destroyed it, whether or not its process is still
- * there to say so (a later SRQ may take its number).  One word at a
- * fixed place, as qp.c does for QP regions. */
-static void region_mark_dead(int fd)
-{
-	struct sv_shm_hdr *h = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
-				    MAP_SHARED, fd, 0);
-
-	if (h == MAP_FAILED)
-		return;
-	atomic_store_explicit(&h->dead, 1, memory_order_release);
-	munmap(h, 4096);
-}
-
 static void xsrq_destroy(struct svd_obj *obj)
 {
 	struct svd_srq *srq = (struct svd_srq *)obj;
 	struct svd_xrcd *x = srq->uxrcd->x;
 
-	region_mark_dead(srq->shm_fd);
+	/* Engines that mapped it for XRC requests (SRQ_PEER) stop using it
+	 * (a later SRQ may take its number). */
+	svd_region_mark_dead(srq->shm_fd);
 	srqn_free(srq);
 	put(&srq->pd->obj);
 	put(&srq->cq->obj);
