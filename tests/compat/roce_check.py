@@ -22,7 +22,8 @@ with the manifest's opcode, DestQP, PSN and pad count, addresses and
 ports; no malformed packet and no expert info of warning or error level
 (IP and UDP checksums verified: -o *.check_checksum:TRUE); its ICRC field
 is the frame's last 4 bytes (for IBTA 1.5's opcodes, which tshark 4.0
-does not know, the end of the data it shows).  The payload's heuristic
+does not know, and for XRC's, whose XRCETH it does not decode, the end of
+the data it shows).  The payload's heuristic
 decoders (RPC-over-RDMA, iSER, SMB Direct, ...) are switched off: a payload is the
 application's bytes, which they would guess at (RPCoRDMA throws on a
 3-byte SEND).  tshark 4.0 has no ICRC check of its own.
@@ -65,6 +66,7 @@ SEV_WARN = 0x00600000  # PI_WARN; PI_ERROR is 0x00800000
 # IBTA 1.5's opcodes (RC FLUSH 0x1c, ATOMIC WRITE 0x1d): tshark 4.0 names
 # them "Unknown" and shows what follows the BTH as data, ICRC included.
 NEWER = (0x1c, 0x1d)
+XRC = 0b101  # the transport of the XRC opcodes (0xa0..0xbf)
 
 errors = []
 
@@ -197,8 +199,8 @@ def check(args):
         if i < len(frames):
             tail = raw(frames[i])[-4:]
             rest = t["infiniband.vendor"].split(",")[-1]
-            if r["opcode"] in NEWER and t["infiniband.invariant.crc"] == "" \
-               and rest.endswith(tail.hex()):
+            if (r["opcode"] in NEWER or r["opcode"] >> 5 == XRC) and \
+               t["infiniband.invariant.crc"] == "" and rest.endswith(tail.hex()):
                 pass  # all after the BTH is data to it, the ICRC its end
             elif t["infiniband.invariant.crc"] == "" or \
                int(t["infiniband.invariant.crc"], 16) != int.from_bytes(tail, "big"):
