@@ -47,10 +47,13 @@
 #include "sv_client.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define SLOTS 64   /* plans a process holds in its life */
@@ -382,17 +385,24 @@ int sv_fault_packet_slow(const uint8_t *bth, uint32_t len, uint64_t *delay_ns)
  * Delayed packets: copies in one list of the process, in due order (a
  * plan's few), under late_lock -- a leaf like qlock, taken under a link's
  * tx lock.  Each names its engine (pointer and id: a later engine may
- * have the address) and the peer engine whose ring it goes on; the
- * progress thread puts it there when due, past the fault model (it was
- * counted when held).
+ * have the address) and where it goes: the ring to a peer engine (a
+ * record), or the wire (a datagram, on a duplicate of its socket: the QP
+ * that owned the socket may be gone when it is due).  The progress
+ * thread sends it when due, past the fault model (it was counted when
+ * held).
  */
 struct late {
 	struct late *next;
 	struct sv_engine *eng;
 	uint32_t eng_id, peer, type, len;
 	uint64_t due;
+	int fd; /* -1: a ring record; else a datagram's socket */
+	struct sockaddr_in6 dst;
+	uint32_t ctl_len; /* its ancillary data, after rec */
 	uint8_t rec[];
 };
+
+static void late_insert(struct late *d);
 
 static struct late *late_head;
 static atomic_flag late_flag = ATOMIC_FLAG_INIT;
@@ -412,7 +422,7 @@ static void late_unlock(void)
 int sv_fault_late_add(struct sv_link *l, const uint8_t *rec, uint32_t len,
 		      uint32_t type, uint64_t delay_ns)
 {
-	struct late *d = malloc(sizeof(*d) + len), **at;
+	struct late *d = malloc(sizeof(*d) + len);
 
 	if (!d)
 		return -ENOMEM;
@@ -421,16 +431,78 @@ int sv_fault_late_add(struct sv_link *l, const uint8_t *rec, uint32_t len,
 	d->peer = l->peer_id;
 	d->type = type;
 	d->len = len;
+	d->fd = -1;
+	d->ctl_len = 0;
 	d->due = sv_now_ns() + delay_ns;
 	memcpy(d->rec, rec, len);
+	late_insert(d);
+	return 0;
+}
+
+int sv_fault_late_dgram(struct sv_engine *eng, int fd,
+			const struct sockaddr_in6 *dst, const void *ctl,
+			uint32_t ctl_len, const uint8_t *pkt, uint32_t len,
+			uint64_t delay_ns)
+{
+	struct late *d = malloc(sizeof(*d) + len + ctl_len);
+
+	if (!d)
+		return -ENOMEM;
+	d->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (d->fd < 0) {
+		int err = -errno;
+
+		free(d);
+		return err;
+	}
+	d->eng = eng;
+	d->eng_id = eng->id;
+	d->peer = 0;
+	d->type = 0;
+	d->len = len;
+	d->dst = *dst;
+	d->ctl_len = ctl_len;
+	d->due = sv_now_ns() + delay_ns;
+	memcpy(d->rec, pkt, len);
+	memcpy(d->rec + len, ctl, ctl_len);
+	late_insert(d);
+	return 0;
+}
+
+/* Into the list in due order, and the engine's thread told. */
+static void late_insert(struct late *d)
+{
+	struct late **at;
+
 	late_lock();
 	for (at = &late_head; *at && (*at)->due <= d->due; at = &(*at)->next)
 		;
 	d->next = *at;
 	*at = d;
 	late_unlock();
-	sv_eng_deadline(l->eng, d->due);
-	return 0;
+	sv_eng_deadline(d->eng, d->due);
+}
+
+/* A held datagram goes out (lost if the socket refuses it now, as on a
+ * fabric). */
+static void late_send(struct late *d)
+{
+	struct iovec iov = { d->rec, d->len };
+	struct msghdr mh = {
+		.msg_name = &d->dst,
+		.msg_namelen = d->dst.sin6_family == AF_INET6 ?
+				       sizeof(struct sockaddr_in6) :
+				       sizeof(struct sockaddr_in),
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = d->ctl_len ? d->rec + d->len : NULL,
+		.msg_controllen = d->ctl_len,
+	};
+
+	if (sendmsg(d->fd, &mh, MSG_DONTWAIT) < 0)
+		sv_dbg("fault: a delayed datagram could not go: %s",
+		       strerror(errno));
+	close(d->fd);
 }
 
 uint64_t sv_fault_late_next(struct sv_engine *eng)
@@ -478,6 +550,11 @@ void sv_fault_late_run(struct sv_engine *eng, uint64_t now)
 		int ring = 0;
 
 		due = d->next;
+		if (d->fd >= 0) {
+			late_send(d);
+			free(d);
+			continue;
+		}
 		sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 		l = eng->attached ? sv_link_get(eng, d->peer) : NULL;
 		sv_unlock_mutex(&eng->lock);

@@ -14,6 +14,7 @@
 
 struct sv_qp;
 struct sv_engine;
+struct sockaddr_in6;
 
 /* Live plans per kind; -1 in sv_fault_nverb until SOFTVERBS_FAULT is read
  * (the first verb hook reads it). */
@@ -51,6 +52,14 @@ struct sv_link;
  * hold l's tx lock (the queue's lock is a leaf). */
 int sv_fault_late_add(struct sv_link *l, const uint8_t *rec, uint32_t len,
 		      uint32_t type, uint64_t delay_ns);
+/* Holds a copy of a datagram (len bytes at pkt, to dst with the ancillary
+ * data ctl) for delay_ns, then sends it on a duplicate of socket fd.  0,
+ * or a negative errno (then send it now).  Any lock may be held (the
+ * queue's lock is a leaf). */
+int sv_fault_late_dgram(struct sv_engine *eng, int fd,
+			const struct sockaddr_in6 *dst, const void *ctl,
+			uint32_t ctl_len, const uint8_t *pkt, uint32_t len,
+			uint64_t delay_ns);
 /* The earliest time a held packet of eng is due, 0 when none.  No lock. */
 uint64_t sv_fault_late_next(struct sv_engine *eng);
 /* Sends eng's held packets that are due at now.  No lock held. */

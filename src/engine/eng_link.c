@@ -347,18 +347,20 @@ static double fault_roll(struct sv_link *l)
 	return (double)(x >> 11) / 9007199254740992.0;
 }
 
-int sv_fault_pick(struct sv_link *l, const uint8_t *bth, uint32_t len)
+int sv_fault_pick(struct sv_link *l, const uint8_t *bth, uint32_t len,
+		  uint64_t *delay_ns)
 {
 	double r;
 
-	/* (Delay plans act on one host's links only: NULL.) */
-	switch (sv_fault_packet(bth, len, NULL)) {
+	switch (sv_fault_packet(bth, len, delay_ns)) {
 	case SV_FP_DROP:
 		return SV_FAULT_DROP;
 	case SV_FP_DUP:
 		return SV_FAULT_DUP;
 	case SV_FP_REORDER:
 		return SV_FAULT_REORDER;
+	case SV_FP_DELAY:
+		return SV_FAULT_DELAY;
 	}
 	if (!fault.on)
 		return SV_FAULT_NONE;

@@ -836,6 +836,7 @@ void sv_wire_commit(struct sv_link *l)
 	int grh = !!(w->cur_type & SV_REC_F_GRH);
 	uint8_t *ib = s->pkt + (grh ? SV_GRH_BYTES : 0);
 	uint32_t len = s->len - (grh ? SV_GRH_BYTES : 0), pad, icrc;
+	uint64_t delay_ns = 0;
 
 	if (grh) {
 		/* UD: the AH's addressing, from the GRH the requester wrote;
@@ -863,8 +864,16 @@ void sv_wire_commit(struct sv_link *l)
 				   sv_icrc(&f, ib, len);
 	memcpy(ib + len, &icrc, SV_ICRC_BYTES);
 	w->cur = NULL;
-	switch (sv_fault_pick(l, ib, len)) {
+	switch (sv_fault_pick(l, ib, len, &delay_ns)) {
 	case SV_FAULT_DROP:
+		break;
+	case SV_FAULT_DELAY:
+		/* Held (eng_fault.c), alone: the ones after it pass. */
+		make_solo(s);
+		if (sv_fault_late_dgram(l->eng, s->fd, &s->dst, s->ctl.buf,
+					s->ctl_len, s->pkt + s->off, s->len,
+					delay_ns))
+			w->n++; /* could not hold it: now */
 		break;
 	case SV_FAULT_DUP:
 		w->slot[(idx + 1) % SV_WIRE_SLOTS] = *s;

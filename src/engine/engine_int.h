@@ -418,9 +418,12 @@ void sv_link_ring(struct sv_link *link);
 /* Reads SOFTVERBS_FAULT (once); nonzero when faults are injected. */
 int sv_fault_init(void);
 /* What the fault model does to the next packet on l (SV_FAULT_*; the
- * caller holds what guards l's producer side). */
-enum { SV_FAULT_NONE, SV_FAULT_DROP, SV_FAULT_REORDER, SV_FAULT_DUP };
-int sv_fault_pick(struct sv_link *l, const uint8_t *bth, uint32_t len);
+ * caller holds what guards l's producer side).  SV_FAULT_DELAY: hold it
+ * *delay_ns (a delay plan). */
+enum { SV_FAULT_NONE, SV_FAULT_DROP, SV_FAULT_REORDER, SV_FAULT_DUP,
+       SV_FAULT_DELAY };
+int sv_fault_pick(struct sv_link *l, const uint8_t *bth, uint32_t len,
+		  uint64_t *delay_ns);
 
 /* eng_wire.c: RoCE v2 to other hosts. */
 #define SV_WIRE_SLOTS 64 /* datagrams of one batch */

@@ -251,6 +251,86 @@ static void ud_across(const char *a_ip, const char *peer_ip)
 	a_done();
 }
 
+/* A delay plan on the wire (docs/faults.md): A's 2nd datagram leaves a
+ * second late, the ones after it do not wait; B receives them 0, 2, 3,
+ * 1 (told by their lengths). */
+static void ud_delay_b(int in, int out)
+{
+	struct side s;
+	struct card mine, peer;
+	struct ibv_wc wc;
+	uint8_t order[4];
+
+	side_open(&s, IBV_QPT_UD, b_ip);
+	side_card(&s, &mine);
+	for (uint32_t k = 0; k < 4; k++)
+		post_recv(&s, k, k * 2048, 2048);
+	put(out, &mine, sizeof(mine));
+	get(in, &peer, sizeof(peer));
+	for (uint32_t k = 0; k < 4; k++) {
+		wc1(&s, &wc);
+		order[k] = wc.status == IBV_WC_SUCCESS ?
+				   (uint8_t)(wc.byte_len - 40 - 100) :
+				   0xff;
+	}
+	put(out, order, sizeof(order));
+	side_close(&s);
+}
+
+SV_TEST_T(ud_delay_plan_across, 120)
+{
+	struct host h;
+	struct side s;
+	struct card mine, peer;
+	struct ibv_ah_attr aa;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	uint8_t order[4];
+
+	b_ip = IP4_B;
+	two_hosts(&h, ud_delay_b);
+	/* Ours only: the other host forked before. */
+	CHECK_EQ(setenv("SOFTVERBS_FAULT", "qp=#1,delay=1s,nth=2", 1), 0);
+	side_open(&s, IBV_QPT_UD, IP4_A);
+	side_card(&s, &mine);
+	get(h.from, &peer, sizeof(peer));
+	put(h.to, &mine, sizeof(mine));
+	memset(&aa, 0, sizeof(aa));
+	aa.is_global = 1;
+	aa.port_num = 1;
+	aa.grh.dgid = peer.gid;
+	aa.grh.sgid_index = (uint8_t)s.gid;
+	aa.grh.hop_limit = 8;
+	ah = ibv_create_ah(s.pd, &aa);
+	CHECK(ah);
+	for (uint32_t k = 0; k < 4; k++) {
+		struct ibv_sge sge = { (uintptr_t)s.buf, 100 + k, s.mr->lkey };
+		struct ibv_send_wr wr, *bad;
+
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = k;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_SEND;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.ud.ah = ah;
+		wr.wr.ud.remote_qpn = peer.qpn;
+		wr.wr.ud.remote_qkey = 0x11111111;
+		CHECK_EQ(ibv_post_send(s.qp, &wr, &bad), 0);
+		wc1(&s, &wc);
+		CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	}
+	get(h.from, order, sizeof(order));
+	CHECK_EQ(order[0], 0);
+	CHECK_EQ(order[1], 2);
+	CHECK_EQ(order[2], 3);
+	CHECK_EQ(order[3], 1);
+	CHECK_EQ(ibv_destroy_ah(ah), 0);
+	side_close(&s);
+	CHECK_EQ(host_done(&h), 0);
+	a_done();
+}
+
 SV_TEST_T(ud_across_ipv4, 120)
 {
 	ud_across(IP4_A, IP4_B);
