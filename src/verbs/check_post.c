@@ -263,11 +263,10 @@ static void bind_mr(const char *what, uint64_t site,
 				(unsigned long long)m->mr.length);
 }
 
-void sv_check_bind(struct sv_qp *qp, const char *verb,
-		   const struct ibv_send_wr *wr)
+/* A bind, whichever API built it.  Must hold qp->sq_lock. */
+static void bind_check(struct sv_qp *qp, const char *verb, uint64_t wr_id,
+		       const struct ibv_mw *mw, const struct ibv_mw_bind_info *b)
 {
-	const struct ibv_mw_bind_info *b = &wr->bind_mw.bind_info;
-	const struct ibv_mw *mw = wr->bind_mw.mw;
 	uint32_t qpn = qp->qpx.qp_base.qp_num;
 	char what[256];
 
@@ -275,7 +274,7 @@ void sv_check_bind(struct sv_qp *qp, const char *verb,
 		return; /* (a zero length type 1 bind unbinds) */
 	snprintf(what, sizeof(what),
 		 "%s qp %#x wr_id %#llx bind of mw rkey %#x to [%#llx,+%llu)",
-		 verb, qpn, (unsigned long long)wr->wr_id, mw->rkey,
+		 verb, qpn, (unsigned long long)wr_id, mw->rkey,
 		 (unsigned long long)b->addr, (unsigned long long)b->length);
 	if (!b->mr) {
 		sv_check_report("LKEY_UNKNOWN", qpn ^ ((uint64_t)mw->rkey << 24),
@@ -285,6 +284,13 @@ void sv_check_bind(struct sv_qp *qp, const char *verb,
 	pthread_mutex_lock(&sv_chk_reg_lock);
 	bind_mr(what, qpn ^ ((uint64_t)mw->rkey << 24), b);
 	pthread_mutex_unlock(&sv_chk_reg_lock);
+}
+
+void sv_check_bind(struct sv_qp *qp, const char *verb,
+		   const struct ibv_send_wr *wr)
+{
+	bind_check(qp, verb, wr->wr_id, wr->bind_mw.mw,
+		   &wr->bind_mw.bind_info);
 }
 
 void sv_check_wr_state(struct sv_qp *qp, uint32_t opcode)
@@ -299,6 +305,9 @@ void sv_check_wr_batch(struct sv_qp *qp, uint32_t from, uint32_t to)
 
 		send_one(qp, "ibv_wr_complete", w->wr_id, w->opcode,
 			 w->send_flags, w->sge, (int)w->num_sge);
+		if (w->opcode == IBV_WR_BIND_MW)
+			bind_check(qp, "ibv_wr_complete", w->wr_id, w->mw,
+				   &w->bind_info);
 	}
 }
 

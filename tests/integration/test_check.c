@@ -546,7 +546,8 @@ static struct ibv_qp *qp_ex(struct dp *d, uint32_t wr)
 		.qp_type = IBV_QPT_RC,
 		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
 		.pd = d->pd,
-		.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND,
+		.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND |
+				  IBV_QP_EX_WITH_BIND_MW,
 	};
 	struct ibv_qp *qp = ibv_create_qp_ex(d->ctx, &a);
 
@@ -614,6 +615,24 @@ void bug_wr_ex(void)
 		ibv_wr_set_sge_list(x, 2, sg);
 	}
 	CHECK_EQ(ibv_wr_complete(x), 0);
+	/* A bind built with ibv_wr_bind_mw, on an MR without MW_BIND. */
+	{
+		struct ibv_mw *mw = ibv_alloc_mw(d.pd, IBV_MW_TYPE_2);
+		struct ibv_mw_bind_info bi = {
+			.mr = small, .addr = (uintptr_t)page_buf, .length = 64,
+			.mw_access_flags = IBV_ACCESS_REMOTE_READ };
+
+		CHECK(mw);
+		EXPECT("ACCESS_DENIED ibv_wr_complete qp %#x wr_id 0x23 bind of "
+		       "mw rkey %#x to [%p,+64): mr lkey %#x lacks "
+		       "IBV_ACCESS_MW_BIND",
+		       a->qp_num, mw->rkey, (void *)page_buf, small->lkey);
+		ibv_wr_start(x);
+		x->wr_id = 0x23;
+		x->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_bind_mw(x, mw, ibv_inc_rkey(mw->rkey), &bi);
+		CHECK_EQ(ibv_wr_complete(x), 0);
+	}
 	fflush(stdout);
 	_exit(0); /* the WRs stay where the engine put them */
 }
