@@ -450,12 +450,15 @@ static void init_locks(struct sv_engine *eng)
 	}
 }
 
+static struct sv_engine *fork_held; /* the engine atfork_prepare locked */
+
 /* A fork()ed child has its own engine: forget the parent's (its rings
  * and sockets are the parent's business). */
 static void atfork_child(void)
 {
 	struct sv_engine *eng = the_engine;
 
+	fork_held = NULL; /* its lock is made again below */
 	pthread_mutex_init(&engine_lock, NULL);
 	sv_memf_forget();
 	if (!eng)
@@ -483,9 +486,27 @@ static void atfork_child(void)
 	atomic_store(&eng->work, 0);
 }
 
+/* fork() waits while a detach frees the engine's rings and links
+ * (release_all under attach_lock, write): the child's copy would hold
+ * pointers the parent freed a moment before, and free them again
+ * (atfork_child).  The child re-makes the lock (init_locks). */
+static void atfork_prepare(void)
+{
+	fork_held = __atomic_load_n(&the_engine, __ATOMIC_ACQUIRE);
+	if (fork_held)
+		pthread_rwlock_rdlock(&fork_held->attach_lock);
+}
+
+static void atfork_parent(void)
+{
+	if (fork_held)
+		pthread_rwlock_unlock(&fork_held->attach_lock);
+	fork_held = NULL;
+}
+
 static void register_atfork(void)
 {
-	pthread_atfork(NULL, NULL, atfork_child);
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
 struct sv_engine *sv_engine_get(const struct sv_ctx_ref *cref)

@@ -1098,11 +1098,16 @@ struct xpeers {
 static void xchild(const char *path, int s, int tgt, int srqs)
 {
 	struct xside c;
-	int fd = open(path, O_RDONLY);
+	int fd;
 	struct xinfo info = { 0 };
 	struct xpeers pr;
 	char go = 1;
 
+	/* Its turn (the test's round), however long the rounds before take:
+	 * no timeout; the test gone, the socket closes. */
+	if (read(s, &go, 1) != 1)
+		_exit(6);
+	fd = open(path, O_RDONLY);
 	if (fd < 0)
 		_exit(2);
 	xside_mem(&c, NULL);
@@ -1177,22 +1182,29 @@ static void xchild_end(pid_t pid, int s)
 SV_TEST_T(data_processes, 60)
 {
 	char path[64];
-	int fd = tmpfile_fd(path, sizeof(path));
+	int fd = tmpfile_fd(path, sizeof(path)), cs[3];
+	pid_t cp[3];
 
 	close(fd);
+	/* Every child is forked now, while this process has no thread yet:
+	 * a fork beside the engine's threads is the fork tests' business,
+	 * and under ASan a child forked while another thread is inside the
+	 * sanitizer's allocator can hang in its first malloc. */
+	cp[0] = xchild_start(path, &cs[0], 1, 1);
+	cp[1] = xchild_start(path, &cs[1], 1, 0);
+	cp[2] = xchild_start(path, &cs[2], 0, 1);
 	for (int round = 0; round < 2; round++) {
 		/* Round 0: one child has the TGT QP and the SRQs; round 1:
 		 * one the TGT QP, another the SRQs. */
-		int s[2] = { -1, -1 }, nc = round ? 2 : 1;
-		pid_t pid[2];
+		int nc = round ? 2 : 1, *s = round ? cs + 1 : cs;
+		pid_t *pid = round ? cp + 1 : cp;
 		struct xinfo info[2], srqs, tgt;
 		struct xside i;
 		struct xpeers pr;
-		char go;
+		char go = 1;
 
-		pid[0] = xchild_start(path, &s[0], 1, !round);
-		if (round)
-			pid[1] = xchild_start(path, &s[1], 0, 1);
+		for (int k = 0; k < nc; k++)
+			xsend(s[k], &go, 1); /* its turn */
 		for (int k = 0; k < nc; k++)
 			xrecv(s[k], &info[k], sizeof(info[k]));
 		tgt = info[0];
