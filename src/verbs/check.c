@@ -178,6 +178,9 @@ static void log_send(const char *line)
 	int err;
 
 	snprintf(req.text, sizeof(req.text), "%s", line);
+	/* The daemon this process uses: never one started for a line. */
+	if (sv_chan_probe())
+		return;
 	inst = sv_chan_instance(&err);
 	if (inst)
 		sv_call_simple(SV_OP_FAULT, 0, inst, -1, &req, sizeof(req),
