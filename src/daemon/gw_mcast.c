@@ -165,7 +165,7 @@ static int mcast_args(struct svd_req *r, struct svd_qp **qpp)
 int svd_op_attach_mcast(struct svd_req *r)
 {
 	const struct sv_mcast_req *req = r->body;
-	struct svd_qp *qp;
+	struct svd_qp *qp = NULL; /* (set by mcast_args when it answers 0) */
 	struct svd_mcg *g;
 	int err = mcast_args(r, &qp), fresh = 0;
 
@@ -213,7 +213,7 @@ int svd_op_attach_mcast(struct svd_req *r)
 int svd_op_detach_mcast(struct svd_req *r)
 {
 	const struct sv_mcast_req *req = r->body;
-	struct svd_qp *qp;
+	struct svd_qp *qp = NULL; /* (set by mcast_args when it answers 0) */
 	struct svd_mcg *g;
 	int err = mcast_args(r, &qp), i;
 
