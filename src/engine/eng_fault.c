@@ -676,8 +676,8 @@ static void qp_to_err(struct sv_qp *qp)
 /* One polled receive completion of qp: a recv plan's status when it
  * fires (the QP to ERR, as a receive error does on a NIC), flushed when
  * an earlier firing left the QP in ERR and this success was already in
- * the CQ.  Must hold qp_lock (read). */
-static void recv_polled(struct sv_qp *qp, struct ibv_wc *wc)
+ * the CQ.  Must hold qp_lock (read).  1 when it fired. */
+static int recv_polled(struct sv_qp *qp, struct ibv_wc *wc)
 {
 	uint32_t qpn = qp->qpx.qp_base.qp_num, dest = qp->shm->dest_qpn;
 	enum ibv_wc_status out = IBV_WC_SUCCESS;
@@ -706,17 +706,21 @@ static void recv_polled(struct sv_qp *qp, struct ibv_wc *wc)
 	    sv_qp_state(qp) == IBV_QPS_ERR)
 		out = IBV_WC_WR_FLUSH_ERR;
 	if (out == IBV_WC_SUCCESS)
-		return;
+		return 0;
 	/* An error completion: wr_id, status, qp_num and vendor_err are
 	 * all it says (ibv_poll_cq(3)). */
 	*wc = (struct ibv_wc){ .wr_id = wc->wr_id, .status = out,
 			       .opcode = wc->opcode, .qp_num = wc->qp_num };
-	if (out != IBV_WC_WR_FLUSH_ERR)
-		qp_to_err(qp);
+	if (out == IBV_WC_WR_FLUSH_ERR)
+		return 0;
+	qp_to_err(qp);
+	return 1;
 }
 
 void sv_fault_polled_slow(struct sv_engine *eng, struct ibv_wc *wc, int n)
 {
+	int fired = 0;
+
 	sv_lock_read(&eng->qp_lock, SV_LOCK_QPTAB);
 	for (int i = 0; i < n; i++) {
 		struct sv_qp *qp;
@@ -726,10 +730,11 @@ void sv_fault_polled_slow(struct sv_engine *eng, struct ibv_wc *wc, int n)
 			continue;
 		qp = sv_eng_qp(eng, wc[i].qp_num);
 		if (qp)
-			recv_polled(qp, &wc[i]);
+			fired |= recv_polled(qp, &wc[i]);
 	}
 	sv_unlock_rw(&eng->qp_lock);
-	sv_eng_want_work(eng);
+	if (fired)
+		sv_eng_want_work(eng); /* its log line (fire_log queued it) */
 }
 
 /* Raises plan s's event on QP qpn, the one that triggered it (nothing
