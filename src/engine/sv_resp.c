@@ -246,7 +246,7 @@ static void diag(struct resp *rs, enum sv_rdiag_kind kind)
 		.owner = q->h.owner_pid,
 		.qp_type = q->type,
 		.qp_access = q->access,
-		.pd_id = q->pd_id,
+		.pd_id = rs->pd_id, /* the keys' PD: an XRC SRQ's on XRC */
 		.psn = pkt->psn,
 		.op = sv_opcodes[pkt->opcode].name,
 		.direct = rs->ops->whole,

@@ -382,7 +382,18 @@ const char *sv_chk_state_name(enum ibv_qp_state s)
 
 const char *sv_chk_type_name(enum ibv_qp_type t)
 {
-	return t == IBV_QPT_RC ? "RC" : t == IBV_QPT_UC ? "UC" : "UD";
+	switch (t) {
+	case IBV_QPT_RC:
+		return "RC";
+	case IBV_QPT_UC:
+		return "UC";
+	case IBV_QPT_XRC_SEND:
+		return "XRC INI";
+	case IBV_QPT_XRC_RECV:
+		return "XRC TGT";
+	default:
+		return "UD";
+	}
 }
 
 const char *sv_chk_wr_name(uint32_t op)

@@ -822,7 +822,9 @@ static void remote_denied(struct sv_qp *q, const struct ibv_wc *wc)
 	} else if (sv_engine_qp_view(q->eng, q->dest_qpn, &pv)) {
 		return; /* the responder QP is gone */
 	}
-	if (ke.pd_id != pv.pd_id) {
+	/* (An XRC request's keys answer to the SRQ it names, whose PD the
+	 * TGT QP's view does not have: the responder's line says it.) */
+	if (q->type != IBV_QPT_XRC_SEND && ke.pd_id != pv.pd_id) {
 		sv_check_report("ACCESS_DENIED", w->rkey,
 				"%s: the rkey's MR is on another PD than qp %#x",
 				what, q->dest_qpn);
@@ -950,7 +952,10 @@ void sv_chk_resp_diag(struct sv_engine *eng, const struct sv_rdiag *d)
 		site ^= d->rkey;
 		snprintf(why, sizeof(why),
 			 "refused (remote access error): the rkey's MR is on "
-			 "another PD than the QP");
+			 "another PD than %s",
+			 d->qp_type == IBV_QPT_XRC_RECV ? "the XRC SRQ the request "
+							  "names" :
+							  "the QP");
 	} else {
 		return;
 	}
