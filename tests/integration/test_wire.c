@@ -200,14 +200,54 @@ static void ud_b(int in, int out)
 	side_close(&s);
 }
 
+/* An AH from s to the other host's card. */
+static struct ibv_ah *ah_to(struct side *s, const struct card *peer)
+{
+	struct ibv_ah_attr aa;
+	struct ibv_ah *ah;
+
+	memset(&aa, 0, sizeof(aa));
+	aa.is_global = 1;
+	aa.port_num = 1;
+	aa.grh.dgid = peer->gid;
+	aa.grh.sgid_index = (uint8_t)s->gid;
+	aa.grh.hop_limit = 8;
+	ah = ibv_create_ah(s->pd, &aa);
+	CHECK(ah);
+	return ah;
+}
+
+/* Datagram k (100 + k bytes of pat(i, k)) to QP qpn through ah; its send
+ * completes. */
+static void ud_send(struct side *s, struct ibv_ah *ah, uint32_t qpn,
+		    uint32_t k)
+{
+	struct ibv_sge sge = { (uintptr_t)s->buf, 100 + k, s->mr->lkey };
+	struct ibv_send_wr wr, *bad;
+	struct ibv_wc wc;
+
+	for (uint32_t i = 0; i < 100 + k; i++)
+		s->buf[i] = pat(i, k);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = k;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = qpn;
+	wr.wr.ud.remote_qkey = 0x11111111;
+	CHECK_EQ(ibv_post_send(s->qp, &wr, &bad), 0);
+	wc1(s, &wc);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+}
+
 static void ud_across(const char *a_ip, const char *peer_ip)
 {
 	struct host h;
 	struct side s;
 	struct card mine, peer;
-	struct ibv_ah_attr aa;
 	struct ibv_ah *ah;
-	struct ibv_wc wc;
 	uint8_t ok;
 
 	b_ip = peer_ip;
@@ -216,33 +256,9 @@ static void ud_across(const char *a_ip, const char *peer_ip)
 	side_card(&s, &mine);
 	get(h.from, &peer, sizeof(peer));
 	put(h.to, &mine, sizeof(mine));
-	memset(&aa, 0, sizeof(aa));
-	aa.is_global = 1;
-	aa.port_num = 1;
-	aa.grh.dgid = peer.gid;
-	aa.grh.sgid_index = (uint8_t)s.gid;
-	aa.grh.hop_limit = 8;
-	ah = ibv_create_ah(s.pd, &aa);
-	CHECK(ah);
-	for (uint32_t k = 0; k < 20; k++) {
-		struct ibv_sge sge = { (uintptr_t)s.buf, 100 + k, s.mr->lkey };
-		struct ibv_send_wr wr, *bad;
-
-		for (uint32_t i = 0; i < 100 + k; i++)
-			s.buf[i] = pat(i, k);
-		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = k;
-		wr.sg_list = &sge;
-		wr.num_sge = 1;
-		wr.opcode = IBV_WR_SEND;
-		wr.send_flags = IBV_SEND_SIGNALED;
-		wr.wr.ud.ah = ah;
-		wr.wr.ud.remote_qpn = peer.qpn;
-		wr.wr.ud.remote_qkey = 0x11111111;
-		CHECK_EQ(ibv_post_send(s.qp, &wr, &bad), 0);
-		wc1(&s, &wc);
-		CHECK_EQ(wc.status, IBV_WC_SUCCESS);
-	}
+	ah = ah_to(&s, &peer);
+	for (uint32_t k = 0; k < 20; k++)
+		ud_send(&s, ah, peer.qpn, k);
 	get(h.from, &ok, 1);
 	CHECK_EQ(ok, 1);
 	CHECK_EQ(ibv_destroy_ah(ah), 0);
@@ -282,9 +298,7 @@ SV_TEST_T(ud_delay_plan_across, 120)
 	struct host h;
 	struct side s;
 	struct card mine, peer;
-	struct ibv_ah_attr aa;
 	struct ibv_ah *ah;
-	struct ibv_wc wc;
 	uint8_t order[4];
 
 	b_ip = IP4_B;
@@ -295,31 +309,9 @@ SV_TEST_T(ud_delay_plan_across, 120)
 	side_card(&s, &mine);
 	get(h.from, &peer, sizeof(peer));
 	put(h.to, &mine, sizeof(mine));
-	memset(&aa, 0, sizeof(aa));
-	aa.is_global = 1;
-	aa.port_num = 1;
-	aa.grh.dgid = peer.gid;
-	aa.grh.sgid_index = (uint8_t)s.gid;
-	aa.grh.hop_limit = 8;
-	ah = ibv_create_ah(s.pd, &aa);
-	CHECK(ah);
-	for (uint32_t k = 0; k < 4; k++) {
-		struct ibv_sge sge = { (uintptr_t)s.buf, 100 + k, s.mr->lkey };
-		struct ibv_send_wr wr, *bad;
-
-		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = k;
-		wr.sg_list = &sge;
-		wr.num_sge = 1;
-		wr.opcode = IBV_WR_SEND;
-		wr.send_flags = IBV_SEND_SIGNALED;
-		wr.wr.ud.ah = ah;
-		wr.wr.ud.remote_qpn = peer.qpn;
-		wr.wr.ud.remote_qkey = 0x11111111;
-		CHECK_EQ(ibv_post_send(s.qp, &wr, &bad), 0);
-		wc1(&s, &wc);
-		CHECK_EQ(wc.status, IBV_WC_SUCCESS);
-	}
+	ah = ah_to(&s, &peer);
+	for (uint32_t k = 0; k < 4; k++)
+		ud_send(&s, ah, peer.qpn, k);
 	get(h.from, order, sizeof(order));
 	CHECK_EQ(order[0], 0);
 	CHECK_EQ(order[1], 2);
