@@ -65,7 +65,8 @@
  * | rx_bad_icrc  | dropped: ICRC wrong                               |
  * | rx_malformed | dropped: not a RoCE v2 packet we take             |
  * | rx_no_qp     | dropped: no such QP (or its process is gone)      |
- * | rx_ring_full | dropped: the serving engine's ring was full       |
+ * | rx_ring_full | dropped: the serving engine's ring was full (the  |
+ * |              | daemon's thread waits for room first: gateway.c)  |
  * | rx_not_peer  | dropped: RC/UC packet whose addresses are not the |
  * |              | QP's path (rxe's check_addr)                      |
  * | rx_too_big   | dropped: payload above the port's active MTU      |

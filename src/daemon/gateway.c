@@ -24,7 +24,16 @@
  * Locking: the thread's state (QPN table, engine rings) is under svd_gw.lock;
  * the main thread takes it to add and remove QPs and engines.  The thread
  * holds it for one batch, never across a system call other than the
- * doorbells' writes.
+ * doorbells' writes; it lets go while it waits for room in a full ring
+ * (reserve_waiting).
+ *
+ * A full ring.  The engine behind it is descheduled (a loaded machine) or
+ * stopped.  Dropping the packet would cost RC a retransmission and lose a
+ * UC message on a link that lost nothing, so the thread waits for room,
+ * up to GW_FULL_WAIT_NS, reading nothing meanwhile (the socket's 32 MiB
+ * buffer takes what comes).  An engine that lets the wait run out is
+ * stopped, not slow: its packets are dropped at once (rx_ring_full) until
+ * its ring takes one again, so it costs the namespace one wait.
  */
 #include "svd_gw.h"
 #include "svd_capture.h"
@@ -50,6 +59,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gw_int.h"
@@ -398,6 +408,45 @@ static void deliver_mcast(const struct sv_wire_pkt *p)
 					  memory_order_relaxed);
 }
 
+/* Room for a record of len bytes in the ring of the engine serving qpn,
+ * *ep: waits while it is full (see "A full ring" above), the lock let go
+ * meanwhile, so the engine is looked up again (*ep: NULL when it went).
+ * Must hold svd_gw.lock.  The record, or NULL. */
+static uint8_t *reserve_waiting(uint32_t qpn, struct gw_eng **ep,
+				uint32_t len)
+{
+	const struct timespec nap = { 0, 20 * 1000 };
+	struct gw_eng *e = *ep;
+	uint8_t *r = sv_ring_reserve(&e->prod, len, SV_GW_REC_PKT);
+	uint64_t until;
+
+	if (r)
+		e->stuck = 0;
+	if (r || e->stuck)
+		return r;
+	until = svd_gw_now_ns() + GW_FULL_WAIT_NS;
+	do {
+		uint64_t one = 1;
+		struct gw_qpent *q;
+
+		/* Its consumer may sleep on what this batch committed. */
+		e->ring = 0;
+		if (write(e->doorbell, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			sv_dbg("wire: doorbell of engine %u: %s", e->engine_id,
+			       strerror(errno));
+		pthread_mutex_unlock(&svd_gw.lock);
+		nanosleep(&nap, NULL);
+		pthread_mutex_lock(&svd_gw.lock);
+		q = qfind(qpn);
+		*ep = e = q ? eng_by_pid(q->pid) : NULL;
+		if (!e)
+			return NULL;
+		r = sv_ring_reserve(&e->prod, len, SV_GW_REC_PKT);
+	} while (!r && svd_gw_now_ns() < until);
+	e->stuck = !r;
+	return r;
+}
+
 /* Delivers one checked packet.  Must hold svd_gw.lock. */
 static void deliver(const struct sv_wire_pkt *p)
 {
@@ -418,10 +467,11 @@ static void deliver(const struct sv_wire_pkt *p)
 		atomic_fetch_add_explicit(&svd_gw.shm->rx_no_qp, 1, memory_order_relaxed);
 		return;
 	}
-	r = sv_ring_reserve(&e->prod, p->rec_len, SV_GW_REC_PKT);
+	r = reserve_waiting(p->qpn, &e, p->rec_len);
 	if (!r) {
-		atomic_fetch_add_explicit(&svd_gw.shm->rx_ring_full, 1,
-					  memory_order_relaxed);
+		atomic_fetch_add_explicit(e ? &svd_gw.shm->rx_ring_full :
+					      &svd_gw.shm->rx_no_qp,
+					  1, memory_order_relaxed);
 		return;
 	}
 	memcpy(r, p->rec, p->rec_len);

@@ -18,6 +18,9 @@
 #include <sys/types.h>
 
 #define GW_RING_DATA (4u << 20)
+/* How long the thread waits for room in an engine's full ring before it
+ * drops the packet (gateway.c reserve_waiting). */
+#define GW_FULL_WAIT_NS (500ull * 1000 * 1000)
 /* While the port is not ours, how often the thread tries it again. */
 #define SV_WIRE_RETRY_MS 1000
 #define GW_RCVBUF (32 << 20)
@@ -31,6 +34,8 @@ struct gw_eng {
 	size_t map_len;
 	struct sv_ring_prod prod;
 	int ring; /* a record committed to a sleeping consumer this batch */
+	int stuck; /* a wait for room ran out: drop, do not wait, until the
+		      ring takes a packet again */
 	struct gw_eng *next;
 };
 

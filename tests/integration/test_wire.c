@@ -10,6 +10,8 @@
  *    each, over IPv4 and over IPv6 GIDs; every byte checked;
  *  - UD across: the receive's GRH names the sender's address, wc.src_qp
  *    and the RoCE packet type in wc.sl;
+ *  - UC across to a process stopped while 4.5 MiB arrive: every message
+ *    arrives (the daemon waits for room in the process's ring);
  *  - the peer's process killed: RC work ends in IBV_WC_RETRY_EXC_ERR after
  *    retry_cnt retries, never a hang;
  *  - datagrams that are not RoCE v2 (a bad ICRC, too short) reach the
@@ -375,6 +377,111 @@ SV_TEST_T(rc_peer_killed_is_retry_exceeded, 120)
 	CHECK_EQ(wc.wr_id, 2);
 	CHECK_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);
 	side_close(&s);
+	a_done();
+}
+
+/* ----------------------------------------------- a stopped receiver -- */
+
+/* UC SENDs to a process that is stopped while they arrive: more than the
+ * daemon's ring to its engine holds (gw_int.h GW_RING_DATA, 4 MiB).  The
+ * daemon waits for room (gateway.c "A full ring") instead of dropping,
+ * and UC, which nothing retransmits, loses no message on a link that lost
+ * nothing. */
+#define UC_MSGS 72
+#define UC_LEN 65536
+
+/* UC to RTS towards the peer of card c (UC takes no RC attributes). */
+static void uc_connect(struct side *s, const struct card *c)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = c->qpn;
+	a.rq_psn = 7;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.port_num = 1;
+	a.ah_attr.grh.dgid = c->gid;
+	a.ah_attr.grh.sgid_index = (uint8_t)s->gid;
+	a.ah_attr.grh.hop_limit = 8;
+	CHECK_EQ(ibv_modify_qp(s->qp, &a,
+			       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN),
+		 0);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 7;
+	CHECK_EQ(ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+}
+
+/* B: posts a receive for each SEND (all into one buffer), says so, and
+ * counts what arrives once A has let it run again. */
+static void uc_b(int in, int out)
+{
+	struct side s;
+	struct card mine, peer;
+	struct ibv_wc wc;
+	uint8_t ok = 1;
+
+	side_open(&s, IBV_QPT_UC, IP4_B);
+	side_card(&s, &mine);
+	put(out, &mine, sizeof(mine));
+	get(in, &peer, sizeof(peer));
+	uc_connect(&s, &peer);
+	for (uint32_t k = 0; k < UC_MSGS; k++)
+		post_recv(&s, k, 0, UC_LEN);
+	put(out, &ok, 1); /* receives posted: stop us */
+	/* Not polling meanwhile: our engine's thread sleeps, so the
+	 * daemon's thread reads the port (sv_wire.h) once we are stopped. */
+	get(in, &ok, 1);
+	for (uint32_t k = 0; k < UC_MSGS; k++) {
+		wc1(&s, &wc);
+		if (wc.status != IBV_WC_SUCCESS || wc.wr_id != k ||
+		    wc.byte_len != UC_LEN)
+			ok = 0;
+	}
+	put(out, &ok, 1);
+	get(in, &ok, 1);
+	side_close(&s);
+}
+
+SV_TEST_T(uc_to_a_stopped_receiver_loses_nothing, 120)
+{
+	struct host h;
+	struct side s;
+	struct card mine, peer;
+	struct ibv_wc wc;
+	uint8_t ok;
+	int st;
+
+	two_hosts(&h, uc_b);
+	side_open(&s, IBV_QPT_UC, IP4_A);
+	side_card(&s, &mine);
+	get(h.from, &peer, sizeof(peer));
+	put(h.to, &mine, sizeof(mine));
+	uc_connect(&s, &peer);
+	get(h.from, &ok, 1);
+	CHECK_EQ(kill(h.pid, SIGSTOP), 0);
+	CHECK_EQ(waitpid(h.pid, &st, WUNTRACED), h.pid);
+	CHECK(WIFSTOPPED(st));
+	/* 4.5 MiB while B's engine cannot take any: its daemon reads them
+	 * from the port into B's ring until the ring is full, and B stays
+	 * stopped a tenth of a second more (the scenario, not a wait for a
+	 * state: well inside the daemon's GW_FULL_WAIT_NS). */
+	for (uint32_t k = 0; k < UC_MSGS; k++) {
+		post(&s, k, IBV_WR_SEND, 0, UC_LEN, NULL, 0, 0);
+		wc1(&s, &wc);
+		CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	}
+	nanosleep(&(struct timespec){ 0, 100 * 1000 * 1000 }, NULL);
+	CHECK_EQ(kill(h.pid, SIGCONT), 0);
+	put(h.to, &ok, 1);
+	get(h.from, &ok, 1);
+	CHECK_EQ(ok, 1); /* every SEND arrived, whole */
+	put(h.to, &ok, 1);
+	side_close(&s);
+	CHECK_EQ(host_done(&h), 0);
 	a_done();
 }
 
