@@ -390,31 +390,6 @@ SV_TEST_T(rc_peer_killed_is_retry_exceeded, 120)
 #define UC_MSGS 72
 #define UC_LEN 65536
 
-/* UC to RTS towards the peer of card c (UC takes no RC attributes). */
-static void uc_connect(struct side *s, const struct card *c)
-{
-	struct ibv_qp_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = c->qpn;
-	a.rq_psn = 7;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.port_num = 1;
-	a.ah_attr.grh.dgid = c->gid;
-	a.ah_attr.grh.sgid_index = (uint8_t)s->gid;
-	a.ah_attr.grh.hop_limit = 8;
-	CHECK_EQ(ibv_modify_qp(s->qp, &a,
-			       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-				       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN),
-		 0);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 7;
-	CHECK_EQ(ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
-}
-
 /* B: posts a receive for each SEND (all into one buffer), says so, and
  * counts what arrives once A has let it run again. */
 static void uc_b(int in, int out)
@@ -428,7 +403,7 @@ static void uc_b(int in, int out)
 	side_card(&s, &mine);
 	put(out, &mine, sizeof(mine));
 	get(in, &peer, sizeof(peer));
-	uc_connect(&s, &peer);
+	side_connect(&s, &peer, 14, 7);
 	for (uint32_t k = 0; k < UC_MSGS; k++)
 		post_recv(&s, k, 0, UC_LEN);
 	put(out, &ok, 1); /* receives posted: stop us */
@@ -460,7 +435,7 @@ SV_TEST_T(uc_to_a_stopped_receiver_loses_nothing, 120)
 	side_card(&s, &mine);
 	get(h.from, &peer, sizeof(peer));
 	put(h.to, &mine, sizeof(mine));
-	uc_connect(&s, &peer);
+	side_connect(&s, &peer, 14, 7);
 	get(h.from, &ok, 1);
 	CHECK_EQ(kill(h.pid, SIGSTOP), 0);
 	CHECK_EQ(waitpid(h.pid, &st, WUNTRACED), h.pid);

@@ -257,10 +257,12 @@ static inline void side_card(struct side *s, struct card *c)
 	CHECK_EQ(ibv_query_gid(s->ctx, 1, s->gid, &c->gid), 0);
 }
 
-/* RC to RTS towards the peer of card c (timeout/retry: the QP's). */
+/* RC or UC to RTS towards the peer of card c (timeout/retry: the QP's;
+ * UC takes none of RC's attributes, and ignores them). */
 static inline void side_connect(struct side *s, const struct card *c,
 				uint8_t timeout, uint8_t retry)
 {
+	int rc = s->qp->qp_type == IBV_QPT_RC;
 	struct ibv_qp_attr a;
 
 	memset(&a, 0, sizeof(a));
@@ -278,8 +280,9 @@ static inline void side_connect(struct side *s, const struct card *c,
 	CHECK_EQ(ibv_modify_qp(s->qp, &a,
 			       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 				       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				       IBV_QP_MAX_DEST_RD_ATOMIC |
-				       IBV_QP_MIN_RNR_TIMER),
+				       (rc ? IBV_QP_MAX_DEST_RD_ATOMIC |
+						     IBV_QP_MIN_RNR_TIMER :
+					     0)),
 		 0);
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
@@ -289,9 +292,11 @@ static inline void side_connect(struct side *s, const struct card *c,
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 4;
 	CHECK_EQ(ibv_modify_qp(s->qp, &a,
-			       IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-				       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				       IBV_QP_MAX_QP_RD_ATOMIC),
+			       IBV_QP_STATE | IBV_QP_SQ_PSN |
+				       (rc ? IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+						     IBV_QP_RNR_RETRY |
+						     IBV_QP_MAX_QP_RD_ATOMIC :
+					     0)),
 		 0);
 }
 
