@@ -408,6 +408,18 @@ static void deliver_mcast(const struct sv_wire_pkt *p)
 					  memory_order_relaxed);
 }
 
+/* Wakes engine e's consumer (its ring's records wait).  Must hold
+ * svd_gw.lock. */
+static void ring_doorbell(struct gw_eng *e)
+{
+	uint64_t one = 1;
+
+	e->ring = 0;
+	if (write(e->doorbell, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		sv_dbg("wire: doorbell of engine %u: %s", e->engine_id,
+		       strerror(errno));
+}
+
 /* Room for a record of len bytes in the ring of the engine serving qpn,
  * *ep: waits while it is full (see "A full ring" above), the lock let go
  * meanwhile, so the engine is looked up again (*ep: NULL when it went).
@@ -426,14 +438,10 @@ static uint8_t *reserve_waiting(uint32_t qpn, struct gw_eng **ep,
 		return r;
 	until = svd_gw_now_ns() + GW_FULL_WAIT_NS;
 	do {
-		uint64_t one = 1;
 		struct gw_qpent *q;
 
 		/* Its consumer may sleep on what this batch committed. */
-		e->ring = 0;
-		if (write(e->doorbell, &one, sizeof(one)) < 0 && errno != EAGAIN)
-			sv_dbg("wire: doorbell of engine %u: %s", e->engine_id,
-			       strerror(errno));
+		ring_doorbell(e);
 		pthread_mutex_unlock(&svd_gw.lock);
 		nanosleep(&nap, NULL);
 		pthread_mutex_lock(&svd_gw.lock);
@@ -530,16 +538,9 @@ static void rx_batch(struct sv_wire_rxb *b)
 				deliver(&p);
 		}
 	}
-	for (struct gw_eng *e = svd_gw.engs; e; e = e->next) {
-		uint64_t one = 1;
-
-		if (!e->ring)
-			continue;
-		e->ring = 0;
-		if (write(e->doorbell, &one, sizeof(one)) < 0 && errno != EAGAIN)
-			sv_dbg("wire: doorbell of engine %u: %s", e->engine_id,
-			       strerror(errno));
-	}
+	for (struct gw_eng *e = svd_gw.engs; e; e = e->next)
+		if (e->ring)
+			ring_doorbell(e);
 	kick = svd_gw.qp1_kick;
 	svd_gw.qp1_kick = 0;
 	pthread_mutex_unlock(&svd_gw.lock);
