@@ -15,8 +15,8 @@
  * appends the ICRC and addresses the datagram; sv_wire_flush sends the
  * batch with sendmmsg, one call per run of packets of the same socket --
  * at the end of every requester run, responder pass and progress pass.
- * A full socket buffer (EAGAIN) keeps the rest for the progress thread,
- * and a full batch makes reserve fail like a full ring: the QP blocks,
+ * A full socket buffer (EAGAIN) or device queue (ENOBUFS: IP_RECVERR,
+ * sock_open) keeps the rest for the progress thread, and a full batch makes reserve fail like a full ring: the QP blocks,
  * nothing is dropped by us.
  *
  * Sockets.  RoCE gives each QP (flow) a UDP source port, as rxe does
@@ -309,6 +309,15 @@ static int sock_open(struct sv_wire *w, uint16_t sport, uint16_t *bound,
 	if (!gso)
 		setopt(fd, SOL_SOCKET, SO_NO_CHECK, 1);
 	setopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO);
+	/* The link's refusals come back to us (IP_RECVERR): a datagram
+	 * that a full device queue drops (a veth whose peer's backlog is
+	 * full while its softirq waits for a CPU, a qdisc) fails with
+	 * ENOBUFS and stays for the next pass, as on a full socket buffer,
+	 * instead of vanishing -- the link's flow control, as a NIC's pause
+	 * frames are; UC could not resend it.  The price: an ICMP error
+	 * (a host with no RoCE port) makes the next send fail once
+	 * (flush_locked drains and retries). */
+	setopt(fd, IPPROTO_IP, IP_RECVERR, 1);
 	/* A datagram to a group is not looped back: this host's QPs had
 	 * their copies from the sender (sv_req.c send_mcast). */
 	setopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, 0);
@@ -317,6 +326,7 @@ static int sock_open(struct sv_wire *w, uint16_t sport, uint16_t *bound,
 		setopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, 0);
 		setopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO);
 		setopt(fd, IPPROTO_IPV6, IPV6_FLOWINFO_SEND, 1);
+		setopt(fd, IPPROTO_IPV6, IPV6_RECVERR, 1);
 	}
 	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sb, sizeof(sb)) < 0)
 		setopt(fd, SOL_SOCKET, SO_SNDBUF, sb);
@@ -679,12 +689,33 @@ static void trains_off(struct sv_wire *w)
 		make_solo(&w->slot[(w->head + k) % SV_WIRE_SLOTS]);
 }
 
+/* Empties fd's error queue (IP_RECVERR): what ICMP or the stack itself
+ * reported about earlier datagrams.  Returns how many there were. */
+static int drain_errors(int fd)
+{
+	char buf[64], ctl[256];
+	int n = 0;
+
+	for (;;) {
+		struct iovec v = { buf, sizeof(buf) };
+		struct msghdr h = { .msg_iov = &v,
+				    .msg_iovlen = 1,
+				    .msg_control = ctl,
+				    .msg_controllen = sizeof(ctl) };
+
+		if (recvmsg(fd, &h, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
+			return n;
+		n++;
+	}
+}
+
 /* Sends what waits, as far as the sockets take it.  Must hold w->lock. */
 static void flush_locked(struct sv_wire *w, struct sv_wire_shm *m)
 {
 	struct mmsghdr mm[SV_WIRE_SLOTS];
 	struct iovec iov[SV_WIRE_SLOTS];
 	uint32_t nseg[SV_WIRE_SLOTS];
+	int retried = 0;
 
 	while (w->n) {
 		uint32_t k = 0, used = 0, at = 0;
@@ -739,6 +770,14 @@ static void flush_locked(struct sv_wire *w, struct sv_wire_shm *m)
 		ok = r >= 0;
 		if (r < 0 && (errno == EAGAIN || errno == ENOBUFS || errno == EINTR))
 			return; /* the socket is full: later */
+		if (r < 0 && !retried) {
+			/* Maybe not this datagram's fault: an ICMP error
+			 * about an earlier one (IP_RECVERR) fails the next
+			 * send once.  Empty the queue and try again. */
+			drain_errors(fd);
+			retried = 1;
+			continue;
+		}
 		if (r < 0 && nseg[0] > 1) {
 			trains_off(w);
 			continue;
@@ -752,6 +791,7 @@ static void flush_locked(struct sv_wire *w, struct sv_wire_shm *m)
 					strerror(errno));
 			r = 1;
 		}
+		retried = 0;
 		at = 0;
 		for (int i = 0; i < r; i++)
 			at += nseg[i];

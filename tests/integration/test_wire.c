@@ -460,6 +460,47 @@ SV_TEST_T(uc_to_a_stopped_receiver_loses_nothing, 120)
 	a_done();
 }
 
+/* A link slower than the sender: A's veth sends through a token bucket
+ * (tc tbf, 300 Mbit/s, 128 KiB queue) and A posts 4.5 MiB of UC SENDs at
+ * once.  The kernel drops what the full queue cannot take; the engine
+ * hears of each drop (ENOBUFS) and sends the datagram again later, as a
+ * NIC waits for a link's pause frames to end.  Before, every drop was a
+ * lost UC message and B waited for it in vain. */
+SV_TEST_T(uc_over_a_slow_link_loses_nothing, 120)
+{
+	struct host h;
+	struct side s;
+	struct card mine, peer;
+	struct ibv_wc wc;
+	uint8_t ok;
+
+	two_hosts(&h, uc_b);
+	if (system("command -v tc >/dev/null 2>&1"))
+		sv_test_skip("no tc here (iproute2)");
+	if (system("tc qdisc add dev svw0 root tbf rate 300mbit burst 96kb "
+		   "limit 192kb 2>/dev/null"))
+		sv_test_skip("no tbf qdisc in this kernel");
+	side_open(&s, IBV_QPT_UC, IP4_A);
+	side_card(&s, &mine);
+	get(h.from, &peer, sizeof(peer));
+	put(h.to, &mine, sizeof(mine));
+	side_connect(&s, &peer, 14, 7);
+	get(h.from, &ok, 1);
+	put(h.to, &ok, 1); /* B polls from now on */
+	for (uint32_t k = 0; k < UC_MSGS; k++)
+		post(&s, k, IBV_WR_SEND, 0, UC_LEN, NULL, 0, 0);
+	for (uint32_t k = 0; k < UC_MSGS; k++) {
+		wc1(&s, &wc);
+		CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	}
+	get(h.from, &ok, 1);
+	CHECK_EQ(ok, 1); /* every SEND arrived, whole */
+	put(h.to, &ok, 1);
+	side_close(&s);
+	CHECK_EQ(host_done(&h), 0);
+	a_done();
+}
+
 /* ------------------------------------------------- not RoCE v2 -- */
 
 /* B: the daemon's counters before and after A's garbage. */
