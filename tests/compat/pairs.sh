@@ -281,6 +281,20 @@ run_pair() {
 		return 0
 	fi
 	echo "FAIL $name: $why"
+	if [ -n "$WIRE" ]; then
+		# Where packets were lost, first (CI keeps only the head of a
+		# long output): each daemon's wire counters, each veth's
+		# drops, the kernel's backlog drops.
+		for h in A:"$NS_A":"$NS_IF_A" B:"$NS_B":"$NS_IF_B"; do
+			IFS=: read -r tag ns dev <<<"$h"
+			in_ns "$ns" "$SV" daemon status 2>&1 | grep 'wire [tr]x:' |
+				sed "s/^ */   $tag: /"
+			ip -n "$ns" -s link show "$dev" 2>/dev/null |
+				awk -v t="$tag" '/RX:|TX:/ { k = $1; getline;
+					printf "   %s: veth %s %s packets, %s dropped\n", t, k, $2, $4 }'
+		done
+		echo "   kernel backlog drops (all CPUs, since boot): $(softnet_drops)"
+	fi
 	if [ "$PAIR_CLI_RC" = - ]; then
 		echo "   first error: $(first_error "$dir/server.out")"
 	else
@@ -302,6 +316,14 @@ run_pair() {
 		"$SV" daemon stop >/dev/null 2>&1
 	fi
 	return 1
+}
+
+# softnet_drops: packets the kernel's per-CPU backlogs dropped (a veth's
+# peer takes them there), /proc/net/softnet_stat's second column summed.
+softnet_drops() {
+	local n=0 _a d _r
+	while read -r _a d _r; do n=$((n + 16#$d)); done </proc/net/softnet_stat
+	echo $n
 }
 
 [ $# -ge 1 ] || { echo "usage: pairs.sh NAME... | --list | --all | --lockstep" >&2; exit 2; }
