@@ -93,7 +93,11 @@ static void xconnect(struct ibv_qp *qp, uint32_t dqpn,
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.sq_psn = 7;
-	a.timeout = 14;
+	/* 1.07 s a try, 8 tries: B answers the SEND to no SRQ (its NAK)
+	 * while it sleeps in a pipe read -- its daemon and progress thread
+	 * must wake first, which on a loaded machine under ASan took longer
+	 * than timeout 14's half second in all (IBV_WC_RETRY_EXC_ERR). */
+	a.timeout = 18;
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 4;
@@ -315,17 +319,17 @@ static void read_capture(const char *pcap, const struct xcard *b,
 		 "tshark -n -r %s -T fields -E separator=/t "
 		 "-e infiniband.bth.opcode -e infiniband.bth.destqp "
 		 "-e infiniband.bth.psn -e _ws.malformed -e udp.payload "
-		 "2>/dev/null",
+		 "-e ip.dst 2>/dev/null",
 		 pcap);
 	f = popen(cmd, "r");
 	CHECK(f);
 	while (fgets(line, sizeof(line), f)) {
-		char *fld[5] = { 0 }, *p = line;
+		char *fld[6] = { 0 }, *p = line;
 		unsigned opc, qpn, psn, srqn, b0;
 		const char *h;
 
 		line[strcspn(line, "\n")] = 0;
-		for (int i = 0; i < 5; i++)
+		for (int i = 0; i < 6; i++)
 			fld[i] = p ? strsep(&p, "\t") : NULL;
 		if (!fld[0] || !*fld[0])
 			continue;
@@ -341,10 +345,16 @@ static void read_capture(const char *pcap, const struct xcard *b,
 			s->bad++;
 			continue;
 		}
-		if (qpn != b->qpn) {
+		/* By direction, not QPN: the two hosts' daemons may well
+		 * have given the INI and the TGT QP the same number. */
+		if (!fld[5] || strcmp(fld[5], IP4_B)) {
 			/* An answer, to the INI QP: no XRCETH to read. */
 			if (qpn != a->qpn)
 				s->bad++;
+			continue;
+		}
+		if (qpn != b->qpn) {
+			s->bad++;
 			continue;
 		}
 		/* A request to the TGT QP: after the 12-byte BTH, a reserved
