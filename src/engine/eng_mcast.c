@@ -12,6 +12,7 @@
 #include "engine_int.h"
 #include "sv_client.h"
 #include "sv_wire.h"
+#include "sv_log.h"
 
 #include <string.h>
 
@@ -20,12 +21,22 @@ int sv_mcast_members(struct sv_engine *eng, const uint8_t gid[16],
 {
 	struct sv_mcast_members_req req;
 	struct sv_mcast_members_rep rep;
+	int err;
 
 	memcpy(req.gid, gid, 16);
-	if (sv_call_simple(SV_OP_MCAST_MEMBERS, 0, eng->instance, -1, &req,
-			   sizeof(req), &rep, sizeof(rep)) ||
-	    rep.count > SV_MAX_MCAST_QP_ATTACH)
+	err = sv_call_simple(SV_OP_MCAST_MEMBERS, 0, eng->instance, -1, &req,
+			     sizeof(req), &rep, sizeof(rep));
+	if (err || rep.count > SV_MAX_MCAST_QP_ATTACH) {
+		static int warned;
+
+		/* This host's copies of the datagram are lost: say so (once),
+		 * a loss no counter shows. */
+		if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+			sv_warn("multicast: the device did not name the group's QPs "
+				"(%s): this host's copies of a datagram are lost",
+				err ? strerror(-err) : "too many");
 		return 0;
+	}
 	memcpy(qpn, rep.qpn, rep.count * sizeof(qpn[0]));
 	return (int)rep.count;
 }
