@@ -653,7 +653,7 @@ static int set_option_id(struct svd_cm_id *id, int name, const uint8_t *v,
 	case RDMA_OPTION_ID_ACK_TIMEOUT:
 		if (len != sizeof(uint8_t))
 			return -EINVAL;
-		if (id->qp_type != IBV_QPT_RC)
+		if (id->qp_type != IBV_QPT_RC && id->qp_type != IBV_QPT_XRC_SEND)
 			return -EINVAL;
 		id->timeout = v[0];
 		id->timeout_set = 1;

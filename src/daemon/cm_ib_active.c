@@ -78,7 +78,12 @@ static void req_out(struct svd_ibcm *c, struct svd_cm_id *id,
 	m->req.responder_resources = c->responder_resources;
 	m->req.initiator_depth = c->initiator_depth;
 	m->req.remote_cm_response_timeout = CMA_CM_RESPONSE_TIMEOUT;
-	m->req.transport_service_type = id->qp_type == IBV_QPT_UC ? 1 : 0;
+	/* XRC: the extended transport (3), XRC (1); an INI QP has no
+	 * receive side, so the kernel's cm_format_req leaves its
+	 * responder resources, retry counts and SRQ bit out (zero). */
+	m->req.transport_service_type = id->qp_type == IBV_QPT_UC ? 1 :
+					id->qp_type == IBV_QPT_XRC_SEND ? 3 : 0;
+	m->req.ext_transport_type = id->qp_type == IBV_QPT_XRC_SEND;
 	m->req.flow_control = c->flow_control;
 	m->req.starting_psn = c->rq_psn;
 	m->req.local_cm_response_timeout = CMA_CM_RESPONSE_TIMEOUT;
@@ -88,6 +93,12 @@ static void req_out(struct svd_ibcm *c, struct svd_cm_id *id,
 	m->req.rnr_retry_count = c->rnr_retry_count;
 	m->req.max_cm_retries = CMA_MAX_CM_RETRIES;
 	m->req.srq = id->srq;
+	if (id->qp_type == IBV_QPT_XRC_SEND) {
+		m->req.responder_resources = 0;
+		m->req.retry_count = 0;
+		m->req.rnr_retry_count = 0;
+		m->req.srq = 0;
+	}
 	memcpy(m->req.primary_local_gid, c->local_gid, 16);
 	memcpy(m->req.primary_remote_gid, c->remote_gid, 16);
 	/* No LIDs on RoCE: beyond one hop the kernel's cm_format_req puts
@@ -220,7 +231,10 @@ void svd_ibcm_recv_rep(const struct svd_cm_msg *m)
 	svd_timer_cancel(&c->timer);
 	c->remote_id = m->rep.local_comm_id;
 	c->remote_guid = m->rep.local_ca_guid;
-	c->remote_qpn = m->rep.local_qpn;
+	/* An XRC TGT QP's number comes as the REP's local EE context
+	 * (the kernel's cm_rep_get_qpn). */
+	c->remote_qpn = c->qp_type == IBV_QPT_XRC_SEND ? m->rep.local_eecn :
+							 m->rep.local_qpn;
 	c->sq_psn = m->rep.starting_psn;
 	c->initiator_depth = m->rep.responder_resources;
 	c->responder_resources = m->rep.initiator_depth;
@@ -245,7 +259,7 @@ void svd_ibcm_recv_rep(const struct svd_cm_msg *m)
 	ev.conn.flow_control = m->rep.flow_control;
 	ev.conn.rnr_retry_count = m->rep.rnr_retry_count;
 	ev.conn.srq = m->rep.srq;
-	ev.conn.qp_num = m->rep.local_qpn;
+	ev.conn.qp_num = c->remote_qpn;
 	ev.conn.ece_vendor_id = m->rep.ece_vendor_id;
 	ev.conn.ece_attr_mod = m->rep.ece_attr_mod;
 	svd_cm_post(c->id, NULL, &ev);

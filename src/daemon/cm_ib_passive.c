@@ -175,8 +175,14 @@ void svd_ibcm_recv_req(const struct svd_cm_msg *m)
 	struct svd_cm_id *l, *id;
 	struct svd_ibcm *c;
 	struct sv_cm_event ev;
-	uint32_t qp_type = m->req.transport_service_type == 1 ? IBV_QPT_UC :
-								 IBV_QPT_RC;
+	/* The kernel's cm_req_get_qp_type: RC, UC, or XRC (extended
+	 * transport 3, XRC 1) for a TGT QP here. */
+	uint32_t qp_type = m->req.transport_service_type == 0 ? IBV_QPT_RC :
+			   m->req.transport_service_type == 1 ? IBV_QPT_UC :
+			   m->req.transport_service_type == 3 &&
+					   m->req.ext_transport_type == 1 ?
+				   IBV_QPT_XRC_RECV :
+				   0;
 	/* From another host our GID is the one the REQ came to, and the
 	 * peer's the one it came from (the GRH): never the GIDs its primary
 	 * path names (cm_init_av_for_response). */
@@ -197,6 +203,11 @@ void svd_ibcm_recv_req(const struct svd_cm_msg *m)
 			svd_ibcm_send_mra(c, 0);
 			svd_timer_arm(&c->timer, svd_ibcm_req_budget(c, 1));
 		}
+		return;
+	}
+	if (!qp_type) {
+		/* A transport no QP here has: no listener can take it. */
+		svd_ibcm_issue_rej(m, CM_REJ_CONSUMER_DEFINED);
 		return;
 	}
 	b = service_bind(m->req.service_id);
@@ -432,6 +443,16 @@ static int accept_rep(struct svd_cm_id *id, const struct sv_cm_conn_param *p)
 	m->rep.flow_control = p->flow_control;
 	m->rep.rnr_retry_count = p->rnr_retry_count > 7 ? 7 : p->rnr_retry_count;
 	m->rep.srq = p->srq;
+	if (c->qp_type == IBV_QPT_XRC_RECV) {
+		/* A TGT QP's number goes as the local EE context, with the
+		 * SRQ bit and no initiator depth (the kernel's
+		 * cm_format_rep). */
+		m->rep.local_qpn = 0;
+		m->rep.local_eecn = c->local_qpn;
+		m->rep.initiator_depth = 0;
+		m->rep.flow_control = 0;
+		m->rep.srq = 1;
+	}
 	m->rep.local_ca_guid = svd.node_guid;
 	m->rep.ece_vendor_id = p->ece_vendor_id;
 	m->rep.ece_attr_mod = p->ece_attr_mod;

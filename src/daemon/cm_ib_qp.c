@@ -93,7 +93,7 @@ static int init_attr_cm(struct svd_cm_id *id, struct ibv_qp_attr *a,
 		a->path_mtu = c->path_mtu;
 		a->dest_qp_num = c->remote_qpn;
 		a->rq_psn = c->rq_psn;
-		if (c->qp_type == IBV_QPT_RC) {
+		if (c->qp_type == IBV_QPT_RC || c->qp_type == IBV_QPT_XRC_RECV) {
 			*mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 			a->max_dest_rd_atomic = c->responder_resources;
 			a->min_rnr_timer = 0;
@@ -104,12 +104,18 @@ static int init_attr_cm(struct svd_cm_id *id, struct ibv_qp_attr *a,
 			return -EINVAL;
 		*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
 		a->sq_psn = c->sq_psn;
-		if (c->qp_type == IBV_QPT_RC) {
+		/* An XRC INI QP sends as an RC one; a TGT QP only answers:
+		 * its timeout alone. */
+		if (c->qp_type == IBV_QPT_RC || c->qp_type == IBV_QPT_XRC_SEND) {
 			*mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				 IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_TIMEOUT;
+				 IBV_QP_MAX_QP_RD_ATOMIC;
 			a->retry_cnt = c->retry_count;
 			a->rnr_retry = c->rnr_retry_count;
 			a->max_rd_atomic = c->initiator_depth;
+		}
+		if (c->qp_type == IBV_QPT_RC || c->qp_type == IBV_QPT_XRC_SEND ||
+		    c->qp_type == IBV_QPT_XRC_RECV) {
+			*mask |= IBV_QP_TIMEOUT;
 			a->timeout = c->av_timeout;
 		}
 		return 0;

@@ -18,9 +18,10 @@
  *
  * Three things beyond the plain fields are rows of the same tables, so
  * that a field is written down once, for both directions:
- *  - a range (R): the values the protocol allows (IBTA 12.6: RC or UC,
- *    an MTU code of 256..4096, which message an MRA or REJ is about, an
- *    ARI no longer than its room); decoding refuses any other;
+ *  - a range (R): the values the protocol allows (IBTA 12.6: an
+ *    extended transport of none or XRC, an MTU code of 256..4096, which
+ *    message an MRA or REJ is about, an ARI no longer than its room);
+ *    decoding refuses any other;
  *  - a part (P): some bits of a member, placed apart -- REP's ECE
  *    VendorID (IBTA 1.4 / the kernel's cm_format_mad_ece_hdr), whose high,
  *    middle and low bytes are bytes 15, 19 and 23;
@@ -101,7 +102,9 @@ static const struct mad_field req_fields[] = {
 	F(req, initiator_depth, 39, 0, 8),
 	F(req, remote_eecn, 40, 0, 24),
 	F(req, remote_cm_response_timeout, 43, 0, 5),
-	R(req, transport_service_type, 43, 5, 2, 0, 1), /* RC or UC */
+	/* RC, UC, RD (refused with a REJ: cm_ib_passive.c) or 11b: the
+	 * extended transport (XRC) */
+	R(req, transport_service_type, 43, 5, 2, 0, 3),
 	F(req, flow_control, 43, 7, 1),
 	F(req, starting_psn, 44, 0, 24),
 	F(req, local_cm_response_timeout, 47, 0, 5),
@@ -112,7 +115,7 @@ static const struct mad_field req_fields[] = {
 	F(req, rnr_retry_count, 50, 5, 3),
 	F(req, max_cm_retries, 51, 0, 4),
 	F(req, srq, 51, 4, 1),
-	R(req, ext_transport_type, 51, 5, 3, 0, 0), /* no XRC, no RD */
+	R(req, ext_transport_type, 51, 5, 3, 0, 1), /* none, or XRC */
 	F(req, primary_local_lid, 52, 0, 16),
 	F(req, primary_remote_lid, 54, 0, 16),
 	F(req, primary_local_gid, 56, 0, 128),

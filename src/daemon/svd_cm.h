@@ -198,7 +198,7 @@ struct svd_cm_msg {
 			uint8_t initiator_depth;
 			uint32_t remote_eecn;
 			uint8_t remote_cm_response_timeout;
-			uint8_t transport_service_type; /* 0 RC, 1 UC */
+			uint8_t transport_service_type; /* 0 RC, 1 UC, 3 extended */
 			uint8_t flow_control;
 			uint32_t starting_psn;
 			uint8_t local_cm_response_timeout;

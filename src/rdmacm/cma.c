@@ -123,11 +123,37 @@ int cma_get_device(struct cma_id_private *idp, __be64 guid)
 static void put_device(struct cma_device *d)
 {
 	pthread_mutex_lock(&mut);
-	if (!--d->refcnt && d->pd) {
+	if (!--d->refcnt && d->xrcd && !ibv_close_xrcd(d->xrcd))
+		d->xrcd = NULL; /* (EBUSY: an SRQ or QP of it outlived its id) */
+	if (!d->refcnt && d->pd) {
 		ibv_dealloc_pd(d->pd);
 		d->pd = NULL;
 	}
 	pthread_mutex_unlock(&mut);
+}
+
+struct ibv_xrcd *cma_get_xrcd(struct cma_device *d)
+{
+	struct ibv_xrcd *x;
+
+	pthread_mutex_lock(&mut);
+	if (!d->xrcd) {
+		/* No file: a domain of this process's own, as rdma-core's
+		 * ucma_get_xrcd opens it. */
+		struct ibv_xrcd_init_attr a = {
+			.comp_mask = IBV_XRCD_INIT_ATTR_FD |
+				     IBV_XRCD_INIT_ATTR_OFLAGS,
+			.fd = -1,
+			.oflags = O_CREAT,
+		};
+
+		d->xrcd = ibv_open_xrcd(d->verbs, &a);
+	}
+	x = d->xrcd;
+	pthread_mutex_unlock(&mut);
+	if (!x)
+		cma_err(errno ? errno : ENOMEM);
+	return x;
 }
 
 int cma_max_qpsize(struct rdma_cm_id *id)

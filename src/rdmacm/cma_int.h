@@ -63,6 +63,7 @@ struct cma_device {
 	struct ibv_device *dev;
 	struct ibv_context *verbs;
 	struct ibv_pd *pd;
+	struct ibv_xrcd *xrcd; /* XRC ids' domain, opened at first need */
 	__be64 guid;
 	int refcnt;
 	int max_qpsize;
@@ -111,6 +112,8 @@ void cma_lib_init(void);
 int cma_init(void);
 /* Opens the device with this node GUID for id (and its PD): 0 or -1/errno. */
 int cma_get_device(struct cma_id_private *idp, __be64 guid);
+/* The device's XRC domain (opened at the first call); NULL with errno. */
+struct ibv_xrcd *cma_get_xrcd(struct cma_device *d);
 int cma_max_qpsize(struct rdma_cm_id *id);
 /* One control call for an id's channel: 0 or -1 with errno (the daemon
  * gone: ENODEV). */

@@ -161,8 +161,22 @@ SV_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id,
 		attr->pd = id->pd;
 		attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
 	}
-	if (attr->srq_type == IBV_SRQT_XRC)
-		return cma_err(EOPNOTSUPP); /* the device has no XRC */
+	if (attr->srq_type == IBV_SRQT_XRC) {
+		/* The device's XRC domain and the id's receive CQ unless
+		 * given, as rdma-core's librdmacm: rdma_get_recv_comp polls
+		 * that CQ. */
+		if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd) {
+			attr->xrcd = cma_get_xrcd(to_idp(id)->cma_dev);
+			if (!attr->xrcd)
+				return -1;
+		}
+		if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq) {
+			if (!id->recv_cq && create_cqs(id, 0, attr->attr.max_wr))
+				return -1;
+			attr->cq = id->recv_cq;
+		}
+		attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+	}
 	srq = ibv_create_srq_ex(id->verbs, attr);
 	if (!srq) {
 		int e = errno;
@@ -245,18 +259,35 @@ SV_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id,
 	if ((id->recv_cq && attr->recv_cq && id->recv_cq != attr->recv_cq) ||
 	    (id->send_cq && attr->send_cq && id->send_cq != attr->send_cq))
 		return cma_err(EINVAL);
-	if (id->qp_type == IBV_QPT_XRC_RECV)
-		return cma_err(EOPNOTSUPP);
-	ret = create_cqs(id, attr->send_cq || id->send_cq ? 0 : attr->cap.max_send_wr,
-			 attr->recv_cq || id->recv_cq ? 0 : attr->cap.max_recv_wr);
+	if (id->qp_type == IBV_QPT_XRC_RECV) {
+		/* A TGT QP: no queues, no CQs; its domain is the device's
+		 * unless given (its receives go to the XRC SRQs of the
+		 * domain: rdma_create_srq). */
+		if (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd) {
+			attr->xrcd = cma_get_xrcd(to_idp(id)->cma_dev);
+			if (!attr->xrcd)
+				return -1;
+			attr->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+		}
+		attr->comp_mask &= ~(uint32_t)IBV_QP_INIT_ATTR_PD;
+		attr->send_cq = attr->recv_cq = NULL;
+		attr->srq = NULL;
+		memset(&attr->cap, 0, sizeof(attr->cap));
+	}
+	ret = id->qp_type == IBV_QPT_XRC_RECV ? 0 :
+	      create_cqs(id, attr->send_cq || id->send_cq ? 0 : attr->cap.max_send_wr,
+			 id->qp_type == IBV_QPT_XRC_SEND || attr->recv_cq || id->recv_cq ?
+				 0 : attr->cap.max_recv_wr);
 	if (ret)
 		return ret;
-	if (!attr->send_cq)
-		attr->send_cq = id->send_cq;
-	if (!attr->recv_cq)
-		attr->recv_cq = id->recv_cq;
-	if (id->srq && !attr->srq)
-		attr->srq = id->srq;
+	if (id->qp_type != IBV_QPT_XRC_RECV) {
+		if (!attr->send_cq)
+			attr->send_cq = id->send_cq;
+		if (!attr->recv_cq && id->qp_type != IBV_QPT_XRC_SEND)
+			attr->recv_cq = id->recv_cq;
+		if (id->srq && !attr->srq && id->qp_type != IBV_QPT_XRC_SEND)
+			attr->srq = id->srq;
+	}
 	qp = ibv_create_qp_ex(id->verbs, attr);
 	if (!qp) {
 		ret = cma_err(errno);
@@ -267,7 +298,8 @@ SV_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id,
 	if (ret)
 		goto err_qp;
 	init_ece(id, qp);
-	id->pd = qp->pd;
+	if (qp->pd) /* (a TGT QP has none: the id keeps the device's) */
+		id->pd = qp->pd;
 	id->qp = qp;
 	return 0;
 

@@ -549,6 +549,7 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 	int xini = a->qp_type == IBV_QPT_XRC_SEND;
 	int xtgt = a->qp_type == IBV_QPT_XRC_RECV; /* checked by xrc.c */
 	int err = xtgt ? 0 : check_init(ctx, a), fd = -1;
+	uint32_t sge_bytes;
 
 	if (err)
 		return sv_null_errno(-err);
@@ -556,8 +557,15 @@ static struct ibv_qp *qp_new(struct ibv_context *ctx,
 	if (!eng)
 		return NULL;
 	/* Granted: what was asked (at least one WR and SGE on each queue, so
-	 * the rings are never empty arrays); inline space as asked. */
+	 * the rings are never empty arrays); inline space as asked, and at
+	 * least the bytes the WQE's SGEs take (rxe's rxe_qp_init_req and
+	 * mlx5 round it up so): a program that inlines 16 bytes with one
+	 * SGE and no inline asked for (rdma_xclient) works. */
 	cap = a->cap;
+	sge_bytes = cap.max_send_sge * (uint32_t)sizeof(struct ibv_sge);
+	if (cap.max_inline_data < sge_bytes)
+		cap.max_inline_data = sge_bytes < SV_MAX_INLINE ? sge_bytes :
+								  SV_MAX_INLINE;
 	if (xtgt)
 		memset(&cap, 0, sizeof(cap)); /* a responder, no queue */
 	if (a->srq || a->qp_type == IBV_QPT_XRC_SEND) {

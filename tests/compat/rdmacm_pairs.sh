@@ -29,7 +29,7 @@ TMO=${PAIRS_TIMEOUT:-90}
 # shellcheck source=tests/compat/cm_lib.sh
 . "$here/cm_lib.sh"
 
-ALL="rping ucmatose ucmatose_many udaddy rdma_server rstream rstream_async
+ALL="rping ucmatose ucmatose_many udaddy rdma_server rdma_xserver rstream rstream_async
 riostream write_bw_R send_lat_R qperf_rc fi_msg fi_rdm_rxm ucx_info
 ucx_tag_lat ucx_tag_bw ucx_put_bw ucx_ud_lat mpi_pingpong ibstat ibstatus
 ucx_info_user user_cma sysfs rdma_tool ns_refused"
@@ -105,6 +105,15 @@ one() {
 		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
 			expect "$D/client.out" '^rdma_client: end 0' 1 &&
 			expect "$D/server.out" '^rdma_server: end 0' 1 ;;
+	rdma_xserver)
+		# XRC over the rdma_cm (RDMA_PS_IB): the server's TGT QP and
+		# XRC SRQ, its SRQ number in the REP's private data; the
+		# client's INI QP SENDs to that SRQ.
+		run_pair "rdma_xserver -c x -p 7181" \
+			"rdma_xclient -c x -s 127.0.0.1 -p 7181" cm 7181
+		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^rdma_xclient: end 0' 1 &&
+			expect "$D/server.out" '^rdma_xserver: end 0' 1 ;;
 	rstream)
 		run_pair "rstream -p 7178 -T v -T b -C 200 -S 10000" \
 			"rstream -s 127.0.0.1 -p 7178 -T v -T b -C 200 -S 10000" cm 7178

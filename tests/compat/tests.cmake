@@ -108,7 +108,7 @@ else()
   message(WARNING "MPI (libopenmpi-dev) not found: rdmacm_mpi_pingpong will fail")
 endif()
 set(SV_RDMACM_PAIRS
-  rping ucmatose ucmatose_many udaddy rdma_server rstream rstream_async
+  rping ucmatose ucmatose_many udaddy rdma_server rdma_xserver rstream rstream_async
   riostream write_bw_R send_lat_R qperf_rc fi_msg fi_rdm_rxm ucx_info
   ucx_tag_lat ucx_tag_bw ucx_put_bw ucx_ud_lat mpi_pingpong ibstat ibstatus
   ucx_info_user user_cma sysfs rdma_tool ns_refused)

@@ -45,7 +45,7 @@ TMO=${PAIRS_TIMEOUT:-90}
 
 ALL="rping4 rping6 rping4_loss rping4_lost_rep rping4_lost_rtu
 rping4_lost_dreq rping4_lost_drep ucmatose4 ucmatose6 udaddy4 udaddy6
-rdma_server4 rstream4 write_bw_R4 send_lat_R4 qperf_rc4 fi_msg4"
+rdma_server4 rdma_xserver4 rstream4 write_bw_R4 send_lat_R4 qperf_rc4 fi_msg4"
 
 # shellcheck disable=SC2086 # ALL is a word list
 case ${1:-} in
@@ -103,6 +103,37 @@ mad_again() {
 	done
 	WHY="$1 lost the CM MAD $2 and never received it again (${n:-?} since)"
 	return 1
+}
+
+# xrc_cm_check PCAP: the XRC connection as tshark reads B's veth.  The
+# REQ: transport 3, extended transport 1 (XRC), no SRQ bit, A's INI QP;
+# B's REP: local QPN 0, its TGT QP as the local EE context, the SRQ bit
+# (the kernel's cm_format_req / cm_format_rep); then A's XRC SEND (0xa4)
+# to that TGT QP and its XRC ACK (0xb1) back to the INI QP.
+xrc_cm_check() {
+	local req rep ini tgt
+	req=$(tshark -n -r "$1" -Y infiniband.cm.req.transpsvctype -T fields -E separator=, \
+		-e infiniband.cm.req.transpsvctype -e infiniband.cm.req.ext_transport \
+		-e infiniband.cm.req.srq -e infiniband.cm.req.localqpn 2>/dev/null | head -1)
+	rep=$(tshark -n -r "$1" -Y infiniband.cm.rep.localeecn -T fields -E separator=, \
+		-e infiniband.cm.rep.localqpn -e infiniband.cm.rep.localeecn \
+		-e infiniband.cm.rep.srq 2>/dev/null | head -1)
+	ini=${req##*,} tgt=${rep#*,} tgt=${tgt%,*}
+	case $req in
+	0x03,0x01,0x00,0x*) ;;
+	*) WHY="REQ (transport, extended, SRQ, QPN): '$req', want 0x03,0x01,0x00,QPN"; return 1 ;;
+	esac
+	case $rep in
+	0x000000,0x*,0x01) [ "$tgt" != 0x000000 ] ||
+		{ WHY="REP names no TGT QP: '$rep'"; return 1; } ;;
+	*) WHY="REP (QPN, EECN, SRQ): '$rep', want 0x000000,TGT,0x01"; return 1 ;;
+	esac
+	tshark -n -r "$1" -T fields -E separator=, -e infiniband.bth.opcode \
+		-e infiniband.bth.destqp 2>/dev/null >"$1.bth"
+	if ! grep -qx "164,$tgt" "$1.bth" || ! grep -qx "177,$ini" "$1.bth"; then
+		WHY="no XRC SEND to $tgt and XRC ACK to $ini on the wire: $(tr '\n' ' ' <"$1.bth")"
+		return 1
+	fi
 }
 
 one() {
@@ -166,6 +197,20 @@ one() {
 		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
 			expect "$D/client.out" '^rdma_client: end 0' 1 &&
 			expect "$D/server.out" '^rdma_server: end 0' 1 ;;
+	rdma_xserver4)
+		# XRC over the rdma_cm between hosts: the REQ names the XRC
+		# transport and B's REP carries its TGT QP as the local EE
+		# context (IBTA 12.6.5, 12.6.8; tshark reads both), then A's
+		# INI QP SENDs to the SRQ B named in its private data.
+		netns_capture b "$D/cm.pcap" "udp port 4791" &&
+		run_pair "rdma_xserver -c x -p 7181" \
+			"rdma_xclient -c x -s $NS_B_IP4 -p 7181" cm 7181
+		ok=$?
+		netns_capture_stop
+		[ $ok = 0 ] && [ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
+			expect "$D/client.out" '^rdma_xclient: end 0' 1 &&
+			expect "$D/server.out" '^rdma_xserver: end 0' 1 &&
+			xrc_cm_check "$D/cm.pcap" ;;
 	rstream4)
 		run_pair "rstream -p 7178 -T v -T b -C 100 -S 10000" \
 			"rstream -s $NS_B_IP4 -p 7178 -T v -T b -C 100 -S 10000" cm 7178

@@ -198,6 +198,14 @@ SV_TEST(create_limits)
 	CHECK(a.cap.max_inline_data >= 100);
 	CHECK(qp->qp_num > 1 && qp->qp_num <= 0xffffff);
 	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	/* No inline asked for: the bytes of the WQE's SGEs all the same,
+	 * as rxe grants them (3 SGEs: 48). */
+	a.cap.max_inline_data = 0;
+	a.cap.max_send_sge = 3;
+	qp = ibv_create_qp(d.pd, &a);
+	CHECK(qp);
+	CHECK_EQ(a.cap.max_inline_data, 48);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
 	dp_close(&d);
 }
 
@@ -320,9 +328,10 @@ SV_TEST(post_validation)
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
 	wr.send_flags = IBV_SEND_INLINE;
-	sge[0].length = 17; /* > max_inline_data 16 */
+	/* 16 asked for, 32 granted: the two SGEs' bytes (as rxe). */
+	sge[0].length = 33;
 	CHECK_EQ(ibv_post_send(qp, &wr, &bad), EINVAL);
-	sge[0].length = 16;
+	sge[0].length = 32;
 	/* One slot is taken by the first WR of the chain above. */
 	CHECK_EQ(ibv_post_send(qp, &wr, &bad), 0);
 	CHECK_EQ(ibv_post_send(qp, &wr, &bad), ENOMEM);
@@ -439,10 +448,11 @@ SV_TEST(qp_ex_ops)
 	ibv_wr_start(qx);
 	ibv_wr_atomic_write(qx, 0, 0, buf);
 	CHECK_EQ(ibv_wr_complete(qx), EOPNOTSUPP);
-	/* Inline longer than max_inline_data (0). */
+	/* Inline longer than max_inline_data: none was asked for, and the
+	 * QP has the 16 bytes of its one SGE (as rxe grants them). */
 	ibv_wr_start(qx);
 	ibv_wr_send(qx);
-	ibv_wr_set_inline_data(qx, buf, 8);
+	ibv_wr_set_inline_data(qx, buf, 17);
 	CHECK_EQ(ibv_wr_complete(qx), EINVAL);
 	/* Abort discards; a good batch then fills the queue exactly. */
 	ibv_wr_start(qx);

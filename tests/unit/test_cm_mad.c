@@ -379,16 +379,19 @@ static void test_refused(void)
 	EXPECT(req_with(17, 0x19) == -EBADMSG);	  /* LAP */
 	EXPECT(req_with(17, 0x1a) == -EBADMSG);	  /* APR */
 	EXPECT(req_with(17, 0x00) == -EBADMSG);
-	/* Transport Service Type 10b (RD), then 11b. */
-	EXPECT(req_with(24 + 43, 0xa5) == -EBADMSG);
-	EXPECT(req_with(24 + 43, 0xa7) == -EBADMSG);
+	/* Transport Service Types 10b (RD) and 11b (extended) decode: the
+	 * CM answers RD with a REJ, 11b with the XRC extended type takes
+	 * an XRC TGT QP. */
+	EXPECT(req_with(24 + 43, 0xa5) == 0);
+	EXPECT(req_with(24 + 43, 0xa7) == 0);
 	EXPECT(req_with(24 + 43, 0xa1) == 0);	  /* RC */
 	/* Path MTU 0 and 6 (the codes are 1 = 256 .. 5 = 4096). */
 	EXPECT(req_with(24 + 50, 0x07) == -EBADMSG);
 	EXPECT(req_with(24 + 50, 0x67) == -EBADMSG);
 	EXPECT(req_with(24 + 50, 0x17) == 0);
-	/* Extended Transport Type 001b (XRC). */
-	EXPECT(req_with(24 + 51, 0xf9) == -EBADMSG);
+	/* Extended Transport Type 001b (XRC) decodes, 010b does not. */
+	EXPECT(req_with(24 + 51, 0xf9) == 0);
+	EXPECT(req_with(24 + 51, 0xfa) == -EBADMSG);
 
 	/* MRA about message 11b; REJ of message 11b; an ARI longer than
 	 * 72 bytes; SIDR_REP with 73 bytes of additional information. */
