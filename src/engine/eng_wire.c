@@ -16,8 +16,9 @@
  * batch with sendmmsg, one call per run of packets of the same socket --
  * at the end of every requester run, responder pass and progress pass.
  * A full socket buffer (EAGAIN) or device queue (ENOBUFS: IP_RECVERR,
- * sock_open) keeps the rest for the progress thread, and a full batch makes reserve fail like a full ring: the QP blocks,
- * nothing is dropped by us.
+ * sock_open) keeps the rest for the progress thread, and a full batch
+ * makes reserve fail like a full ring: the QP blocks, nothing is
+ * dropped by us.
  *
  * Sockets.  RoCE gives each QP (flow) a UDP source port, as rxe does
  * (0xC000 | the flow label folded to 14 bits, the label computed from

@@ -285,6 +285,7 @@ run_pair() {
 		# Where packets were lost, first (CI keeps only the head of a
 		# long output): each daemon's wire counters, each veth's
 		# drops, the kernel's backlog drops.
+		local h tag ns dev
 		for h in A:"$NS_A":"$NS_IF_A" B:"$NS_B":"$NS_IF_B"; do
 			IFS=: read -r tag ns dev <<<"$h"
 			in_ns "$ns" "$SV" daemon status 2>&1 | grep 'wire [tr]x:' |

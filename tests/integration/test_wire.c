@@ -461,7 +461,8 @@ SV_TEST_T(uc_to_a_stopped_receiver_loses_nothing, 120)
 }
 
 /* A link slower than the sender: A's veth sends through a token bucket
- * (tc tbf, 300 Mbit/s, 128 KiB queue) and A posts 4.5 MiB of UC SENDs at
+ * (tc tbf: 300 Mbit/s, 96 KiB bursts -- a whole 64 KiB train passes
+ * unsplit -- and a 192 KiB queue) and A posts 4.5 MiB of UC SENDs at
  * once.  The kernel drops what the full queue cannot take; the engine
  * hears of each drop (ENOBUFS) and sends the datagram again later, as a
  * NIC waits for a link's pause frames to end.  Before, every drop was a
