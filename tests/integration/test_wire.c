@@ -83,8 +83,7 @@ static void rc_across(const char *a_ip, const char *peer_ip)
 	two_hosts(&h, rc_b);
 	side_open(&s, IBV_QPT_RC, a_ip);
 	side_card(&s, &mine);
-	get(h.from, &peer, sizeof(peer));
-	put(h.to, &mine, sizeof(mine));
+	a_swap_cards(&h, &s, &peer);
 	/* timeout 15 (~134 ms), 7 retries: a budget of a second, for a
 	 * peer that a busy machine keeps from its port a while. */
 	side_connect(&s, &peer, 15, 7);
@@ -248,16 +247,14 @@ static void ud_across(const char *a_ip, const char *peer_ip)
 {
 	struct host h;
 	struct side s;
-	struct card mine, peer;
+	struct card peer;
 	struct ibv_ah *ah;
 	uint8_t ok;
 
 	b_ip = peer_ip;
 	two_hosts(&h, ud_b);
 	side_open(&s, IBV_QPT_UD, a_ip);
-	side_card(&s, &mine);
-	get(h.from, &peer, sizeof(peer));
-	put(h.to, &mine, sizeof(mine));
+	a_swap_cards(&h, &s, &peer);
 	ah = ah_to(&s, &peer);
 	for (uint32_t k = 0; k < 20; k++)
 		ud_send(&s, ah, peer.qpn, k);
@@ -299,7 +296,7 @@ SV_TEST_T(ud_delay_plan_across, 120)
 {
 	struct host h;
 	struct side s;
-	struct card mine, peer;
+	struct card peer;
 	struct ibv_ah *ah;
 	uint8_t order[4];
 
@@ -308,9 +305,7 @@ SV_TEST_T(ud_delay_plan_across, 120)
 	/* Ours only: the other host forked before. */
 	CHECK_EQ(setenv("SOFTVERBS_FAULT", "qp=#1,delay=1s,nth=2", 1), 0);
 	side_open(&s, IBV_QPT_UD, IP4_A);
-	side_card(&s, &mine);
-	get(h.from, &peer, sizeof(peer));
-	put(h.to, &mine, sizeof(mine));
+	a_swap_cards(&h, &s, &peer);
 	ah = ah_to(&s, &peer);
 	for (uint32_t k = 0; k < 4; k++)
 		ud_send(&s, ah, peer.qpn, k);
@@ -355,15 +350,13 @@ SV_TEST_T(rc_peer_killed_is_retry_exceeded, 120)
 {
 	struct host h;
 	struct side s;
-	struct card mine, peer;
+	struct card peer;
 	struct ibv_wc wc;
 	uint8_t c;
 
 	two_hosts(&h, kill_b);
 	side_open(&s, IBV_QPT_RC, IP4_A);
-	side_card(&s, &mine);
-	get(h.from, &peer, sizeof(peer));
-	put(h.to, &mine, sizeof(mine));
+	a_swap_cards(&h, &s, &peer);
 	/* timeout 12 (~17 ms), 2 retries: the budget is well under a second. */
 	side_connect(&s, &peer, 12, 2);
 	get(h.from, &c, 1);
@@ -425,16 +418,14 @@ SV_TEST_T(uc_to_a_stopped_receiver_loses_nothing, 120)
 {
 	struct host h;
 	struct side s;
-	struct card mine, peer;
+	struct card peer;
 	struct ibv_wc wc;
 	uint8_t ok;
 	int st;
 
 	two_hosts(&h, uc_b);
 	side_open(&s, IBV_QPT_UC, IP4_A);
-	side_card(&s, &mine);
-	get(h.from, &peer, sizeof(peer));
-	put(h.to, &mine, sizeof(mine));
+	a_swap_cards(&h, &s, &peer);
 	side_connect(&s, &peer, 14, 7);
 	get(h.from, &ok, 1);
 	CHECK_EQ(kill(h.pid, SIGSTOP), 0);
@@ -471,7 +462,7 @@ SV_TEST_T(uc_over_a_slow_link_loses_nothing, 120)
 {
 	struct host h;
 	struct side s;
-	struct card mine, peer;
+	struct card peer;
 	struct ibv_wc wc;
 	uint8_t ok;
 
@@ -482,9 +473,7 @@ SV_TEST_T(uc_over_a_slow_link_loses_nothing, 120)
 		   "limit 192kb 2>/dev/null"))
 		sv_test_skip("no tbf qdisc in this kernel");
 	side_open(&s, IBV_QPT_UC, IP4_A);
-	side_card(&s, &mine);
-	get(h.from, &peer, sizeof(peer));
-	put(h.to, &mine, sizeof(mine));
+	a_swap_cards(&h, &s, &peer);
 	side_connect(&s, &peer, 14, 7);
 	get(h.from, &ok, 1);
 	put(h.to, &ok, 1); /* B polls from now on */

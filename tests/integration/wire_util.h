@@ -259,6 +259,17 @@ static inline void side_card(struct side *s, struct card *c)
 
 /* RC or UC to RTS towards the peer of card c (timeout/retry: the QP's;
  * UC takes none of RC's attributes, and ignores them). */
+/* Host A's half of the exchange: B's card in, ours out (B sends first). */
+static inline void a_swap_cards(struct host *h, struct side *s,
+				struct card *peer)
+{
+	struct card mine;
+
+	side_card(s, &mine);
+	get(h->from, peer, sizeof(*peer));
+	put(h->to, &mine, sizeof(mine));
+}
+
 static inline void side_connect(struct side *s, const struct card *c,
 				uint8_t timeout, uint8_t retry)
 {
