@@ -100,16 +100,20 @@ static void touch(struct touched *t, struct sv_qp *qp)
 	t->qp[t->n++] = qp;
 }
 
-/* After a drain: the ACKs of the QPs it touched, and what their
- * responders left for the owner.  Must hold qp_lock (read). */
+/* After a drain: the ACKs of the QPs it touched, published together (a
+ * requester sees the windows a drain took complete at once, as a NIC
+ * acknowledges what it took in one pass), and what their responders left
+ * for the owner.  Must hold qp_lock (read). */
 static void touched_flush(struct touched *t)
 {
-	for (int i = 0; i < t->n; i++) {
+	sv_link_batch_begin();
+	for (int i = 0; i < t->n; i++)
 		sv_resp_flush(t->qp[i]);
+	sv_link_batch_end();
+	for (int i = 0; i < t->n; i++)
 		if (atomic_load_explicit(&t->qp[i]->shm->events,
 					 memory_order_relaxed))
 			sv_qp_owner_events(t->qp[i]);
-	}
 }
 
 static void dispatch(struct sv_engine *eng, const uint8_t *buf, uint32_t len,

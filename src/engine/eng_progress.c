@@ -367,6 +367,12 @@ void sv_engine_note_poll(struct sv_engine *eng)
 		    write(eng->doorbell, &one, sizeof(one)) < 0)
 			sv_dbg("doorbell: %s", strerror(errno));
 	}
+	if (atomic_load_explicit(&eng->deferred, memory_order_relaxed) &&
+	    !sv_trylock_read(&eng->attach_lock, SV_LOCK_ATTACH)) {
+		if (eng->attached)
+			sv_eng_run_deferred(eng, 0);
+		sv_unlock_rw(&eng->attach_lock);
+	}
 }
 
 /*
@@ -606,7 +612,10 @@ void *sv_progress_main(void *arg)
 
 			pol.next_deadline = sv_eng_scan_qps(eng, now, &busy);
 			pol.last_scan = now;
-			d = sv_eng_run_deferred(eng, now);
+			/* Held streams: an application that polls runs them
+			 * at its next poll, all together; else we do. */
+			d = app_live(eng, now) ? 0 :
+						  sv_eng_run_deferred(eng, now);
 			if (d && (!pol.next_deadline || d < pol.next_deadline))
 				pol.next_deadline = d;
 		}

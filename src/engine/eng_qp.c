@@ -436,15 +436,71 @@ void sv_engine_posted(struct sv_qp *qp)
 	}
 }
 
+/*
+ * The held streams run together, as a NIC's send scheduler serves the
+ * send queues that have work: in turns of sched_pkts packets, QP after
+ * QP, until each has sent what it holds (or its run's budget,
+ * req_budget: the progress thread goes on), all published at once.  So
+ * windows posted together complete together, whatever the order of the
+ * posts: a program that keeps one window per QP on a shared CQ and
+ * reposts as each completes (perftest -q, UCX, MPI) sees its QPs move in
+ * lock step, none falling behind for good.  One QP held runs alone.
+ */
+#define SV_SCHED_MAX 64 /* QPs per turn of the scheduler */
+
+static void run_turns(struct sv_qp **q, int n)
+{
+	int left[SV_SCHED_MAX], quantum = (int)sv_tune.sched_pkts, live = n;
+	struct sv_engine *eng = q[0]->eng;
+
+	if (n == 1) {
+		sv_req_run(q[0]);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		left[i] = (int)sv_tune.req_budget;
+	sv_path_sched_begin();
+	sv_link_batch_begin();
+	while (live) {
+		/* A round of turns leaves in one batch of datagrams: the
+		 * windows' last packets reach the target together. */
+		if (sv_wire_pending(eng) + live * quantum > SV_WIRE_SLOTS - 2)
+			sv_wire_flush(eng);
+		live = 0;
+		for (int i = 0; i < n; i++) {
+			int b, more;
+
+			if (!q[i])
+				continue;
+			b = left[i] < quantum ? left[i] : quantum;
+			left[i] -= b;
+			more = sv_req_turn(q[i], b);
+			if (more && left[i] > 0) {
+				live++;
+				continue;
+			}
+			if (more) /* its run's budget spent: the thread goes on */
+				sv_eng_want_work(eng);
+			q[i] = NULL;
+		}
+	}
+	sv_link_batch_end();
+	sv_path_sched_end();
+	sv_wire_flush(eng);
+}
+
 uint64_t sv_eng_run_deferred(struct sv_engine *eng, uint64_t due)
 {
+	struct sv_qp *q[SV_SCHED_MAX];
 	uint64_t next = 0;
-	int left = 0;
+	int n = 0, go = !due;
 
 	if (!atomic_exchange(&eng->deferred, 0))
 		return 0;
 	sv_lock_read(&eng->qp_lock, SV_LOCK_QPTAB);
-	for (uint32_t i = 0; i < eng->qcap; i++) {
+	/* With a deadline: once one held stream is due, all of them run
+	 * (together, as the windows were posted); else the earliest. */
+	for (uint32_t i = 0; i < eng->qcap && !go; i++) {
 		struct sv_qp *qp = eng->qtab[i].qp;
 		struct sv_tr *tr;
 		uint64_t at;
@@ -455,16 +511,28 @@ uint64_t sv_eng_run_deferred(struct sv_engine *eng, uint64_t due)
 			continue;
 		at = __atomic_load_n(&tr->path.kick_end, __ATOMIC_RELAXED) +
 		     sv_tune.defer_ns;
-		if (due && at > due) {
-			left = 1;
-			if (!next || at < next)
-				next = at;
-			continue;
-		}
-		sv_req_run(qp);
+		if (at <= due)
+			go = 1;
+		else if (!next || at < next)
+			next = at;
 	}
+	for (uint32_t i = 0; i < eng->qcap && go; i++) {
+		struct sv_qp *qp = eng->qtab[i].qp;
+		struct sv_tr *tr;
+
+		if (!qp || !(tr = tr_of(qp)) ||
+		    !__atomic_load_n(&tr->path.held, __ATOMIC_RELAXED))
+			continue;
+		q[n++] = qp;
+		if (n == SV_SCHED_MAX) {
+			run_turns(q, n);
+			n = 0;
+		}
+	}
+	if (n)
+		run_turns(q, n);
 	sv_unlock_rw(&eng->qp_lock);
-	if (left)
+	if (!go && next)
 		atomic_store(&eng->deferred, 1);
-	return next;
+	return go ? 0 : next;
 }

@@ -94,6 +94,11 @@ void sv_req_run(struct sv_qp *qp);
 /* The same, for a post sv_path_on_post answered SV_POST_RUN (k: what it
  * saw; the run records its end in tr->path under sq_lock).  No lock held. */
 void sv_req_kick(struct sv_qp *qp, const struct sv_kick *k);
+/* One turn of qp's requester among several QPs' (sv_eng_run_deferred):
+ * at most budget packets.  1 when it stopped there with work left (the
+ * caller gives it another turn, or asks the progress thread), else 0.
+ * No lock held. */
+int sv_req_turn(struct sv_qp *qp, int budget);
 /* The GRH of a UD packet of ib_len bytes (BTH .. payload) for w: the
  * IPv6 header it has on the wire (payload length: UDP header, packet,
  * pad, ICRC), GIDs, class, label and hop limit from w's AH.  IPv4-mapped

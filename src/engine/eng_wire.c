@@ -832,7 +832,7 @@ int sv_wire_pending(struct sv_engine *eng)
 {
 	struct sv_wire *w = __atomic_load_n(&eng->wire, __ATOMIC_ACQUIRE);
 
-	return w && __atomic_load_n(&w->n, __ATOMIC_RELAXED) != 0;
+	return w ? (int)__atomic_load_n(&w->n, __ATOMIC_RELAXED) : 0;
 }
 
 uint8_t *sv_wire_reserve(struct sv_link *l, uint32_t len, uint32_t type,

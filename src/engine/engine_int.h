@@ -459,6 +459,7 @@ void sv_wire_abort(struct sv_link *l);
 int sv_wire_cur(struct sv_link *l, uint8_t **p, uint32_t *len, uint32_t *type);
 /* Sends the batch (no lock held); whether some still waits. */
 void sv_wire_flush(struct sv_engine *eng);
+/* The datagrams waiting for the next flush (a hint: no lock). */
 int sv_wire_pending(struct sv_engine *eng);
 /* Closes the sockets and frees the state (detach). */
 void sv_wire_free(struct sv_engine *eng);
@@ -518,9 +519,10 @@ uint64_t sv_eng_scan_qps(struct sv_engine *eng, uint64_t now, int *busy);
  * of the port does; 0 when it is not.  Must hold the port, no QP lock. */
 int sv_eng_dispatch_own(struct sv_engine *eng, const uint8_t *rec,
 			uint32_t len, uint32_t qpn);
-/* Runs the requesters holding back posted WQEs (doorbell batching): all
- * of them, or those whose deadline passed (due: now, 0 = all).  Returns
- * the next deadline or 0.  No lock held. */
+/* Runs the requesters holding back posted WQEs (doorbell batching), all
+ * together in turns (eng_qp.c run_turns): at once (due 0), or when one of
+ * their deadlines passed (due: now).  Returns the next deadline, or 0.
+ * No lock held. */
 uint64_t sv_eng_run_deferred(struct sv_engine *eng, uint64_t due);
 /* Acts on the SV_QEV_* bits a responder left on our QP qp (flush,
  * async events).  No lock held. */

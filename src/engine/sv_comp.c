@@ -519,7 +519,10 @@ int sv_comp_packet(struct sv_qp *qp, const struct sv_pkt *pkt)
 	sv_comp_retire(qp);
 	if (sv_qp_state(qp) == IBV_QPS_ERR)
 		flush = 1;
-	else if (qp->sq.next != qp->sq.tail || tr->blocked)
+	else if ((qp->sq.next != qp->sq.tail &&
+		  /* a held stream waits for its batch (sv_path.h) */
+		  !__atomic_load_n(&tr->path.held, __ATOMIC_RELAXED)) ||
+		 tr->blocked)
 		kick = !tr->rnr_at;
 	rnr = tr->rnr_at;
 	timer = tr->timer_at;

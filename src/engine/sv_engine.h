@@ -376,8 +376,10 @@ void sv_engine_posted(struct sv_qp *qp);
  * so.  Cheap when there is nothing to do.
  */
 void sv_engine_progress(struct sv_engine *eng);
-/* The application polled one of our CQs (found something or not): cheap,
- * a counter the progress thread watches. */
+/* The application polls one of our CQs (before it looks): a counter the
+ * progress thread watches, and the streams its posts left held for a
+ * batch run now, QPs in turns (sv_eng_run_deferred), so that what they
+ * complete at once is in this poll.  Cheap when nothing is held. */
 void sv_engine_note_poll(struct sv_engine *eng);
 /* ... and it returned completions (a ping-pong: the next post goes at
  * once). */

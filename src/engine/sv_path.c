@@ -27,13 +27,22 @@
  * the application polls a CQ, or defer_ns pass (the progress thread runs
  * them then: sv_eng_run_deferred).
  *
- * Packets (sv_path_packets_now: the target takes them at once) cost no
- * system call, but each publication moves the ring's cache lines between
- * the CPUs, and one requester run publishes all its packets together
- * (sv_link_batch_begin): a stream of them waits for pkt_batch WQEs the
+ * Packets (sv_path_packets_now: the target takes them at once; always
+ * to a peer we reach only by packets, on a ring or the wire) cost no
+ * system call on a ring, but each publication moves the ring's cache
+ * lines between the CPUs, and one requester run publishes all its
+ * packets together (sv_link_batch_begin); on the wire a run ends in a
+ * system call (sendmmsg).  A stream of them waits for pkt_batch WQEs the
  * same way.  A post after anything came back -- a completion polled, a
  * request received: a ping-pong, the peer waits for this one -- runs at
- * once, however soon it comes.
+ * once, however soon it comes, unless other QPs' streams are held: then
+ * it joins them.
+ *
+ * Held streams run at the next poll of a CQ (sv_engine_note_poll), found
+ * empty or not, QP after QP in turns (eng_qp.c run_turns): windows that
+ * several QPs posted together complete together, as a NIC's send
+ * scheduler makes them, and a program that reposts each QP's window as
+ * it completes keeps its QPs in lock step.
  */
 #include "engine_int.h"
 
@@ -111,6 +120,45 @@ uint32_t sv_path_ack_every(const struct sv_tr *tr)
 			   (uint32_t)sv_tune.ack_every;
 }
 
+/* A scheduler pass (sv_path_sched_begin/end) rings the doorbells it
+ * decided on at its end: a target woken in the middle of the pass would
+ * take the rest of its windows as packets, which complete later than the
+ * ones executed before, and the QPs served first would run ahead. */
+#define SV_WAKE_LATER 8
+static __thread struct {
+	int depth, n;
+	struct sv_link *link[SV_WAKE_LATER];
+} sched;
+
+void sv_path_sched_begin(void)
+{
+	sched.depth++;
+}
+
+void sv_path_sched_end(void)
+{
+	if (--sched.depth)
+		return;
+	for (int i = 0; i < sched.n; i++)
+		sv_link_ring(sched.link[i]);
+	sched.n = 0;
+}
+
+/* Rings link's doorbell now, or at the end of the scheduler pass. */
+static void wake(struct sv_link *link)
+{
+	if (sched.depth) {
+		for (int i = 0; i < sched.n; i++)
+			if (sched.link[i] == link)
+				return;
+		if (sched.n < SV_WAKE_LATER) {
+			sched.link[sched.n++] = link;
+			return;
+		}
+	}
+	sv_link_ring(link);
+}
+
 /*
  * A small one-sided request was just executed directly on a target whose
  * thread sleeps.  The second such request in a stream (within stream_ns
@@ -134,7 +182,7 @@ void sv_path_after_direct(struct sv_link *link, uint32_t op, uint64_t len)
 		    sv_tune.spin_ns)
 		return;
 	atomic_store_explicit(&link->woken, now, memory_order_relaxed);
-	sv_link_ring(link);
+	wake(link);
 }
 
 enum sv_reach sv_path_reach(const struct sv_qp *qp, const struct sv_link *link,
@@ -167,19 +215,34 @@ enum sv_post_action sv_path_on_post(struct sv_qp *qp, struct sv_kick *k)
 	if (!tr)
 		return SV_POST_NOTHING;
 	ps = &tr->path;
-	if (ps->reach != SV_REACH_DIRECT)
-		return SV_POST_RUN; /* packets: the ring publishes in batches */
+	if (ps->reach == SV_REACH_DIRECT)
+		k->pk = (uint8_t)sv_path_packets_now(qp, tr);
+	else if (ps->reach == SV_REACH_PACKETS && qp->link)
+		k->pk = 1; /* packets, on a ring or the wire, always */
+	else
+		return SV_POST_RUN; /* not routed yet: the run routes it */
 	k->got = atomic_load_explicit(&qp->eng->got_seq, memory_order_relaxed);
-	k->pk = (uint8_t)sv_path_packets_now(qp, tr);
+	hold = !tr->req_busy && sv_qp_state(qp) == IBV_QPS_RTS &&
+	       qp->sq.tail - qp->sq.next <
+		       (k->pk ? sv_tune.pkt_batch : sv_tune.direct_batch);
+	if (hold && !__atomic_load_n(&ps->held, __ATOMIC_RELAXED) &&
+	    atomic_load_explicit(&qp->eng->deferred, memory_order_relaxed)) {
+		/* Other QPs' streams are held: this post joins them, and all
+		 * run together at the next poll (sv_eng_run_deferred), so the
+		 * windows posted together complete together. */
+		k->now = sv_now_ns();
+		__atomic_store_n(&ps->held, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&ps->kick_end, k->now, __ATOMIC_RELAXED);
+		ps->kick_got = k->got;
+		k->due = k->now + (k->pk ? sv_tune.nap_ns : sv_tune.defer_ns);
+		return SV_POST_HOLD;
+	}
 	if (k->pk && k->got != ps->kick_got) {
 		/* Something came back since our last post: a ping-pong,
 		 * the peer waits for this one. */
 		ps->kick_got = k->got;
 		return SV_POST_RUN;
 	}
-	hold = !tr->req_busy && sv_qp_state(qp) == IBV_QPS_RTS &&
-	       qp->sq.tail - qp->sq.next <
-		       (k->pk ? sv_tune.pkt_batch : sv_tune.direct_batch);
 	if (hold && __atomic_load_n(&ps->held, __ATOMIC_RELAXED)) {
 		/* A stream held already (no run since): it waits for its
 		 * batch, and the progress thread knows (no clock read: one
@@ -201,7 +264,9 @@ enum sv_post_action sv_path_on_post(struct sv_qp *qp, struct sv_kick *k)
 void sv_path_kicked(struct sv_tr *tr, const struct sv_kick *k)
 {
 	/* A run of packets is short: its start will do (a clock read is
-	 * tens of ns on a VM, a good part of a small message). */
+	 * tens of ns on a VM, a good part of a small message).  On the wire
+	 * its end is after the system call that sends it: sv_req.c reads
+	 * the clock again there. */
 	__atomic_store_n(&tr->path.kick_end, k->pk ? k->now : sv_now_ns(),
 			 __ATOMIC_RELAXED);
 	tr->path.kick_got = k->got;

@@ -152,4 +152,11 @@ uint32_t sv_path_ack_every(const struct sv_tr *tr);
  * stream can travel as packets.  No lock needed. */
 void sv_path_after_direct(struct sv_link *link, uint32_t op, uint64_t len);
 
+/* Around a scheduler pass over several QPs' held streams
+ * (sv_eng_run_deferred): the doorbells sv_path_after_direct decides on
+ * ring at its end, so every QP of the pass takes the same way to a
+ * target.  Nest; no lock needed (per thread). */
+void sv_path_sched_begin(void);
+void sv_path_sched_end(void);
+
 #endif

@@ -673,15 +673,19 @@ void sv_req_run(struct sv_qp *qp)
 	sv_req_kick(qp, NULL);
 }
 
-void sv_req_kick(struct sv_qp *qp, const struct sv_kick *k)
+/* One run of qp's requester with budget packets (sv_req_kick, sv_req_turn).
+ * Returns 1 when it stopped on the budget with work left (turn: the
+ * caller runs it again; else the progress thread goes on), else 0. */
+static int req_run(struct sv_qp *qp, const struct sv_kick *k, int budget,
+		   int turn)
 {
 	struct sv_tr *tr = tr_of(qp);
 	uint64_t new_deadline = 0, timer0;
-	int flush = 0, budget = (int)sv_tune.req_budget;
+	int flush = 0, more;
 	enum ibv_qp_state st;
 
 	if (!tr)
-		return;
+		return 0;
 	/* An ACK our responder owes goes out before our new requests: the
 	 * peer's SEND completes before our reply to it arrives (see
 	 * ack_before_cqe).  Read without the responder's lock: a CQE the
@@ -694,7 +698,7 @@ void sv_req_kick(struct sv_qp *qp, const struct sv_kick *k)
 		if (k && k->record)
 			sv_path_kicked(tr, k);
 		sv_unlock_spin(&qp->sq_lock);
-		return;
+		return 0;
 	}
 	tr->req_busy = 1;
 	__atomic_store_n(&tr->path.held, 0, __ATOMIC_RELAXED);
@@ -719,12 +723,19 @@ void sv_req_kick(struct sv_qp *qp, const struct sv_kick *k)
 	if (tr->timer_at && tr->timer_at != timer0)
 		new_deadline = tr->timer_at;
 	tr->req_busy = 0;
+	/* Stopped on the budget (not on a full ring or window, which the
+	 * progress thread retries anyway). */
+	more = tr->blocked && budget <= 0;
 	if (k && k->record)
 		sv_path_kicked(tr, k);
 	sv_link_batch_end();
 	sv_unlock_spin(&qp->sq_lock);
-	sv_wire_flush(qp->eng);
-	if (tr->blocked)
+	if (!turn) /* turns: once after all of them */
+		sv_wire_flush(qp->eng);
+	if (k && k->record && tr->wlink) /* a stream is timed from here */
+		__atomic_store_n(&tr->path.kick_end, sv_now_ns(),
+				 __ATOMIC_RELAXED);
+	if (tr->blocked && !(turn && more))
 		sv_eng_want_work(qp->eng);
 	if (tr->rnr_at)
 		sv_eng_deadline(qp->eng, tr->rnr_at);
@@ -732,4 +743,15 @@ void sv_req_kick(struct sv_qp *qp, const struct sv_kick *k)
 		sv_eng_deadline(qp->eng, new_deadline);
 	if (flush)
 		sv_engine_flush(qp);
+	return more;
+}
+
+void sv_req_kick(struct sv_qp *qp, const struct sv_kick *k)
+{
+	req_run(qp, k, (int)sv_tune.req_budget, 0);
+}
+
+int sv_req_turn(struct sv_qp *qp, int budget)
+{
+	return req_run(qp, NULL, budget, 1);
 }

@@ -45,8 +45,8 @@
 	  "a held stream of direct WQEs runs at the latest this late")         \
 	X(direct_batch, SV_DIRECT_BATCH, "WQEs", 1, SV_DIRECT_BATCH,           \
 	  "a held stream of direct WQEs runs at this many; most per batch")    \
-	X(pkt_batch, 16, "WQEs", 1, 1u << 20,                                  \
-	  "a held stream of packets runs at this many")                        \
+	X(pkt_batch, 128, "WQEs", 1, 1u << 20,                                 \
+	  "a held stream of packets runs at this many (a window)")             \
 	X(direct_small, 4096, "bytes", 0, 1u << 20,                            \
 	  "up to this, a message to a target that drains now goes as a packet")\
 	X(direct_budget, 4u << 20, "bytes", 1, 1u << 30,                       \
@@ -55,6 +55,8 @@
 	  "small direct requests this close wake a sleeping target's thread")  \
 	X(req_budget, 64, "packets", 1, 1u << 20,                              \
 	  "packets one requester run sends before the progress thread goes on")\
+	X(sched_pkts, 1, "packets", 1, 1u << 20,                               \
+	  "held streams of several QPs run in turns of this many (eng_qp.c)") \
 	X(ack_every, 16, "packets", 1, 1u << 20,                               \
 	  "an RC packet asks for an ACK at least this often")                  \
 	X(window_pkts, 128, "packets", 1, 1u << 22,                            \

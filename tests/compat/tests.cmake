@@ -92,6 +92,10 @@ foreach(p ${SV_PAIRS_ENABLED} ${SV_PAIRS_PENDING})
     set_tests_properties(pairs_${p} PROPERTIES DISABLED ON)
   endif()
 endforeach()
+# QPs sharing a CQ move in lock step: perftest's -q/-t sweep on both paths
+# (lockstep_names in pairs.sh), 28 pairs of 8000 messages or fewer.
+sv_script_test(pairs_lockstep compat/pairs.sh --lockstep)
+set_tests_properties(pairs_lockstep PROPERTIES LABELS "compat;pairs" TIMEOUT 900)
 
 # librdmacm and the middleware on it (issue 10): unmodified rdma_cm
 # programs, perftest -R, qperf -cm1, libfabric, UCX, Open MPI and
