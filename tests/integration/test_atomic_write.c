@@ -383,7 +383,8 @@ static void *read_loop(void *arg)
 					r->bad = v;
 			}
 			if (v != last[k]) {
-				r->changes++;
+				__atomic_fetch_add(&r->changes, 1,
+						   __ATOMIC_RELAXED);
 				last[k] = v;
 			}
 		}
@@ -410,7 +411,13 @@ static void torn_target(int s)
 	r.w = (volatile uint64_t *)(void *)b.buf;
 	CHECK_EQ(pthread_create(&t, NULL, read_loop, &r), 0);
 	xsend(s, &go, 1); /* reading */
-	xrecv(s, &go, 1); /* the writes are done */
+	/* After each round of writes (go 1) say how many changes the reader
+	 * saw so far; go 0: the writes are done. */
+	for (xrecv(s, &go, 1); go; xrecv(s, &go, 1)) {
+		uint64_t seen = __atomic_load_n(&r.changes, __ATOMIC_RELAXED);
+
+		xsend(s, &seen, sizeof(seen));
+	}
 	atomic_store(&r.stop, 1);
 	CHECK_EQ(pthread_join(t, NULL), 0);
 	res[0] = r.reads;
@@ -435,7 +442,7 @@ SV_TEST_T(no_torn_values, 180)
 	pid_t pid;
 	struct ibv_sge sge;
 	int out = 0;
-	uint64_t done = 0, id = 0;
+	uint64_t done = 0, id = 0, goal = TORN_N, seen = 0;
 
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	pid = fork();
@@ -451,37 +458,48 @@ SV_TEST_T(no_torn_values, 180)
 	xsend(sv[0], &mine, sizeof(mine));
 	ep_connect(&a, theirs.qpn);
 	xrecv(sv[0], &go, 1);
-	/* Distinct patterns, both forms, up to 32 outstanding. */
-	while (done < TORN_N) {
-		while (out < 32 && id < TORN_N) {
-			uint8_t b = (uint8_t)(1 + id % 255);
-			uint64_t v = pat8(b), raddr = theirs.addr +
-						       8 * (id % TORN_SLOTS);
+	/* Distinct patterns, both forms, up to 32 outstanding; rounds of
+	 * TORN_N until the reader has seen some land (a loaded machine may
+	 * not run its thread during one round), 20 at most. */
+	for (;;) {
+		while (done < goal) {
+			while (out < 32 && id < goal) {
+				uint8_t b = (uint8_t)(1 + id % 255);
+				uint64_t v = pat8(b), raddr = theirs.addr +
+							       8 * (id % TORN_SLOTS);
 
-			if (id & 1) {
-				memcpy(a.buf + 8 * (id % 64), &v, 8);
-				sge = (struct ibv_sge){ (uintptr_t)a.buf +
-								8 * (id % 64),
-							8, a.mr->lkey };
-				CHECK_EQ(post_aw(&a, id, &sge, 1, 0, raddr,
-						 theirs.rkey), 0);
-			} else {
-				CHECK_EQ(wr_aw(&a, id, raddr, theirs.rkey, v), 0);
+				if (id & 1) {
+					memcpy(a.buf + 8 * (id % 64), &v, 8);
+					sge = (struct ibv_sge){ (uintptr_t)a.buf +
+									8 * (id % 64),
+								8, a.mr->lkey };
+					CHECK_EQ(post_aw(&a, id, &sge, 1, 0, raddr,
+							 theirs.rkey), 0);
+				} else {
+					CHECK_EQ(wr_aw(&a, id, raddr, theirs.rkey, v), 0);
+				}
+				last[id % TORN_SLOTS] = v;
+				id++;
+				out++;
 			}
-			last[id % TORN_SLOTS] = v;
-			id++;
-			out++;
-		}
-		{
-			struct ibv_wc wc;
+			{
+				struct ibv_wc wc;
 
-			EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
-			CHECK_EQ(wc.opcode, IBV_WC_ATOMIC_WRITE);
-			CHECK_EQ(wc.wr_id, done);
-			done++;
-			out--;
+				EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+				CHECK_EQ(wc.opcode, IBV_WC_ATOMIC_WRITE);
+				CHECK_EQ(wc.wr_id, done);
+				done++;
+				out--;
+			}
 		}
+		go = 1;
+		xsend(sv[0], &go, 1);
+		xrecv(sv[0], &seen, sizeof(seen));
+		if (seen || goal >= 20 * TORN_N)
+			break;
+		goal += TORN_N;
 	}
+	go = 0;
 	xsend(sv[0], &go, 1);
 	xrecv(sv[0], res, sizeof(res));
 	for (int k = 0; k < TORN_SLOTS; k++)
