@@ -52,6 +52,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef SOL_UDP
@@ -826,6 +827,27 @@ void sv_wire_flush(struct sv_engine *eng)
 	sv_unlock_spin(&w->lock);
 	if (left)
 		sv_eng_want_work(eng);
+}
+
+void sv_wire_drain(struct sv_engine *eng)
+{
+	struct sv_wire *w = __atomic_load_n(&eng->wire, __ATOMIC_ACQUIRE);
+
+	if (!w)
+		return;
+	for (int i = 0; i < 1000; i++) {
+		int left;
+
+		sv_lock_spin(&w->lock, SV_LOCK_TX);
+		flush_locked(w, eng->wshm);
+		left = w->n != 0;
+		sv_unlock_spin(&w->lock);
+		if (!left)
+			return;
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	}
+	sv_warn("engine %u: %u datagrams not sent when the device closed",
+		eng->id, (unsigned)w->n);
 }
 
 int sv_wire_pending(struct sv_engine *eng)

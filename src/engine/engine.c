@@ -407,6 +407,7 @@ static void detach(struct sv_engine *eng)
 	sv_unlock_mutex(&eng->lock);
 	pthread_join(eng->thread, NULL);
 	sv_eng_async_drain(eng);
+	sv_wire_drain(eng);
 	sv_lock_write(&eng->attach_lock, SV_LOCK_ATTACH);
 	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	if (!engine_wanted(eng)) {

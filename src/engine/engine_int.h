@@ -459,6 +459,11 @@ void sv_wire_abort(struct sv_link *l);
 int sv_wire_cur(struct sv_link *l, uint8_t **p, uint32_t *len, uint32_t *type);
 /* Sends the batch (no lock held); whether some still waits. */
 void sv_wire_flush(struct sv_engine *eng);
+/* Sends what waits before the sockets close (detach): a send that
+ * completed (UC, UD: sent is done) is on the wire, as a NIC finishes its
+ * queue; a socket that refuses for a moment (ENOBUFS) is tried again, for
+ * a second at most.  No lock held; the progress thread stopped. */
+void sv_wire_drain(struct sv_engine *eng);
 /* The datagrams waiting for the next flush (a hint: no lock). */
 int sv_wire_pending(struct sv_engine *eng);
 /* Closes the sockets and frees the state (detach). */

@@ -491,6 +491,43 @@ SV_TEST_T(uc_over_a_slow_link_loses_nothing, 120)
 	a_done();
 }
 
+/* The same SENDs, and A closes its device as soon as they completed: a
+ * UC SEND is complete once sent, so all of them arrive though their
+ * sender is gone (what waits in the engine's queue leaves first:
+ * sv_wire_drain). */
+SV_TEST_T(uc_completed_then_closed_arrives, 120)
+{
+	struct host h;
+	struct side s;
+	struct card peer;
+	struct ibv_wc wc;
+	uint8_t ok;
+
+	two_hosts(&h, uc_b);
+	if (system("command -v tc >/dev/null 2>&1"))
+		sv_test_skip("no tc here (iproute2)");
+	if (system("tc qdisc add dev svw0 root tbf rate 300mbit burst 96kb "
+		   "limit 192kb 2>/dev/null"))
+		sv_test_skip("no tbf qdisc in this kernel");
+	side_open(&s, IBV_QPT_UC, IP4_A);
+	a_swap_cards(&h, &s, &peer);
+	side_connect(&s, &peer, 14, 7);
+	get(h.from, &ok, 1);
+	put(h.to, &ok, 1); /* B polls from now on */
+	for (uint32_t k = 0; k < UC_MSGS; k++)
+		post(&s, k, IBV_WR_SEND, 0, UC_LEN, NULL, 0, 0);
+	for (uint32_t k = 0; k < UC_MSGS; k++) {
+		wc1(&s, &wc);
+		CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	}
+	side_close(&s);
+	get(h.from, &ok, 1);
+	CHECK_EQ(ok, 1); /* every SEND arrived, whole */
+	put(h.to, &ok, 1);
+	CHECK_EQ(host_done(&h), 0);
+	a_done();
+}
+
 /* ------------------------------------------------- not RoCE v2 -- */
 
 /* B: the daemon's counters before and after A's garbage. */
