@@ -446,7 +446,7 @@ void sv_engine_posted(struct sv_qp *qp)
  * reposts as each completes (perftest -q, UCX, MPI) sees its QPs move in
  * lock step, none falling behind for good.  One QP held runs alone.
  */
-#define SV_SCHED_MAX 64 /* QPs per turn of the scheduler */
+#define SV_SCHED_MAX 64 /* QPs in one pass of the scheduler */
 
 static void run_turns(struct sv_qp **q, int n)
 {
