@@ -71,6 +71,7 @@ struct sv_cq {
 	struct ibv_wc cur;	    /* entry being read with ibv_next_poll */
 	uint64_t cur_stamp;	    /* its stamp (CLOCK_MONOTONIC ns) */
 	atomic_uint usecnt;	    /* QPs using it: destroy -> EBUSY */
+	atomic_uint senders;	    /* QPs whose send CQ it is (sv_path.c) */
 	struct sv_engine *eng;
 	struct sv_ctx_ref cref;
 	uint32_t obj_id;	    /* the engine's id (events from peers) */

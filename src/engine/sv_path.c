@@ -33,7 +33,8 @@
  * lines between the CPUs, and one requester run publishes all its
  * packets together (sv_link_batch_begin); on the wire a run ends in a
  * system call (sendmmsg).  A stream of them waits for pkt_batch WQEs the
- * same way.  A post after anything came back -- a completion polled, a
+ * same way (pkt_batch_shared when other QPs send through its CQ:
+ * batch_of).  A post after anything came back -- a completion polled, a
  * request received: a ping-pong, the peer waits for this one -- runs at
  * once, however soon it comes, unless other QPs' streams are held: then
  * it joins them.
@@ -203,6 +204,22 @@ enum sv_reach sv_path_reach(const struct sv_qp *qp, const struct sv_link *link,
 
 /* ------------------------------------------------------------ posts -- */
 
+/* How many WQEs a held stream gathers before it runs.  Packets: a QP
+ * alone on its send CQ runs in parts (pkt_batch), so the target works on
+ * one part while the application posts the next; QPs that share a send
+ * CQ gather a window each (pkt_batch_shared), for the scheduler to run
+ * all of them together at the next poll -- a QP that ran its window
+ * alone at its 16th post would complete ahead of the others. */
+static uint32_t batch_of(const struct sv_qp *qp, int pk)
+{
+	if (!pk)
+		return sv_tune.direct_batch;
+	return qp->scq && atomic_load_explicit(&qp->scq->senders,
+					       memory_order_relaxed) > 1 ?
+		       sv_tune.pkt_batch_shared :
+		       sv_tune.pkt_batch;
+}
+
 enum sv_post_action sv_path_on_post(struct sv_qp *qp, struct sv_kick *k)
 {
 	struct sv_tr *tr = tr_of(qp);
@@ -223,8 +240,7 @@ enum sv_post_action sv_path_on_post(struct sv_qp *qp, struct sv_kick *k)
 		return SV_POST_RUN; /* not routed yet: the run routes it */
 	k->got = atomic_load_explicit(&qp->eng->got_seq, memory_order_relaxed);
 	hold = !tr->req_busy && sv_qp_state(qp) == IBV_QPS_RTS &&
-	       qp->sq.tail - qp->sq.next <
-		       (k->pk ? sv_tune.pkt_batch : sv_tune.direct_batch);
+	       qp->sq.tail - qp->sq.next < batch_of(qp, k->pk);
 	if (hold && !__atomic_load_n(&ps->held, __ATOMIC_RELAXED) &&
 	    atomic_load_explicit(&qp->eng->deferred, memory_order_relaxed)) {
 		/* Other QPs' streams are held: this post joins them, and all

@@ -45,8 +45,10 @@
 	  "a held stream of direct WQEs runs at the latest this late")         \
 	X(direct_batch, SV_DIRECT_BATCH, "WQEs", 1, SV_DIRECT_BATCH,           \
 	  "a held stream of direct WQEs runs at this many; most per batch")    \
-	X(pkt_batch, 128, "WQEs", 1, 1u << 20,                                 \
-	  "a held stream of packets runs at this many (a window)")             \
+	X(pkt_batch, 16, "WQEs", 1, 1u << 20,                                  \
+	  "a held stream of packets runs at this many (its QP alone on its CQ)")\
+	X(pkt_batch_shared, 128, "WQEs", 1, 1u << 20,                          \
+	  "... when other QPs send through its CQ (a window: run_turns)")      \
 	X(direct_small, 4096, "bytes", 0, 1u << 20,                            \
 	  "up to this, a message to a target that drains now goes as a packet")\
 	X(direct_budget, 4u << 20, "bytes", 1, 1u << 30,                       \

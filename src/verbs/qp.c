@@ -517,8 +517,10 @@ static int check_init(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
 /* The QP's hold on its CQs (none for an XRC TGT QP). */
 static void cq_use(struct sv_qp *qp, int delta)
 {
-	if (qp->scq)
+	if (qp->scq) {
 		atomic_fetch_add(&qp->scq->usecnt, delta);
+		atomic_fetch_add(&qp->scq->senders, delta);
+	}
 	if (qp->rcq)
 		atomic_fetch_add(&qp->rcq->usecnt, delta);
 }

@@ -41,7 +41,8 @@ static void defaults(void)
 		EXPECT(field(&sv_tune, r->name) == r->def);
 		EXPECT(r->unit[0] && r->what[0]);
 	}
-	EXPECT(sv_tune.burst_ns == 2000 && sv_tune.pkt_batch == 128);
+	EXPECT(sv_tune.burst_ns == 2000 && sv_tune.pkt_batch == 16 &&
+	       sv_tune.pkt_batch_shared == 128);
 	EXPECT(sv_tune.direct_batch == SV_DIRECT_BATCH);
 }
 
@@ -72,7 +73,7 @@ static void bad(void)
 	EXPECT(t.burst_ns == sv_tune.burst_ns && t.pkt_batch == sv_tune.pkt_batch);
 	EXPECT(t.defer_ns == sv_tune.defer_ns);
 	EXPECT(sv_tune_parse(&t, "direct_batch=65,pkt_batch=0") == 2);
-	EXPECT(t.direct_batch == SV_DIRECT_BATCH && t.pkt_batch == 128);
+	EXPECT(t.direct_batch == SV_DIRECT_BATCH && t.pkt_batch == 16);
 	EXPECT(sv_tune_parse(&t, "spin_ns=99999999999999999999999") == 1);
 	EXPECT(t.spin_ns == sv_tune.spin_ns);
 	EXPECT(sv_tune_parse(&t, "=5,Burst_ns=1") == 2);
