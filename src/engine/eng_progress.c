@@ -635,6 +635,8 @@ void *sv_progress_main(void *arg)
 		/* A look without async_lock; the drain takes it. */
 		if (__atomic_load_n(&eng->async_head, __ATOMIC_RELAXED))
 			sv_eng_async_drain(eng);
+		/* ACKs an application's poll left for its next call. */
+		sv_wire_flush(eng);
 		step = policy_decide(&pol, eng, now, n, silent);
 		if (step == POLICY_AGAIN)
 			continue;
@@ -699,9 +701,13 @@ void sv_engine_progress(struct sv_engine *eng)
 	if (eng->attached) {
 		sv_cap_prepare(eng);
 		/* The application polls: what it posted in a burst runs now. */
+		/* ACKs the last poll left (they did not meet an answer). */
+		sv_wire_flush(eng);
 		if (atomic_load_explicit(&eng->deferred, memory_order_relaxed))
 			sv_eng_run_deferred(eng, 0);
+		sv_wire_hold_acks(1);
 		sv_eng_drain_all(eng, &contended, NULL);
+		sv_wire_hold_acks(0);
 		if (atomic_load_explicit(&eng->work, memory_order_relaxed)) {
 			int busy = 0;
 

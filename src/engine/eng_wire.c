@@ -100,6 +100,7 @@ struct sv_wire_sock {
 struct sv_wire {
 	pthread_spinlock_t lock; /* the batch (SV_LOCK_TX, as a link's tx_lock) */
 	uint32_t head, n;	 /* slots [head, head + n) wait to be sent */
+	uint32_t urgent;	 /* ... of them not ACKs (sv_wire_hold_acks) */
 	struct sv_link *cur;	 /* reserved by (until commit or abort) */
 	uint32_t cur_type;
 	int warned;
@@ -812,6 +813,15 @@ static void flush_locked(struct sv_wire *w, struct sv_wire_shm *m)
 		w->n -= at;
 	}
 	w->head = 0;
+	w->urgent = 0;
+}
+
+/* Set while the application's poll drains (sv_wire_hold_acks). */
+static __thread int acks_wait;
+
+void sv_wire_hold_acks(int on)
+{
+	acks_wait = on;
 }
 
 void sv_wire_flush(struct sv_engine *eng)
@@ -821,6 +831,13 @@ void sv_wire_flush(struct sv_engine *eng)
 
 	if (!w || !__atomic_load_n(&w->n, __ATOMIC_RELAXED))
 		return;
+	if (acks_wait && !__atomic_load_n(&w->urgent, __ATOMIC_RELAXED)) {
+		/* ACKs only: they leave with the application's next call
+		 * (its answer, most often: one system call for both), or
+		 * the progress thread's next pass -- at most nap_ns. */
+		sv_eng_deadline(eng, sv_now_ns() + sv_tune.nap_ns);
+		return;
+	}
 	sv_lock_spin(&w->lock, SV_LOCK_TX);
 	flush_locked(w, eng->wshm);
 	left = w->n != 0;
@@ -927,6 +944,8 @@ void sv_wire_commit(struct sv_link *l)
 				   sv_icrc(&f, ib, len);
 	memcpy(ib + len, &icrc, SV_ICRC_BYTES);
 	w->cur = NULL;
+	if (ib[0] != OPC_ACK)
+		__atomic_store_n(&w->urgent, w->urgent + 1, __ATOMIC_RELAXED);
 	switch (sv_fault_pick(l, ib, len, &delay_ns)) {
 	case SV_FAULT_DROP:
 		break;

@@ -459,6 +459,12 @@ void sv_wire_abort(struct sv_link *l);
 int sv_wire_cur(struct sv_link *l, uint8_t **p, uint32_t *len, uint32_t *type);
 /* Sends the batch (no lock held); whether some still waits. */
 void sv_wire_flush(struct sv_engine *eng);
+/* While on (this thread): a batch of ACKs only is not sent by
+ * sv_wire_flush but left for the next flush -- the application's next
+ * verbs call, or the progress thread's next pass, which sv_eng_deadline
+ * brings within nap_ns.  The application's poll drains with it on: the
+ * ACK of a SEND it just received leaves with its answer. */
+void sv_wire_hold_acks(int on);
 /* Sends what waits before the sockets close (detach): a send that
  * completed (UC, UD: sent is done) is on the wire, as a NIC finishes its
  * queue; a socket that refuses for a moment (ENOBUFS) is tried again, for

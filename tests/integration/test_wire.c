@@ -373,6 +373,61 @@ SV_TEST_T(rc_peer_killed_is_retry_exceeded, 120)
 	a_done();
 }
 
+/* --------------------------------------- an ACK a poll left behind -- */
+
+/* B: polls until its receive completes, then calls nothing more (it waits
+ * on the pipe) until A is done. */
+static void ack_b(int in, int out)
+{
+	struct side s;
+	struct card mine, peer;
+	struct ibv_wc wc;
+	uint8_t ok;
+
+	side_open(&s, IBV_QPT_RC, IP4_B);
+	side_card(&s, &mine);
+	put(out, &mine, sizeof(mine));
+	get(in, &peer, sizeof(peer));
+	side_connect(&s, &peer, 20, 0);
+	post_recv(&s, 7, 0, 4096);
+	put(out, &mine, 1); /* the receive is posted */
+	wc1(&s, &wc);
+	ok = wc.status == IBV_WC_SUCCESS && wc.wr_id == 7 && wc.byte_len == 64;
+	put(out, &ok, 1);
+	get(in, &ok, 1); /* A has its completion */
+	side_close(&s);
+}
+
+/* The ACK of a SEND that B's poll received waits for B's next verbs call
+ * (to leave with its answer, in one system call); B makes none, and the
+ * ACK still leaves (B's progress thread sends it): A's SEND completes
+ * with success, though A allows no retransmission (retry_cnt 0, a
+ * timeout of ~4 s: a lost ACK would end it in RETRY_EXC_ERR). */
+SV_TEST_T(rc_ack_leaves_without_the_app, 120)
+{
+	struct host h;
+	struct side s;
+	struct card peer;
+	struct ibv_wc wc;
+	uint8_t c;
+
+	two_hosts(&h, ack_b);
+	side_open(&s, IBV_QPT_RC, IP4_A);
+	a_swap_cards(&h, &s, &peer);
+	side_connect(&s, &peer, 20, 0);
+	get(h.from, &c, 1);
+	post(&s, 1, IBV_WR_SEND, 0, 64, NULL, 0, 0);
+	get(h.from, &c, 1);
+	CHECK_EQ(c, 1); /* B received it, and calls no verbs from now */
+	wc1(&s, &wc);
+	CHECK_EQ(wc.wr_id, 1);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	put(h.to, &c, 1);
+	side_close(&s);
+	CHECK_EQ(host_done(&h), 0);
+	a_done();
+}
+
 /* ----------------------------------------------- a stopped receiver -- */
 
 /* UC SENDs to a process that is stopped while they arrive: more than the
