@@ -418,6 +418,44 @@ static void wire_rx_end(struct sv_engine *eng)
 	pthread_mutex_unlock(&eng->wire_rx_lock);
 }
 
+/*
+ * After a read of the port that found nw datagrams (-1: not read).
+ * Empty: rest a while, since an empty read costs a system call.  The
+ * longer the port has been quiet, the longer the rest (a sixteenth of the
+ * quiet, from SV_WIRE_REST_NS up to SV_WIRE_QUIET_REST_NS): a program
+ * that talks only on this host (UCX's ud_verbs QPs keep the port open)
+ * polls it rarely and its polls stay short, while a conversation on the
+ * wire keeps it read every few microseconds.  A few packets of a stream:
+ * let more gather (a NIC's interrupt moderation), so a read takes a
+ * batch, not two packets.  One packet (a ping-pong) or a full batch:
+ * read again at once.
+ */
+static void wire_rest(struct sv_engine *eng, int nw)
+{
+	uint64_t now, rest, quiet;
+
+	if (nw < 0)
+		return;
+	now = sv_now_ns();
+	if (nw) {
+		atomic_store_explicit(&eng->wire_last_rx, now,
+				      memory_order_relaxed);
+		if (nw == 1 || nw >= SV_WIRE_BATCH / 2)
+			return;
+		rest = SV_WIRE_GATHER_NS;
+	} else {
+		quiet = now - atomic_load_explicit(&eng->wire_last_rx,
+						   memory_order_relaxed);
+		rest = quiet / 16;
+		if (rest < SV_WIRE_REST_NS)
+			rest = SV_WIRE_REST_NS;
+		if (rest > SV_WIRE_QUIET_REST_NS)
+			rest = SV_WIRE_QUIET_REST_NS;
+	}
+	atomic_store_explicit(&eng->wire_idle_until, now + rest,
+			      memory_order_relaxed);
+}
+
 int sv_eng_drain_all(struct sv_engine *eng, int *contended, int *silent)
 {
 	unsigned nin = atomic_load_explicit(&eng->nin, memory_order_acquire);
@@ -442,15 +480,7 @@ int sv_eng_drain_all(struct sv_engine *eng, int *contended, int *silent)
 	sv_unlock_rw(&eng->qp_lock);
 	if (wire) {
 		wire_forward(eng, fwd, nfwd);
-		/* Empty: rest.  A few packets of a stream: let more
-		 * gather (a NIC's interrupt moderation), so a read takes a
-		 * batch, not two packets.  One packet (a ping-pong) or a
-		 * full batch: read again at once. */
-		if (!nw || (nw >= 2 && nw < SV_WIRE_BATCH / 2))
-			atomic_store_explicit(&eng->wire_idle_until,
-					      sv_now_ns() + (nw ? SV_WIRE_GATHER_NS :
-								  SV_WIRE_REST_NS),
-					      memory_order_relaxed);
+		wire_rest(eng, nw);
 		wire_rx_end(eng);
 		n += npk;
 	}

@@ -268,6 +268,7 @@ struct sv_engine {
 	struct sv_wire_rxb *rxb;
 	pthread_mutex_t wire_rx_lock;
 	_Atomic uint64_t wire_idle_until; /* the port was empty: rest till */
+	_Atomic uint64_t wire_last_rx;	  /* when a read of it last found some */
 	pthread_mutex_t port_lock;
 	struct sv_keytab_port *port_copy;
 	uint32_t port_seq;
@@ -427,7 +428,8 @@ int sv_fault_pick(struct sv_link *l, const uint8_t *bth, uint32_t len,
 
 /* eng_wire.c: RoCE v2 to other hosts. */
 #define SV_WIRE_SLOTS 64 /* datagrams of one batch */
-#define SV_WIRE_REST_NS 2000 /* after an empty read of the port */
+#define SV_WIRE_REST_NS 2000 /* after an empty read of the port ... */
+#define SV_WIRE_QUIET_REST_NS 20000 /* ... up to this when it was long */
 #define SV_WIRE_GATHER_NS 5000 /* after a read of a few packets */
 struct sv_roce_flow;
 /* gid is this host's (the port's GID table, loopback, or zero: no
