@@ -8,7 +8,9 @@
 #         (UCX_TLS=rc_verbs,ud_verbs,self, under `softverbs run`) beside
 #         UCX's shared memory (UCX_TLS=posix,self): tag_lat and ucp_am_lat
 #         8 B (average and median), tag_bw, ucp_put_bw, ucp_get and
-#         stream_bw 64 KiB (MB/s)
+#         stream_bw 64 KiB (MB/s); UCT's CMA transport put_bw and get
+#         64 KiB (zero copy), the floor of a put or get between processes
+#         that share no memory
 #   mpi   Open MPI 4.1 with --mca pml ucx, the RDMA transport forced
 #         (UCX_TLS=rc_verbs,ud_verbs,self: no shared memory), 2 and 4
 #         ranks on this host, bench/mpi_bench.c (ping-pong 8 B and 1 MiB,
@@ -175,6 +177,20 @@ if on host; then
 		ucx_round host "$r" posix ucp_am_lat 8 100000
 		for t in tag_bw ucp_put_bw ucp_get stream_bw; do
 			ucx_round host "$r" posix "$t" 65536 20000
+		done
+		# The floor of a put or get between two processes that share
+		# no memory: one process_vm_writev/readv a message (UCT's CMA
+		# transport, zero copy), what softverbs' direct path pays.
+		for t in put_bw get; do
+			d=$TMP/host.cma.$t.$r
+			if PAIR_DIRECT=1 pairs_run "$d" "$TMO" ucx_perftest -t "$t" \
+				-d memory -x cma -D zcopy -s 65536 -n 20000 -w 2000 \
+				>/dev/null; then
+				v=$(awk '$1 == "Final:" { print $6 }' "$d/client.out")
+			else
+				v=failed
+			fi
+			val host "uct_${t}_cma" 65536 MB/s "$r" "${v:-failed}"
 		done
 	done
 fi
