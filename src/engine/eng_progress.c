@@ -346,8 +346,12 @@ void sv_engine_note_got(struct sv_engine *eng)
 
 void sv_engine_note_notify(struct sv_engine *eng)
 {
-	if (eng)
-		bump(&eng->notify_seq);
+	if (!eng)
+		return;
+	bump(&eng->notify_seq);
+	/* It is going to wait for an event: ACKs its last poll kept
+	 * (sv_wire_hold_acks) leave now, not at the thread's next pass. */
+	sv_wire_flush(eng);
 }
 
 void sv_engine_note_poll(struct sv_engine *eng)
@@ -700,9 +704,9 @@ void sv_engine_progress(struct sv_engine *eng)
 			      memory_order_relaxed);
 	if (eng->attached) {
 		sv_cap_prepare(eng);
-		/* The application polls: what it posted in a burst runs now. */
-		/* ACKs the last poll left (they did not meet an answer). */
+		/* ACKs the last poll kept (they met no answer). */
 		sv_wire_flush(eng);
+		/* The application polls: what it posted in a burst runs now. */
 		if (atomic_load_explicit(&eng->deferred, memory_order_relaxed))
 			sv_eng_run_deferred(eng, 0);
 		sv_wire_hold_acks(1);
