@@ -344,14 +344,34 @@ void sv_engine_note_got(struct sv_engine *eng)
 		bump(&eng->got_seq);
 }
 
+/* What the application posted in a stream and holds (sv_path.c) runs
+ * now, all together. */
+static void run_held(struct sv_engine *eng)
+{
+	if (atomic_load_explicit(&eng->deferred, memory_order_relaxed) &&
+	    !sv_trylock_read(&eng->attach_lock, SV_LOCK_ATTACH)) {
+		if (eng->attached)
+			sv_eng_run_deferred(eng, 0);
+		sv_unlock_rw(&eng->attach_lock);
+	}
+}
+
 void sv_engine_note_notify(struct sv_engine *eng)
 {
 	if (!eng)
 		return;
 	bump(&eng->notify_seq);
-	/* It is going to wait for an event: ACKs its last poll kept
-	 * (sv_wire_hold_acks) leave now, not at the thread's next pass. */
+	/* It is going to wait for an event: what it posted and what its
+	 * last poll kept (ACKs, sv_wire_hold_acks) leave now, not at the
+	 * thread's next pass. */
+	run_held(eng);
 	sv_wire_flush(eng);
+}
+
+int sv_eng_app_polling(struct sv_engine *eng, uint64_t now)
+{
+	return now - atomic_load_explicit(&eng->last_inline,
+					  memory_order_relaxed) < sv_tune.live_ns;
 }
 
 void sv_engine_note_poll(struct sv_engine *eng)
@@ -371,12 +391,7 @@ void sv_engine_note_poll(struct sv_engine *eng)
 		    write(eng->doorbell, &one, sizeof(one)) < 0)
 			sv_dbg("doorbell: %s", strerror(errno));
 	}
-	if (atomic_load_explicit(&eng->deferred, memory_order_relaxed) &&
-	    !sv_trylock_read(&eng->attach_lock, SV_LOCK_ATTACH)) {
-		if (eng->attached)
-			sv_eng_run_deferred(eng, 0);
-		sv_unlock_rw(&eng->attach_lock);
-	}
+	run_held(eng);
 }
 
 /*
@@ -440,8 +455,7 @@ static void note_moved(_Atomic uint32_t *c, uint64_t now, uint32_t *seq,
  * preempted with a ring lock held stalls it for a time slice). */
 static int app_live(struct sv_engine *eng, uint64_t now)
 {
-	return now - atomic_load_explicit(&eng->last_inline,
-					  memory_order_relaxed) < sv_tune.live_ns;
+	return sv_eng_app_polling(eng, now);
 }
 
 /* The QPs' timers are due for a look: packets came, someone asked for

@@ -427,7 +427,15 @@ void sv_engine_posted(struct sv_qp *qp)
 		sv_engine_flush(qp);
 		return;
 	case SV_POST_HOLD:
-		if (!atomic_exchange(&eng->deferred, 1))
+		/* The first held stream: the progress thread runs it by
+		 * k.due, unless the application is in a polling loop --
+		 * its next poll runs it (sv_engine_note_poll), and a
+		 * doorbell that woke the thread for it would cost a system
+		 * call on every stream and a wake-up beside it.  If it
+		 * stops polling, the thread's nap (nap_ns) bounds the wait;
+		 * if it asks for an event, sv_engine_note_notify runs it. */
+		if (!atomic_exchange(&eng->deferred, 1) &&
+		    !sv_eng_app_polling(eng, k.now))
 			sv_eng_deadline(eng, k.due);
 		return;
 	case SV_POST_RUN:

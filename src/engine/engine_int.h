@@ -519,6 +519,9 @@ void sv_eng_want_work(struct sv_engine *eng);
 /* A timer of some QP now expires at `when` (ns): wakes the progress
  * thread if it sleeps past it.  No lock needed. */
 void sv_eng_deadline(struct sv_engine *eng, uint64_t when);
+/* The application polled a CQ and found it empty less than live_ns ago:
+ * it is in a polling loop, and its next poll comes soon. */
+int sv_eng_app_polling(struct sv_engine *eng, uint64_t now);
 /* Queues an async event (sent by the progress thread, no lock held). */
 void sv_eng_async(struct sv_engine *eng, const struct sv_ctx_ref *cref,
 		  enum ibv_event_type type, void *element);

@@ -24,8 +24,10 @@
  * post (a latency test, a request) must run at once.  A post that comes
  * within burst_ns of the end of the previous one is a stream: it waits,
  * and so does every post after it, until direct_batch WQEs are queued,
- * the application polls a CQ, or defer_ns pass (the progress thread runs
- * them then: sv_eng_run_deferred).
+ * the application polls a CQ or asks for a completion event, or defer_ns
+ * pass (the progress thread runs them then: sv_eng_run_deferred; beside
+ * an application in a polling loop no doorbell wakes the thread for it:
+ * the next poll comes first, and the thread's nap bounds the wait).
  *
  * Packets (sv_path_packets_now: the target takes them at once; always
  * to a peer we reach only by packets, on a ring or the wire) cost no
