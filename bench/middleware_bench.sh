@@ -20,7 +20,11 @@
 #         root): UCX rc_verbs beside UCX tcp (UCX_TLS=tcp,self) for
 #         tag_lat 8 B, tag_bw, ucp_put_bw, ucp_get 64 KiB; libfabric's
 #         fi_pingpong over verbs;ofi_rxm beside tcp;ofi_rxm, 8 B and
-#         64 KiB (Debian 12 packages no fabtests, so no fi_rdm_tagged_bw)
+#         64 KiB (Debian 12 packages no fabtests, so no fi_rdm_tagged_bw);
+#         unmodified TCP programs under rdma-core's librspreload (rsockets
+#         on our librdmacm) beside the same programs over TCP: sockperf
+#         ping-pong (p50, its 14-byte messages) and throughput (1 KiB
+#         messages), iperf3
 #
 #   bench/middleware_bench.sh [--quick]     (--quick: 3 rounds)
 #   MW_ROUNDS=N  MW_ONLY="host mpi ns" (a subset of the sections)
@@ -36,6 +40,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/bench_lib.sh
 . "$top/bench/bench_lib.sh"
 bench_build
+apt_want sockperf iperf3 python3-matplotlib
 export SOFTVERBS=$SV
 export SOFTVERBS_SOCKET=svbench.mw.$$
 export SOFTVERBS_IDLE_TIMEOUT=300
@@ -130,13 +135,58 @@ fi_pp() {
 	echo "${v:-failed}"
 }
 
+# rsock DIR KIND WHAT: one unmodified TCP program pair across the
+# namespaces, plain (KIND tcp) or under rdma-core's librspreload (KIND
+# rs: its rsockets on our librdmacm and sv0).  WHAT: pp (sockperf
+# ping-pong, prints the p50 one-way latency in usec), tp (sockperf
+# throughput of 1 KiB messages, MB/s), ip (iperf3, MB/s); "failed" else.
+RSPRELOAD=
+for f in /usr/lib/*/rsocket/librspreload.so; do
+	[ -e "$f" ] && RSPRELOAD=$f
+done
+rsock() {
+	local d=$1 kind=$2 what=$3 wrap=() srv cli pid v
+	mkdir -p "$d"
+	[ "$kind" = rs ] && wrap=("$SV" run env LD_PRELOAD="$RSPRELOAD")
+	case $what in
+	pp | tp)
+		srv=(sockperf server -i "$NS_B_IP4" -p 11111 --tcp)
+		if [ "$what" = pp ]; then
+			cli=(sockperf ping-pong -i "$NS_B_IP4" -p 11111 -t 3 --tcp)
+		else
+			cli=(sockperf throughput -i "$NS_B_IP4" -p 11111 -t 3 --tcp -m 1024)
+		fi ;;
+	ip)
+		srv=(iperf3 -s -1 -B "$NS_B_IP4")
+		cli=(iperf3 -c "$NS_B_IP4" -t 3 -f M) ;;
+	esac
+	ip netns exec "$NS_B" timeout -k 5 "$TMO" "${wrap[@]}" "${srv[@]}" \
+		>"$d/server.out" 2>&1 &
+	pid=$!
+	# The server listens before it takes anything: wait for it.
+	for _ in $(seq 1 100); do
+		PAIR_SRV_NS=$NS_B port_listening "$([ "$what" = ip ] && echo 5201 || echo 11111)" && break
+		sleep 0.1
+	done
+	ip netns exec "$NS_A" timeout -k 5 "$TMO" "${wrap[@]}" "${cli[@]}" \
+		>"$d/client.out" 2>&1
+	kill_tree "$pid" TERM
+	wait "$pid" 2>/dev/null
+	case $what in
+	pp) v=$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$d/client.out") ;;
+	tp) v=$(sed -n 's/.*BandWidth is \([0-9.]*\) MBps.*/\1/p' "$d/client.out") ;;
+	ip) v=$(awk '/receiver/ { for (i = 1; i < NF; i++) if ($(i + 1) == "MBytes/sec") print $i }' "$d/client.out") ;;
+	esac
+	echo "${v:-failed}"
+}
+
 # mpi DIR KIND NP: mpirun of mpi_bench with NP ranks on this host; KIND
 # rc (pml ucx over rc_verbs on sv0, under softverbs run) or tcp (pml ob1,
 # btl tcp).  Prints mpi_bench's lines, or nothing.
 MPIBIN=$build/bin/mpi_bench
 mpi() {
-	local d=$1 kind=$2 np=$3 args=(--allow-run-as-root --oversubscribe
-		-np "$np" --bind-to none)
+	local d=$1 kind=$2 np=$3 args
+	args=(--allow-run-as-root --oversubscribe -np "$np" --bind-to none)
 	mkdir -p "$d"
 	if [ "$kind" = rc ]; then
 		UCX_TLS=rc_verbs,ud_verbs,self UCX_NET_DEVICES=sv0:1 \
@@ -147,6 +197,46 @@ mpi() {
 	else
 		timeout -k 5 "$TMO" mpirun "${args[@]}" --mca pml ob1 \
 			--mca btl tcp,self --mca btl_tcp_if_include lo \
+			"$MPIBIN" 2000 >"$d/out" 2>&1
+	fi
+	grep -E '^(pingpong_lat|pingpong_bw|allreduce) ' "$d/out"
+}
+
+# mpi_ns DIR KIND: mpi_bench with 2 ranks, one in each namespace,
+# started the way a cluster's users start it: mpirun (in A) reaches the
+# other host through an rsh agent ($TMP/agent.sh: ip netns exec instead
+# of ssh), and the ranks talk over the veth -- KIND tcp (pml ob1, btl
+# tcp) or rc (pml ucx over rc_verbs on each namespace's sv0).
+mpi_ns() {
+	local d=$1 kind=$2 args
+	mkdir -p "$d"
+	cat >"$TMP/agent.sh" <<AGENT
+#!/bin/sh
+# An rsh agent for mpirun: HOST COMMAND... runs COMMAND in HOST's namespace.
+h=\$1
+shift
+case \$h in
+$NS_A_IP4) ns=$NS_A ;;
+$NS_B_IP4) ns=$NS_B ;;
+*) echo "agent: no namespace has \$h" >&2; exit 1 ;;
+esac
+exec ip netns exec "\$ns" sh -c "\$*"
+AGENT
+	chmod +x "$TMP/agent.sh"
+	args=(--allow-run-as-root -np 2 --host "$NS_A_IP4:1,$NS_B_IP4:1"
+		--mca plm_rsh_agent "$TMP/agent.sh" --bind-to none
+		--mca oob_tcp_if_include 198.51.100.0/24)
+	if [ "$kind" = rc ]; then
+		UCX_TLS=rc_verbs,ud_verbs,self UCX_NET_DEVICES=sv0:1 \
+			ip netns exec "$NS_A" timeout -k 5 "$TMO" "$SV" run mpirun \
+			"${args[@]}" --mca pml ucx --mca btl ^openib \
+			-x UCX_TLS -x UCX_NET_DEVICES -x UCX_WARN_UNUSED_ENV_VARS \
+			-x LD_LIBRARY_PATH -x SOFTVERBS_SOCKET -x SOFTVERBSD -x PATH \
+			"$MPIBIN" 2000 >"$d/out" 2>&1
+	else
+		ip netns exec "$NS_A" timeout -k 5 "$TMO" mpirun "${args[@]}" \
+			--mca pml ob1 --mca btl tcp,self \
+			--mca btl_tcp_if_include 198.51.100.0/24 \
 			"$MPIBIN" 2000 >"$d/out" 2>&1
 	fi
 	grep -E '^(pingpong_lat|pingpong_bw|allreduce) ' "$d/out"
@@ -237,6 +327,30 @@ if on ns; then
 					fi
 				done
 			done
+			if [ -x "$MPIBIN" ] && command -v mpirun >/dev/null; then
+				for k in tcp rc; do
+					mpi_ns "$TMP/mpins.$k.$r" "$k" >"$TMP/mpi.out"
+					[ -s "$TMP/mpi.out" ] ||
+						val mpi "mpins_pingpong_lat_$k" 8 usec "$r" failed
+					while read -r what sz v; do
+						case $what in pingpong_bw) u=MB/s ;; *) u=usec ;; esac
+						val mpi "mpins_${what}_$k" "$sz" "$u" "$r" "$v"
+					done <"$TMP/mpi.out"
+				done
+			fi
+			if [ -n "$RSPRELOAD" ] && command -v sockperf >/dev/null &&
+				command -v iperf3 >/dev/null; then
+				for w in pp tp ip; do
+					for k in tcp rs; do
+						v=$(rsock "$TMP/rs.$w.$k.$r" "$k" "$w")
+						case $w in
+						pp) val ns "sockperf_pp_$k" 14 usec "$r" "$v" ;;
+						tp) val ns "sockperf_tp_$k" 1024 MB/s "$r" "$v" ;;
+						ip) val ns "iperf3_$k" - MB/s "$r" "$v" ;;
+						esac
+					done
+				done
+			fi
 		done
 	else
 		echo "== ns: skipped ($why)"

@@ -54,7 +54,7 @@ def fmt(v):
     return f"{v:.3g}" if v < 100 else f"{v:.0f}"
 
 
-SIZE = {"8": "8 B", "65536": "64 KiB", "1048576": "1 MiB"}
+SIZE = {"8": "8 B", "1024": "1 KiB", "65536": "64 KiB", "1048576": "1 MiB"}
 
 # (label, section, ours, peer, size, lower_better, goal)
 targets = [
@@ -72,6 +72,13 @@ targets.append(("UCX tag_lat 8 B (average) vs UCX tcp, two namespaces",
 targets.append(("libfabric fi_pingpong verbs;ofi_rxm 64 KiB vs tcp;ofi_rxm, "
                 "two namespaces", "ns", "fi_pingpong_verbs",
                 "fi_pingpong_tcp", "65536", False, 1.0))
+targets.append(("rsockets: sockperf ping-pong p50 vs TCP, two namespaces",
+                "ns", "sockperf_pp_rs", "sockperf_pp_tcp", "14", True, 1.0))
+targets.append(("rsockets: sockperf throughput 1 KiB vs TCP, two namespaces",
+                "ns", "sockperf_tp_rs", "sockperf_tp_tcp", "1024", False,
+                1.0))
+targets.append(("rsockets: iperf3 vs TCP, two namespaces", "ns",
+                "iperf3_rs", "iperf3_tcp", "-", False, 1.0))
 
 # Not targets: the floor beside them (goal None).
 targets.insert(3, ("UCX ucp_put_bw 64 KiB vs UCT put_bw over CMA (the "
@@ -136,12 +143,14 @@ if rows:
 
 mpi = [k for k in order if k[0] == "mpi"]
 if mpi:
-    w("## Open MPI (one host, RDMA forced vs TCP)\n")
+    w("## Open MPI (RDMA forced vs TCP)\n")
     w("`mpirun -np N` of `bench/mpi_bench.c`: ours `--mca pml ucx` with "
       "UCX over rc_verbs on sv0 only (no shared memory), the peer "
       "`--mca pml ob1 --mca btl tcp,self` on loopback.  Ping-pong between "
       "rank 0 and the last rank (one-way latency, bandwidth), allreduce of "
-      "all ranks (time per call).\n")
+      "all ranks (time per call).  Between the namespaces mpirun reaches "
+      "the second one through an rsh agent (`ip netns exec` in place of "
+      "`ssh`), and TCP runs on the veth.\n")
     w("| ranks | figure | size | over TCP | over softverbs | unit | "
       "ratio |")
     w("|---|---|---|---|---|---|---|")
@@ -154,6 +163,8 @@ if mpi:
             continue
         seen.add((base, size))
         np_, fig = base[3:].split("_", 1)
+        if np_ == "ns":
+            np_ = "2, one per namespace"
         kt, kr = (sec, base + "_tcp", size), (sec, base + "_rc", size)
         u = units.get(kt, units.get(kr, ""))
         r = ratio(kr, kt, u == "usec")

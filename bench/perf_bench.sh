@@ -27,24 +27,6 @@ TMO=${PERF_TIMEOUT:-120}
 # shellcheck source=tests/compat/pairs_lib.sh
 . "$top/tests/compat/pairs_lib.sh"
 
-# apt_want PKG...: installs the missing ones (root or sudo), like
-# scripts/deps.sh; a failure only costs the comparison, not the run.
-apt_want() {
-	local p missing=() sudo=
-	for p in "$@"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-	done
-	[ ${#missing[@]} -eq 0 ] && return 0
-	if [ "$(id -u)" -ne 0 ]; then
-		command -v sudo >/dev/null || { echo "perf_bench: not root and no sudo: skipping ${missing[*]}" >&2; return 1; }
-		sudo=sudo
-	fi
-	echo "perf_bench: installing ${missing[*]}" >&2
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
-		{ $sudo apt-get update -qq >/dev/null 2>&1 &&
-			$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1; } ||
-		{ echo "perf_bench: could not install ${missing[*]}" >&2; return 1; }
-}
 apt_want ucx-utils
 apt_want python3-matplotlib
 
