@@ -139,6 +139,21 @@ static int send_queued(struct sv_qp *qp, struct sv_tr *tr)
 	return 0;
 }
 
+/* An XRC TGT QP is served by its creator's engine, but any handle may
+ * bring it to RTR (ibv_open_qp's, in another process): then the peer
+ * that the creator's modify would have routed to is looked up from the
+ * QP's region when there is something to answer, on this host (the
+ * wire's flow is the creator's modify's: docs/differences.md).  The link
+ * found stays until the creator's handle modifies the QP. */
+static void tgt_route(struct sv_qp *qp, struct sv_tr *tr)
+{
+	uint32_t dqpn = __atomic_load_n(&qp->shm->dest_qpn, __ATOMIC_RELAXED);
+	uint32_t st = __atomic_load_n(&qp->shm->state, __ATOMIC_ACQUIRE);
+
+	if (dqpn && st >= IBV_QPS_RTR && st != IBV_QPS_ERR)
+		tr->link = sv_eng_link_for_qpn(qp->eng, dqpn);
+}
+
 void sv_resp_flush(struct sv_qp *qp)
 {
 	struct sv_tr *tr = tr_of(qp);
@@ -149,6 +164,8 @@ void sv_resp_flush(struct sv_qp *qp)
 	if (!sv_qpt_rc(qp->type) ||
 	    (!tr->ack_pending && tr->rq_head == tr->rq_tail))
 		return;
+	if (!tr->link && !qp->link && qp->type == IBV_QPT_XRC_RECV)
+		tgt_route(qp, tr);
 	/* What we answer is published (and the requester's doorbell rung)
 	 * only once the lock is dropped.  The requester may execute its next
 	 * message directly as soon as it sees its last ACK, and that takes

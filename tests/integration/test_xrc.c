@@ -1092,9 +1092,18 @@ struct xpeers {
 	uint32_t ini_qpn, tgt_qpn;
 };
 
-/* A child's part: what it makes (the TGT QP: tgt; the SRQs: srqs) in the
- * domain of the file at path, told on s; with the SRQs it checks the two
- * SENDs the test makes and says so; it lives until the test is done. */
+/* What a child does with the TGT QP. */
+enum {
+	XT_NONE,
+	XT_MAKE,      /* makes it and connects it */
+	XT_MAKE_ONLY, /* makes it; another process connects it */
+	XT_OPEN,      /* opens the one the test names and connects it */
+};
+
+/* A child's part: what it makes (the TGT QP: tgt, XT_*; the SRQs: srqs)
+ * in the domain of the file at path, told on s; with the SRQs it checks
+ * the two SENDs the test makes and says so; it lives until the test is
+ * done. */
 static void xchild(const char *path, int s, int tgt, int srqs)
 {
 	struct xside c;
@@ -1121,7 +1130,7 @@ static void xchild(const char *path, int s, int tgt, int srqs)
 		info.rkey = c.mr->rkey;
 		info.addr = (uintptr_t)c.buf;
 	}
-	if (tgt) {
+	if (tgt == XT_MAKE || tgt == XT_MAKE_ONLY) {
 		c.qp = tgt_new(c.ctx, c.x);
 		if (!c.qp)
 			_exit(4);
@@ -1129,7 +1138,12 @@ static void xchild(const char *path, int s, int tgt, int srqs)
 	}
 	xsend(s, &info, sizeof(info));
 	xrecv(s, &pr, sizeof(pr));
-	if (tgt)
+	if (tgt == XT_OPEN) {
+		c.qp = tgt_open(c.ctx, c.x, pr.tgt_qpn);
+		if (!c.qp)
+			_exit(7);
+	}
+	if (tgt == XT_MAKE || tgt == XT_OPEN)
 		xconnect(c.qp, pr.ini_qpn);
 	xsend(s, &go, 1);
 	if (srqs) {
@@ -1182,22 +1196,27 @@ static void xchild_end(pid_t pid, int s)
 SV_TEST_T(data_processes, 60)
 {
 	char path[64];
-	int fd = tmpfile_fd(path, sizeof(path)), cs[3];
-	pid_t cp[3];
+	int fd = tmpfile_fd(path, sizeof(path)), cs[5];
+	pid_t cp[5];
 
 	close(fd);
 	/* Every child is forked now, while this process has no thread yet:
 	 * a fork beside the engine's threads is the fork tests' business,
 	 * and under ASan a child forked while another thread is inside the
 	 * sanitizer's allocator can hang in its first malloc. */
-	cp[0] = xchild_start(path, &cs[0], 1, 1);
-	cp[1] = xchild_start(path, &cs[1], 1, 0);
-	cp[2] = xchild_start(path, &cs[2], 0, 1);
-	for (int round = 0; round < 2; round++) {
+	cp[0] = xchild_start(path, &cs[0], XT_MAKE, 1);
+	cp[1] = xchild_start(path, &cs[1], XT_MAKE, 0);
+	cp[2] = xchild_start(path, &cs[2], XT_NONE, 1);
+	cp[3] = xchild_start(path, &cs[3], XT_MAKE_ONLY, 0);
+	cp[4] = xchild_start(path, &cs[4], XT_OPEN, 1);
+	for (int round = 0; round < 3; round++) {
 		/* Round 0: one child has the TGT QP and the SRQs; round 1:
-		 * one the TGT QP, another the SRQs. */
-		int nc = round ? 2 : 1, *s = round ? cs + 1 : cs;
-		pid_t *pid = round ? cp + 1 : cp;
+		 * one the TGT QP, another the SRQs; round 2: one makes the
+		 * TGT QP, another opens it, brings it to RTR and has the
+		 * SRQs (the maker's engine answers, to the peer that the
+		 * other's modify named). */
+		int nc = round ? 2 : 1, *s = cs + (round ? 2 * round - 1 : 0);
+		pid_t *pid = cp + (round ? 2 * round - 1 : 0);
 		struct xinfo info[2], srqs, tgt;
 		struct xside i;
 		struct xpeers pr;
