@@ -145,18 +145,21 @@ static int send_queued(struct sv_qp *qp, struct sv_tr *tr)
  * QP's region when there is something to answer, on this host (the
  * wire's flow is the creator's modify's: docs/differences.md).  The link
  * found stays until the creator's handle modifies the QP. */
-static void tgt_route(struct sv_qp *qp, struct sv_tr *tr)
+static struct sv_link *tgt_route(struct sv_qp *qp)
 {
 	uint32_t dqpn = __atomic_load_n(&qp->shm->dest_qpn, __ATOMIC_RELAXED);
 	uint32_t st = __atomic_load_n(&qp->shm->state, __ATOMIC_ACQUIRE);
 
-	if (dqpn && st >= IBV_QPS_RTR && st != IBV_QPS_ERR)
-		tr->link = sv_eng_link_for_qpn(qp->eng, dqpn);
+	if (!dqpn || st < IBV_QPS_RTR || st == IBV_QPS_ERR)
+		return NULL;
+	return sv_eng_link_for_qpn(qp->eng, dqpn); /* takes locks: not
+						      under the QP's */
 }
 
 void sv_resp_flush(struct sv_qp *qp)
 {
 	struct sv_tr *tr = tr_of(qp);
+	struct sv_link *found = NULL;
 	int full;
 
 	if (!tr)
@@ -164,8 +167,10 @@ void sv_resp_flush(struct sv_qp *qp)
 	if (!sv_qpt_rc(qp->type) ||
 	    (!tr->ack_pending && tr->rq_head == tr->rq_tail))
 		return;
-	if (!tr->link && !qp->link && qp->type == IBV_QPT_XRC_RECV)
-		tgt_route(qp, tr);
+	/* A look without the lock; set under it, below. */
+	if (qp->type == IBV_QPT_XRC_RECV && !qp->link &&
+	    !__atomic_load_n(&tr->link, __ATOMIC_RELAXED))
+		found = tgt_route(qp);
 	/* What we answer is published (and the requester's doorbell rung)
 	 * only once the lock is dropped.  The requester may execute its next
 	 * message directly as soon as it sees its last ACK, and that takes
@@ -177,7 +182,7 @@ void sv_resp_flush(struct sv_qp *qp)
 	sv_link_batch_begin();
 	resp_lock(qp->shm);
 	if (!tr->link)
-		tr->link = qp->link;
+		tr->link = qp->link ? qp->link : found;
 	full = send_queued(qp, tr);
 	sv_unlock_shm(&qp->shm->lock);
 	sv_link_batch_end();
