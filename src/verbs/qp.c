@@ -763,6 +763,14 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	}
 	SV_CHECK(sv_check_obj(SV_CK_QP, qp, 0, NULL));
 	sv_engine_qp_del(qp);
+	/* Its completions still in the CQs go with it, as mlx5 and mlx4
+	 * clean them: a program frees what a QP's wr_ids point to when it
+	 * destroys the QP (libfabric's rxm polls its shared CQ after closing
+	 * an endpoint, and reposts what it finds). */
+	if (qp->scq)
+		sv_cq_clean(qp->scq, ibqp->qp_num);
+	if (qp->rcq && qp->rcq != qp->scq)
+		sv_cq_clean(qp->rcq, ibqp->qp_num);
 	sv_dp_obj_del(qp);
 	sv_dp_wait_acks(&ibqp->mutex, &ibqp->cond, &ibqp->events_completed,
 			&qp->events_delivered);

@@ -394,6 +394,38 @@ SV_TEST(flush_and_reset)
 	dp_close(&d);
 }
 
+/* A destroyed QP's completions still in a CQ go with it (mlx5 and mlx4
+ * clean them; a program frees what their wr_ids point to); another QP's
+ * in the same CQ stay, in order. */
+SV_TEST(destroy_cleans_its_completions)
+{
+	struct ibv_wc wc[8];
+	struct dp d;
+	struct ibv_qp *a, *b;
+
+	dp_open(&d, 16);
+	a = dp_qp(&d, IBV_QPT_RC, NULL, 8, 0);
+	b = dp_qp(&d, IBV_QPT_RC, NULL, 8, 0);
+	CHECK_EQ(to_init(a), 0);
+	CHECK_EQ(to_init(b), 0);
+	CHECK_EQ(post_recvs(a, 2, 100), 0);
+	CHECK_EQ(post_recvs(b, 2, 200), 0);
+	CHECK_EQ(post_recvs(a, 1, 102), 0);
+	/* Flushed: a's 3 and b's 2 completions wait in the shared CQ. */
+	CHECK_EQ(to_state(a, IBV_QPS_ERR), 0);
+	CHECK_EQ(to_state(b, IBV_QPS_ERR), 0);
+	CHECK_EQ(ibv_destroy_qp(a), 0);
+	poll_n(d.cq, wc, 2);
+	for (int i = 0; i < 2; i++) {
+		CHECK_EQ(wc[i].wr_id, 200 + i);
+		CHECK_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
+		CHECK_EQ(wc[i].qp_num, b->qp_num);
+	}
+	CHECK_EQ(ibv_poll_cq(d.cq, 8, wc), 0);
+	CHECK_EQ(ibv_destroy_qp(b), 0);
+	dp_close(&d);
+}
+
 SV_TEST(qp_ex_ops)
 {
 	struct ibv_qp_init_attr_ex a;
