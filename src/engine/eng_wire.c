@@ -821,7 +821,7 @@ static __thread int acks_wait;
 
 void sv_wire_hold_acks(int on)
 {
-	acks_wait = on;
+	acks_wait = on && sv_tune.wire_ack_hold;
 }
 
 void sv_wire_flush(struct sv_engine *eng)
@@ -944,7 +944,10 @@ void sv_wire_commit(struct sv_link *l)
 				   sv_icrc(&f, ib, len);
 	memcpy(ib + len, &icrc, SV_ICRC_BYTES);
 	w->cur = NULL;
-	if (ib[0] != OPC_ACK)
+	/* Only a plain ACK may wait (sv_wire_hold_acks); a NAK (a PSN
+	 * missing, a receive missing) stops a stream that runs on. */
+	if (ib[0] != OPC_ACK || len < SV_BTH_BYTES + SV_AETH_BYTES ||
+	    (__aeth_syn(ib + SV_BTH_BYTES) & SV_AETH_TYPE_MASK) != SV_AETH_ACK)
 		__atomic_store_n(&w->urgent, w->urgent + 1, __ATOMIC_RELAXED);
 	switch (sv_fault_pick(l, ib, len, &delay_ns)) {
 	case SV_FAULT_DROP:

@@ -67,6 +67,8 @@
 	  "on the wire, at least this much in flight (window_pkts x MTU)")    \
 	X(wire_ack_kb, 32, "KiB", 1, 1u << 20,                                 \
 	  "on the wire, an ACK asked at most this often (ack_every x MTU)")   \
+	X(wire_ack_hold, 1, "bool", 0, 1,                                      \
+	  "an ACK a poll makes waits for the app's next call (eng_wire.c)")   \
 	X(wire_gso, 1, "bool", 0, 1,                                           \
 	  "packets of one flow leave in trains (UDP_SEGMENT), eng_wire.c")    \
 	X(spin_ns, 100000, "ns", 0, 1000000000,                                \
