@@ -461,11 +461,13 @@ void sv_wire_abort(struct sv_link *l);
 int sv_wire_cur(struct sv_link *l, uint8_t **p, uint32_t *len, uint32_t *type);
 /* Sends the batch (no lock held); whether some still waits. */
 void sv_wire_flush(struct sv_engine *eng);
-/* While on (this thread): a batch of ACKs only is not sent by
+/* While on (this thread): a batch of plain ACKs only is not sent by
  * sv_wire_flush but left for the next flush -- the application's next
  * verbs call, or the progress thread's next pass, which sv_eng_deadline
- * brings within nap_ns.  The application's poll drains with it on: the
- * ACK of a SEND it just received leaves with its answer. */
+ * brings within nap_ns.  The application's poll drains with it on, and
+ * the drain turns it off unless it took one short message
+ * (sv_eng_drain_all): the ACK of a SEND it just received leaves with
+ * its answer.  Off for good with SOFTVERBS_TUNE=wire_ack_hold=0. */
 void sv_wire_hold_acks(int on);
 /* Sends what waits before the sockets close (detach): a send that
  * completed (UC, UD: sent is done) is on the wire, as a NIC finishes its
