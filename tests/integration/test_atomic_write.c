@@ -561,13 +561,11 @@ static void side_qp_ex(struct side *s)
 static void wire_b(int in, int out)
 {
 	struct side s;
-	struct card mine, peer;
+	struct card peer;
 	uint8_t ok;
 
 	side_open(&s, IBV_QPT_RC, IP4_B);
-	side_card(&s, &mine);
-	put(out, &mine, sizeof(mine));
-	get(in, &peer, sizeof(peer));
+	b_swap_cards(in, out, &s, &peer);
 	side_connect(&s, &peer, 14, 7);
 	get(in, &ok, 1); /* A is done with our memory */
 	side_close(&s);
@@ -754,7 +752,7 @@ static void wire_case(int capture, const char *fault)
 {
 	struct host h;
 	struct side s;
-	struct card mine, peer;
+	struct card peer;
 	char pcap[64], log[64];
 	pid_t dump = -1;
 	uint8_t ok = 1;
@@ -785,9 +783,7 @@ static void wire_case(int capture, const char *fault)
 	}
 	side_open(&s, IBV_QPT_RC, IP4_A);
 	side_qp_ex(&s);
-	side_card(&s, &mine);
-	get(h.from, &peer, sizeof(peer));
-	put(h.to, &mine, sizeof(mine));
+	a_swap_cards(&h, &s, &peer);
 	side_connect(&s, &peer, 14, 7);
 	wire_rounds(&s, &peer, rounds, 0);
 	wire_rounds(&s, &peer, rounds, 1);

@@ -44,14 +44,12 @@ static const char *b_ip; /* the other host's address family */
 static void rc_b(int in, int out)
 {
 	struct side s;
-	struct card mine, peer;
+	struct card peer;
 	struct ibv_wc wc;
 	uint8_t ok = 1;
 
 	side_open(&s, IBV_QPT_RC, b_ip);
-	side_card(&s, &mine);
-	put(out, &mine, sizeof(mine));
-	get(in, &peer, sizeof(peer));
+	b_swap_cards(in, out, &s, &peer);
 	side_connect(&s, &peer, 15, 7);
 	for (uint32_t k = 0; k < NSEND; k++)
 		post_recv(&s, k, BUF / 2 + k * 10000, 10000);
@@ -335,14 +333,13 @@ SV_TEST_T(ud_across_ipv6, 120)
 static void kill_b(int in, int out)
 {
 	struct side s;
-	struct card mine, peer;
+	struct card peer;
+	uint8_t up = 1;
 
 	side_open(&s, IBV_QPT_RC, IP4_B);
-	side_card(&s, &mine);
-	put(out, &mine, sizeof(mine));
-	get(in, &peer, sizeof(peer));
+	b_swap_cards(in, out, &s, &peer);
 	side_connect(&s, &peer, 14, 7);
-	put(out, &mine, 1);
+	put(out, &up, 1);
 	pause(); /* until killed */
 }
 
@@ -380,17 +377,15 @@ SV_TEST_T(rc_peer_killed_is_retry_exceeded, 120)
 static void ack_b(int in, int out)
 {
 	struct side s;
-	struct card mine, peer;
+	struct card peer;
 	struct ibv_wc wc;
-	uint8_t ok;
+	uint8_t ok = 1;
 
 	side_open(&s, IBV_QPT_RC, IP4_B);
-	side_card(&s, &mine);
-	put(out, &mine, sizeof(mine));
-	get(in, &peer, sizeof(peer));
+	b_swap_cards(in, out, &s, &peer);
 	side_connect(&s, &peer, 20, 0);
 	post_recv(&s, 7, 0, 4096);
-	put(out, &mine, 1); /* the receive is posted */
+	put(out, &ok, 1); /* the receive is posted */
 	wc1(&s, &wc);
 	ok = wc.status == IBV_WC_SUCCESS && wc.wr_id == 7 && wc.byte_len == 64;
 	put(out, &ok, 1);
@@ -443,14 +438,12 @@ SV_TEST_T(rc_ack_leaves_without_the_app, 120)
 static void uc_b(int in, int out)
 {
 	struct side s;
-	struct card mine, peer;
+	struct card peer;
 	struct ibv_wc wc;
 	uint8_t ok = 1;
 
 	side_open(&s, IBV_QPT_UC, IP4_B);
-	side_card(&s, &mine);
-	put(out, &mine, sizeof(mine));
-	get(in, &peer, sizeof(peer));
+	b_swap_cards(in, out, &s, &peer);
 	side_connect(&s, &peer, 14, 7);
 	for (uint32_t k = 0; k < UC_MSGS; k++)
 		post_recv(&s, k, 0, UC_LEN);

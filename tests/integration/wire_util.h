@@ -257,8 +257,6 @@ static inline void side_card(struct side *s, struct card *c)
 	CHECK_EQ(ibv_query_gid(s->ctx, 1, s->gid, &c->gid), 0);
 }
 
-/* RC or UC to RTS towards the peer of card c (timeout/retry: the QP's;
- * UC takes none of RC's attributes, and ignores them). */
 /* Host A's half of the exchange: B's card in, ours out (B sends first). */
 static inline void a_swap_cards(struct host *h, struct side *s,
 				struct card *peer)
@@ -269,6 +267,20 @@ static inline void a_swap_cards(struct host *h, struct side *s,
 	get(h->from, peer, sizeof(*peer));
 	put(h->to, &mine, sizeof(mine));
 }
+
+/* Host B's half (a two_hosts function's in and out): ours out, A's in. */
+static inline void b_swap_cards(int in, int out, struct side *s,
+				struct card *peer)
+{
+	struct card mine;
+
+	side_card(s, &mine);
+	put(out, &mine, sizeof(mine));
+	get(in, peer, sizeof(*peer));
+}
+
+/* RC or UC to RTS towards the peer of card c (timeout/retry: the QP's;
+ * UC takes none of RC's attributes, and ignores them). */
 
 static inline void side_connect(struct side *s, const struct card *c,
 				uint8_t timeout, uint8_t retry)
