@@ -451,13 +451,6 @@ static void note_moved(_Atomic uint32_t *c, uint64_t now, uint32_t *seq,
 	}
 }
 
-/* The application drains right now: keep off its rings (a thread
- * preempted with a ring lock held stalls it for a time slice). */
-static int app_live(struct sv_engine *eng, uint64_t now)
-{
-	return sv_eng_app_polling(eng, now);
-}
-
 /* The QPs' timers are due for a look: packets came, someone asked for
  * work, a deadline passed, or nap_ns went by. */
 static int policy_scan_due(struct policy *p, struct sv_engine *eng,
@@ -624,7 +617,12 @@ void *sv_progress_main(void *arg)
 		int n, busy = 0, silent = 0;
 
 		sv_cap_prepare(eng);
-		n = app_live(eng, now) ? 0 : sv_eng_drain_all(eng, NULL, &silent);
+		/* An application in a polling loop drains right now: keep
+		 * off its rings (a thread preempted with a ring lock held
+		 * stalls it for a time slice). */
+		n = sv_eng_app_polling(eng, now) ?
+			    0 :
+			    sv_eng_drain_all(eng, NULL, &silent);
 		if (policy_scan_due(&pol, eng, now, n)) {
 			uint64_t d;
 
@@ -632,7 +630,7 @@ void *sv_progress_main(void *arg)
 			pol.last_scan = now;
 			/* Held streams: an application that polls runs them
 			 * at its next poll, all together; else we do. */
-			d = app_live(eng, now) ? 0 :
+			d = sv_eng_app_polling(eng, now) ? 0 :
 						  sv_eng_run_deferred(eng, now);
 			if (d && (!pol.next_deadline || d < pol.next_deadline))
 				pol.next_deadline = d;
