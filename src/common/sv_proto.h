@@ -834,6 +834,11 @@ enum sv_engine_msg_type {
 	SV_ENGINE_PEER_GONE,	/* engine `peer` died: fail its links */
 	SV_ENGINE_UFILE_GONE,	/* ufile `peer` was destroyed: its MRs with it */
 	SV_ENGINE_FAULT,	/* its run-time fault plans changed: SV_FAULT_SYNC */
+	/* XRC TGT QP `peer` (a QPN) is served by process `peer_pid` (0:
+	 * none) from now: that process's engine adopts it (one of its
+	 * ibv_open_qp handles) and routes its answers from the QP's region;
+	 * every engine forgets where the QP was. */
+	SV_ENGINE_XRC_SERVE,
 };
 struct sv_engine_msg {
 	uint32_t type;

@@ -247,6 +247,20 @@ enum {
 	SV_RF_LAST_WQE = 1 << 6,  /* LAST_WQE_REACHED raised */
 };
 
+/* An XRC TGT QP's address vector (struct ibv_ah_attr's global route):
+ * any handle may bring the QP to RTR, and the process that serves it
+ * routes its answers from here (src/engine/eng_qp.c, sv_engine_tgt_serve). */
+struct sv_qp_av_shm {
+	uint8_t dgid[16];
+	uint32_t flow_label;
+	uint8_t sgid_index;
+	uint8_t hop_limit;
+	uint8_t traffic_class;
+	uint8_t is_global;
+	uint32_t set; /* 1: written */
+	uint32_t pad;
+};
+
 /*
  * The responder side of a QP, which anyone delivering to it may run.
  * | field        | meaning                                   | written by |
@@ -275,6 +289,8 @@ enum {
  * | sq_psn       | sq_psn as modify set it (the checker)     | owner      |
  * | max_rd_atomic | as modify set it (the checker)           | owner      |
  * | max_dest_rd_atomic | as modify set it (the checker)      | owner      |
+ * | av           | XRC TGT: the address vector of the last   | any handle |
+ * |              | modify that set IBV_QP_AV (under lock)    |            |
  */
 struct sv_qp_shm {
 	struct sv_shm_hdr h;
@@ -307,9 +323,10 @@ struct sv_qp_shm {
 	uint8_t max_rd_atomic;
 	uint8_t max_dest_rd_atomic;
 	uint8_t pad1[6];
+	struct sv_qp_av_shm av;
 	struct sv_rq_shm rq;
 };
-static_assert(sizeof(struct sv_qp_shm) == 320, "qp shm layout");
+static_assert(sizeof(struct sv_qp_shm) == 352, "qp shm layout");
 
 static inline struct sv_recv_wqe *sv_qp_cur(struct sv_qp_shm *q)
 {

@@ -178,6 +178,23 @@ void svd_engines_ufile_gone(uint32_t id)
 		engine_push(e, &m, NULL, 0);
 }
 
+void svd_engines_xrc_serve(uint32_t qpn, pid_t pid)
+{
+	struct sv_engine_msg m = { .type = SV_ENGINE_XRC_SERVE,
+				   .peer = qpn,
+				   .peer_pid = (uint32_t)pid };
+
+	/* To all: any engine may have a link there (a QP of this host
+	 * connected to it); a TGT QP changes hands rarely. */
+	for (struct svd_engine *e = engines; e; e = e->next)
+		engine_push(e, &m, NULL, 0);
+}
+
+int svd_engine_of_pid(pid_t pid)
+{
+	return engine_by_pid(pid) != NULL;
+}
+
 void svd_engines_close(void)
 {
 	while (engines)
@@ -274,7 +291,7 @@ int svd_op_qpn_lookup(struct svd_req *r)
 	qp = svd_qp_by_qpn(req->qpn);
 	if (!qp)
 		return -ENOENT;
-	e = engine_by_pid(qp->obj.owner_pid);
+	e = engine_by_pid(svd_qp_server(qp));
 	if (!e)
 		return -ENOENT;
 	rep->engine_id = e->id;
@@ -306,7 +323,7 @@ int svd_op_qp_peer(struct svd_req *r)
 	 * names its SRQ (SRQ_PEER). */
 	if (!qp || (!qp->rcq && qp->qp_type != IBV_QPT_XRC_RECV))
 		return -ENOENT;
-	e = engine_by_pid(qp->obj.owner_pid);
+	e = engine_by_pid(svd_qp_server(qp));
 	r->out_fds[n++] = fcntl(qp->shm_fd, F_DUPFD_CLOEXEC, 0);
 	if (qp->rcq)
 		r->out_fds[n++] = fcntl(qp->rcq->shm_fd, F_DUPFD_CLOEXEC, 0);
@@ -317,7 +334,7 @@ int svd_op_qp_peer(struct svd_req *r)
 		if (r->out_fds[i] < 0)
 			return -EMFILE; /* the reply path closes the others */
 	rep->engine_id = e ? e->id : 0;
-	rep->pid = (uint32_t)qp->obj.owner_pid;
+	rep->pid = (uint32_t)svd_qp_server(qp);
 	rep->qp_type = qp->qp_type;
 	rep->qp_cookie = qp->cookie;
 	r->rep_len = sizeof(*rep);

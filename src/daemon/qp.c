@@ -249,6 +249,8 @@ int svd_op_modify_qp(struct svd_req *r)
 	qp->state = req->state;
 	qp->dest_qpn = req->dest_qpn;
 	qp->qkey = req->qkey;
+	if (qp != (struct svd_qp *)o)
+		svd_xrc_tgt_modified(qp);
 	return 0;
 }
 

@@ -57,6 +57,11 @@ void svd_engine_conn_gone(struct svd_conn *c);
  * the MRs it registered there (they outlive their context while the
  * ufile lives, as in the kernel). */
 void svd_engines_ufile_gone(uint32_t id);
+/* XRC TGT QP qpn is served by the engine of process pid now (0: none):
+ * that engine adopts it, the others forget where it was (xrcd.c). */
+void svd_engines_xrc_serve(uint32_t qpn, pid_t pid);
+/* Nonzero when process pid has an engine attached. */
+int svd_engine_of_pid(pid_t pid);
 /* Drops every engine (daemon shutdown). */
 void svd_engines_close(void);
 

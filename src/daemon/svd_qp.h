@@ -64,7 +64,20 @@ struct svd_qp {
 	struct svd_qp *real;
 	uint32_t shares;
 	int orphan; /* its creator's handle is gone, others remain */
+	/* The QP: its OPEN_QP handles (linked by next_open), and the
+	 * process whose engine serves it (0: none), its creator's first
+	 * (svd_qp_server). */
+	struct svd_qp *opens, *next_open;
+	pid_t serve_pid;
 };
+
+/* The process whose engine takes qp's packets: its creator's, but an XRC
+ * TGT QP's may move to a process that opened it (xrcd.c). */
+static inline pid_t svd_qp_server(const struct svd_qp *qp)
+{
+	return qp->qp_type == IBV_QPT_XRC_RECV ? qp->serve_pid :
+						 qp->obj.owner_pid;
+}
 
 struct svd_ah {
 	struct svd_obj obj; /* type SVD_OBJ_AH */
@@ -102,11 +115,14 @@ void svd_mw_key_free(struct svd_mw *mw);
  *    pd_handle names, and no CQ or SRQ; 0 or -EINVAL.
  *  - svd_xrc_tgt_made: the TGT QP qp exists (its uxrcd set): counts it.
  *  - svd_xrc_tgt_gone: qp's handle goes; 1 when the QP must stay (other
- *    handles hold it), 0 when it is to be freed now. */
+ *    handles hold it), 0 when it is to be freed now.
+ *  - svd_xrc_tgt_modified: a handle from OPEN_QP modified the QP: its
+ *    server routes its answers again. */
 int svd_xrc_tgt_args(struct svd_ufile *uf, const struct sv_create_qp_req *req,
 		     struct svd_uxrcd **ux);
 void svd_xrc_tgt_made(struct svd_qp *qp);
 int svd_xrc_tgt_gone(struct svd_qp *qp);
+void svd_xrc_tgt_modified(struct svd_qp *real);
 /* The live XRC SRQ numbered srqn (its domain's id in *xrcd_id), or NULL. */
 struct svd_srq *svd_xrc_srq(uint32_t srqn, uint32_t *xrcd_id);
 

@@ -27,9 +27,21 @@
  * When the creator's handle goes first the QP stays, an orphan of no
  * ufile, until the last opened handle goes.
  *
+ * The QP's packets go to one process's engine (serve_pid): its
+ * creator's, while that process holds a handle, then a process holding
+ * an opened handle -- the kernel's QP lives in the device, and any
+ * process of the domain can serve ours, since its state is in the QP's
+ * region.  Every engine is told (SV_ENGINE_XRC_SERVE): the new server
+ * adopts the QP through its handle and routes the answers from the
+ * region's address vector, the others forget where the QP was.  The
+ * server is told again when an opened handle modifies the QP (the
+ * creator's modify routes in its own engine).
+ *
  * XRC SRQ numbers are device wide, 24 bits, never 0, handed out round
  * robin like QPNs.
  */
+#include "svd_engine.h"
+#include "svd_gw.h"
 #include "svd_qp.h"
 #include "svd_ops.h"
 #include "sv_log.h"
@@ -368,8 +380,48 @@ void svd_xrc_tgt_made(struct svd_qp *qp)
 {
 	qp->xrcd = qp->uxrcd->x;
 	qp->shares = 1;
+	qp->serve_pid = qp->obj.owner_pid;
 	qp->uxrcd->obj.usecnt++;
 	qp->xrcd->usecnt++;
+}
+
+/* Nonzero when process pid holds a handle to TGT QP real other than
+ * `going` (the creator's is real itself). */
+static int pid_holds(const struct svd_qp *real, pid_t pid,
+		     const struct svd_qp *going)
+{
+	if (real != going && !real->orphan && real->obj.owner_pid == pid)
+		return 1;
+	for (const struct svd_qp *h = real->opens; h; h = h->next_open)
+		if (h != going && h->obj.owner_pid == pid)
+			return 1;
+	return 0;
+}
+
+/* Handle `going` of TGT QP real goes: while its server's process holds
+ * another handle it stays the server (its engine moves the QP to that
+ * handle), else the first process of the opened handles with an engine
+ * takes over. */
+static void reserve(struct svd_qp *real, const struct svd_qp *going)
+{
+	pid_t pid = 0;
+
+	if (real->serve_pid && pid_holds(real, real->serve_pid, going))
+		return;
+	for (const struct svd_qp *h = real->opens; h && !pid; h = h->next_open)
+		if (h != going && svd_engine_of_pid(h->obj.owner_pid))
+			pid = h->obj.owner_pid;
+	real->serve_pid = pid;
+	if (pid)
+		svd_gw_qp_add(real->qpn, pid);
+	svd_engines_xrc_serve(real->qpn, pid);
+	sv_dbg("TGT QP %#x: served by pid %d now", real->qpn, (int)pid);
+}
+
+void svd_xrc_tgt_modified(struct svd_qp *real)
+{
+	if (real->serve_pid)
+		svd_engines_xrc_serve(real->qpn, real->serve_pid);
 }
 
 int svd_xrc_tgt_gone(struct svd_qp *qp)
@@ -379,6 +431,7 @@ int svd_xrc_tgt_gone(struct svd_qp *qp)
 		qp->uxrcd = NULL;
 	}
 	if (qp->shares && --qp->shares) {
+		reserve(qp, qp);
 		qp->orphan = 1; /* its own handle went first */
 		return 1;
 	}
@@ -389,13 +442,21 @@ int svd_xrc_tgt_gone(struct svd_qp *qp)
 static void opened_destroy(struct svd_obj *obj)
 {
 	struct svd_qp *h = (struct svd_qp *)obj;
-	struct svd_qp *real = h->real;
+	struct svd_qp *real = h->real, **pp;
 
 	put(&h->uxrcd->obj);
 	if (real->shares)
 		real->shares--;
-	if (!real->shares && real->orphan)
+	if (!real->shares && real->orphan) {
 		real->obj.destroy(&real->obj); /* the last handle: the QP goes */
+	} else {
+		reserve(real, h);
+		for (pp = &real->opens; *pp; pp = &(*pp)->next_open)
+			if (*pp == h) {
+				*pp = h->next_open;
+				break;
+			}
+	}
 	free(h);
 }
 
@@ -449,6 +510,8 @@ int svd_op_open_qp(struct svd_req *r)
 	h->uxrcd = ux;
 	ux->obj.usecnt++;
 	real->shares++;
+	h->next_open = real->opens;
+	real->opens = h;
 	rep->handle = h->obj.handle;
 	rep->qpn = real->qpn;
 	r->rep_len = sizeof(*rep);

@@ -35,7 +35,8 @@ static void peer_free(struct sv_peer *p)
 static int peer_stale(struct sv_peer *p)
 {
 	return atomic_load_explicit(&p->q->h.dead, memory_order_acquire) ||
-	       (p->link && atomic_load(&p->link->dead));
+	       (p->link && atomic_load(&p->link->dead)) ||
+	       atomic_load_explicit(&p->moved, memory_order_relaxed);
 }
 
 static void xsrq_free(struct sv_xsrq *x)
@@ -83,6 +84,16 @@ void sv_peer_prune(struct sv_engine *eng, uint32_t dead_engine)
 {
 	sv_lock_mutex(&eng->peer_lock, SV_LOCK_PEER);
 	prune_locked(eng, dead_engine);
+	sv_unlock_mutex(&eng->peer_lock);
+}
+
+void sv_peer_moved(struct sv_engine *eng, uint32_t qpn)
+{
+	sv_lock_mutex(&eng->peer_lock, SV_LOCK_PEER);
+	for (struct sv_peer *p = eng->peers; p; p = p->next)
+		if (p->qpn == qpn)
+			atomic_store(&p->moved, 1);
+	prune_locked(eng, 0);
 	sv_unlock_mutex(&eng->peer_lock);
 }
 

@@ -231,6 +231,11 @@ static void sock_readable(struct sv_engine *eng)
 			sv_fault_sync(eng);
 			continue;
 		}
+		if (m.type == SV_ENGINE_XRC_SERVE) {
+			sv_close_fds(fds, nfds);
+			sv_engine_xrc_serve(eng, m.peer, m.peer_pid);
+			continue;
+		}
 		if (m.type == SV_ENGINE_UFILE_GONE) {
 			sv_close_fds(fds, nfds);
 			sv_holds_ufile_gone(eng, m.peer);

@@ -231,7 +231,7 @@ void sv_shm_release(void *region)
 
 /* An RC/UC QP's path to another host, from its AV (na): a wire link, or
  * NULL (the AV's source GID is not ours, no socket). */
-static struct sv_link *wire_route(struct sv_qp *qp, const struct ibv_qp_attr *na)
+struct sv_link *sv_eng_wire_route(struct sv_qp *qp, const struct ibv_qp_attr *na)
 {
 	const struct ibv_global_route *g = &na->ah_attr.grh;
 	struct sv_engine *eng = qp->eng;
@@ -264,7 +264,7 @@ void sv_engine_qp_route(struct sv_qp *qp, const struct ibv_qp_attr *na,
 
 	*peer = NULL;
 	if (sv_av_remote(eng, &na->ah_attr)) {
-		*link = wire_route(qp, na);
+		*link = sv_eng_wire_route(qp, na);
 		return;
 	}
 	/* May fail (peer not there yet): retried at the first send;
@@ -307,6 +307,8 @@ int sv_engine_qp_commit(struct sv_qp *qp, enum ibv_qp_state cur,
 	q->sq_psn = na->sq_psn & PSN_MASK;
 	q->max_rd_atomic = na->max_rd_atomic;
 	q->max_dest_rd_atomic = na->max_dest_rd_atomic;
+	if (qp->type == IBV_QPT_XRC_RECV && (mask & IBV_QP_AV))
+		sv_qp_av_store(q, &na->ah_attr);
 	if (next == IBV_QPS_RESET || (next == IBV_QPS_INIT && cur == IBV_QPS_RESET)) {
 		/* RESET empties both queues without completions. */
 		qp->sq.head = qp->sq.tail = qp->sq.next = 0;

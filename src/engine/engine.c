@@ -172,7 +172,7 @@ static void allow_peers(void)
 }
 
 /* Must hold eng->lock. */
-static int attach(struct sv_engine *eng)
+int sv_eng_attach(struct sv_engine *eng)
 {
 	struct sv_engine_attach_rep rep;
 	int rfds[2] = { -1, -1 }, err;
@@ -301,11 +301,12 @@ static struct mr_hold *mr_holds;
 static unsigned long mr_holds_total;
 static int detaching; /* under eng->lock: one detach() at a time */
 
-/* Must hold eng->lock.  What keeps the engine attached: QPs, or memory
- * of ours another process may reach. */
+/* Must hold eng->lock.  What keeps the engine attached: QPs, handles of
+ * XRC TGT QPs it may be asked to serve, or memory of ours another process
+ * may reach. */
 static int engine_wanted(const struct sv_engine *eng)
 {
-	return eng->nqps || mr_holds_total;
+	return eng->nqps || eng->nxopen || mr_holds_total;
 }
 
 /* Must hold eng->lock. */
@@ -386,6 +387,11 @@ void sv_holds_ufile_gone(struct sv_engine *eng, uint32_t ufile)
 		sv_warn("engine %u: cannot detach: %s", eng->id,
 			strerror(errno));
 	pthread_attr_destroy(&attr);
+}
+
+void sv_eng_detach(struct sv_engine *eng)
+{
+	detach(eng);
 }
 
 static void detach(struct sv_engine *eng)
@@ -473,6 +479,8 @@ static void atfork_child(void)
 	free(eng->qtab);
 	eng->qtab = NULL;
 	eng->qcap = eng->nqps = 0;
+	eng->xopens = NULL; /* the parent's handles */
+	eng->nxopen = 0;
 	/* The parent's MRs are the parent's memory. */
 	while (mr_holds) {
 		struct mr_hold *h = mr_holds;
@@ -553,7 +561,7 @@ int sv_engine_qp_add(struct sv_engine *eng, struct sv_qp *qp)
 	sv_lock_write(&eng->qp_lock, SV_LOCK_QPTAB);
 	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	if (!eng->attached) {
-		err = attach(eng);
+		err = sv_eng_attach(eng);
 		if (err) {
 			sv_unlock_mutex(&eng->lock);
 			sv_unlock_rw(&eng->qp_lock);
@@ -583,6 +591,9 @@ void sv_engine_qp_del(struct sv_qp *qp)
 	sv_lock_write(&eng->qp_lock, SV_LOCK_QPTAB);
 	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE); /* nqps: engine_wanted */
 	sv_qtab_del(eng, qp->qpx.qp_base.qp_num);
+	/* (A TGT QP may be served by another engine from now on.) */
+	if (eng->dcache[qp->qpx.qp_base.qp_num & 255].qpn == qp->qpx.qp_base.qp_num)
+		eng->dcache[qp->qpx.qp_base.qp_num & 255].engine_id = 0;
 	last = eng->nqps == 0;
 	sv_unlock_mutex(&eng->lock);
 	sv_unlock_rw(&eng->qp_lock);
@@ -637,6 +648,7 @@ void sv_engine_ctx_close(struct ibv_context *ctx)
 		sv_wire_link_free(tr_of(qp)->wlink);
 		sv_tr_free(qp);
 	}
+	sv_engine_tgt_ctx_close(eng, ctx);
 	sv_lock_write(&eng->qp_lock, SV_LOCK_QPTAB);
 	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	hold_ctx_close(ctx);
@@ -670,7 +682,7 @@ int sv_engine_mr_hold(const struct sv_ctx_ref *cref)
 		mr_holds = h;
 	}
 	if (!eng->attached)
-		err = attach(eng);
+		err = sv_eng_attach(eng);
 	if (!err) {
 		h->nmr++;
 		mr_holds_total++;
@@ -722,7 +734,7 @@ int sv_engine_key_check(const struct sv_ctx_ref *cref, uint32_t lkey,
 		return -errno;
 	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	if (!eng->attached)
-		err = attach(eng);
+		err = sv_eng_attach(eng);
 	sv_unlock_mutex(&eng->lock);
 	if (err)
 		return err;

@@ -176,6 +176,7 @@ struct sv_peer {
 	struct sv_srq_shm *srq;
 	struct sv_link *link; /* to the owner's engine: events, doorbell */
 	atomic_int refs;
+	atomic_int moved; /* an XRC TGT QP served elsewhere since */
 	struct sv_peer *next;
 };
 
@@ -298,6 +299,9 @@ struct sv_engine {
 	pthread_rwlock_t qp_lock;
 	struct sv_qpent *qtab;
 	uint32_t qcap, nqps;
+	/* Handles from ibv_open_qp (eng_xrc.c; under lock). */
+	struct sv_qp *xopens;
+	uint32_t nxopen;
 
 	/* CQs and SRQs by obj_id (under lock). */
 	struct sv_objtab cqs, srqs;
@@ -363,8 +367,22 @@ int sv_direct_enabled(void);
 /* The daemon destroyed ufile `ufile` (engine socket message): the MR
  * holds our closed contexts left there end. */
 void sv_holds_ufile_gone(struct sv_engine *eng, uint32_t ufile);
+/* Attaches the engine to the daemon (its socket, key table, progress
+ * thread).  Must hold eng->lock.  0 or a negative errno. */
+int sv_eng_attach(struct sv_engine *eng);
+/* Detaches it when nothing wants it attached any more.  No lock held. */
+void sv_eng_detach(struct sv_engine *eng);
+
+/* eng_xrc.c */
+/* SV_ENGINE_XRC_SERVE: XRC TGT QP qpn is served by process pid (0:
+ * none).  Progress thread, no lock held. */
+void sv_engine_xrc_serve(struct sv_engine *eng, uint32_t qpn, uint32_t pid);
 
 /* eng_qp.c */
+/* The wire link an RC-type QP's answers and requests go on to the peer
+ * na's address vector names on another host (NULL: no source GID).  No
+ * lock held (may call the daemon). */
+struct sv_link *sv_eng_wire_route(struct sv_qp *qp, const struct ibv_qp_attr *na);
 /* The QP numbered qpn; caller holds eng->qp_lock (read). */
 struct sv_qp *sv_eng_qp(struct sv_engine *eng, uint32_t qpn);
 /* Adds / removes QP qpn.  Must hold eng->qp_lock (write). */
@@ -593,6 +611,9 @@ static inline void sv_rtgt_set_xsrq(struct sv_rtgt *t, struct sv_xsrq *x)
 }
 /* Forgets views whose region died or whose engine is gone. */
 void sv_peer_prune(struct sv_engine *eng, uint32_t dead_engine);
+/* The daemon moved XRC TGT QP qpn to another engine: our views of it are
+ * not handed out again (their links go to the old one). */
+void sv_peer_moved(struct sv_engine *eng, uint32_t qpn);
 /* Drops every view (detach, fork child). */
 void sv_peer_clear(struct sv_engine *eng);
 /* Tells the owner of t (ours or a peer's) about what happened: a

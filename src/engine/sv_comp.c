@@ -583,8 +583,14 @@ int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 	if (sv_qpt_rc(qp->type) && outstanding(qp) &&
 	    (st == IBV_QPS_RTS || st == IBV_QPS_SQD)) {
 		struct sv_link *l = tr->link;
+		/* An XRC TGT QP outlives its server's process when another
+		 * process holds it: the daemon names the new server
+		 * (eng_xrc.c relinks us), so a dead link times out and
+		 * retries as a lost packet does. */
+		int dead = l && atomic_load(&l->dead),
+		    moves = dead && qp->type == IBV_QPT_XRC_SEND && !l->w;
 
-		if (l && atomic_load(&l->dead)) {
+		if (dead && !moves) {
 			/* The peer's process is gone: no retry can help --
 			 * unless its last answers wait in our ring (an
 			 * application that exits on its last completion may
@@ -607,7 +613,7 @@ int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 						    memory_order_acquire) :
 					    0;
 
-			if (l && (head < tr->ring_mark ||
+			if (l && !dead && (head < tr->ring_mark ||
 				  inbound_pending(qp->eng, l->peer_id) ||
 				  (l->w && wire_unread(qp->eng)))) {
 				/* Still in a ring: the peer is alive but

@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <infiniband/verbs.h>
 
@@ -290,6 +291,11 @@ struct sv_qp {
 	/* The parent domain it was made on, or NULL (qp.pd may be an
 	 * unimported view by the time the QP goes). */
 	struct ibv_pd *parent;
+	/* A handle from ibv_open_qp (xrc.c): on its engine's list of them
+	 * (xnext, under the engine's lock); tr set while it serves the QP
+	 * (eng_xrc.c). */
+	int xopen;
+	struct sv_qp *xnext;
 };
 
 static inline struct sv_qp *to_svqp(struct ibv_qp *qp)
@@ -302,6 +308,20 @@ static inline enum ibv_qp_state sv_qp_state(const struct sv_qp *qp)
 {
 	return (enum ibv_qp_state)__atomic_load_n(&qp->shm->state,
 						  __ATOMIC_ACQUIRE);
+}
+
+/* An XRC TGT QP's address vector into its region, for whichever process
+ * serves it (struct sv_qp_av_shm).  Must hold q->lock. */
+static inline void sv_qp_av_store(struct sv_qp_shm *q,
+				  const struct ibv_ah_attr *ah)
+{
+	memcpy(q->av.dgid, ah->grh.dgid.raw, 16);
+	q->av.flow_label = ah->grh.flow_label;
+	q->av.sgid_index = ah->grh.sgid_index;
+	q->av.hop_limit = ah->grh.hop_limit;
+	q->av.traffic_class = ah->grh.traffic_class;
+	q->av.is_global = ah->is_global;
+	q->av.set = 1;
 }
 
 /* sv_queue.c: the QP's region (responder block; its own receive queue
@@ -354,6 +374,21 @@ int sv_engine_qp_commit(struct sv_qp *qp, enum ibv_qp_state cur,
 void sv_engine_qp_modified(struct sv_qp *qp, enum ibv_qp_state old,
 			   enum ibv_qp_state now);
 void sv_engine_qp_del(struct sv_qp *qp);
+/*
+ * XRC TGT QPs that change hands (eng_xrc.c), called by xrc.c and qp.c:
+ *  - sv_engine_tgt_open: t, a handle from ibv_open_qp (eng set, mapping
+ *    the QP's region), may be asked to serve the QP; keeps the engine
+ *    attached.  0 or a negative errno;
+ *  - sv_engine_tgt_close before such a handle is freed (after the
+ *    daemon destroyed it);
+ *  - sv_engine_tgt_gone after the creator's TGT QP left the engine
+ *    (sv_engine_qp_del): one of our opened handles of it serves on;
+ *  - sv_engine_tgt_ctx_close: the handles of ctx are forgotten.
+ */
+int sv_engine_tgt_open(struct sv_engine *eng, struct sv_qp *t);
+void sv_engine_tgt_close(struct sv_qp *t);
+void sv_engine_tgt_gone(struct sv_qp *qp);
+void sv_engine_tgt_ctx_close(struct sv_engine *eng, struct ibv_context *ctx);
 /* Processes what has arrived, as a NIC has taken (and acknowledged) what
  * reached it before its QP is destroyed: a peer's last SENDs into our
  * posted receives are ACKed, not lost with the QP, when the application

@@ -139,12 +139,11 @@ static int send_queued(struct sv_qp *qp, struct sv_tr *tr)
 	return 0;
 }
 
-/* An XRC TGT QP is served by its creator's engine, but any handle may
- * bring it to RTR (ibv_open_qp's, in another process): then the peer
- * that the creator's modify would have routed to is looked up from the
- * QP's region when there is something to answer, on this host (the
- * wire's flow is the creator's modify's: docs/differences.md).  The link
- * found stays until the creator's handle modifies the QP. */
+/* An XRC TGT QP brought to RTR through another process's handle (or
+ * adopted, eng_xrc.c) routes its answers when the daemon tells its
+ * engine (SV_ENGINE_XRC_SERVE); should there be something to answer
+ * before that, the peer on this host is looked up from the QP's region
+ * now (one on another host admits no packet before: sv_wire_admit). */
 static struct sv_link *tgt_route(struct sv_qp *qp)
 {
 	uint32_t dqpn = __atomic_load_n(&qp->shm->dest_qpn, __ATOMIC_RELAXED);

@@ -763,6 +763,8 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	}
 	SV_CHECK(sv_check_obj(SV_CK_QP, qp, 0, NULL));
 	sv_engine_qp_del(qp);
+	if (qp->type == IBV_QPT_XRC_RECV)
+		sv_engine_tgt_gone(qp); /* our ibv_open_qp handle serves on */
 	/* Its completions still in the CQs go with it, as mlx5 and mlx4
 	 * clean them: a program frees what a QP's wr_ids point to when it
 	 * destroys the QP (libfabric's rxm polls its shared CQ after closing

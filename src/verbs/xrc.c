@@ -11,15 +11,20 @@
  * naming an XRC SRQ; the TGT QP answers as an RC responder whose receives
  * come from that SRQ, complete into its CQ and are checked against its PD
  * (src/engine: sv_resp_check.c, eng_peer.c's XRC SRQ views).  The TGT QP
- * is in its creator's engine, which takes its packets.
+ * is in its creator's engine, which takes its packets, until the creator's
+ * handle goes: then a process with an opened handle serves it
+ * (src/engine/eng_xrc.c).
  *
  * A TGT QP has no queue of its own: its state lives in its QP region (the
  * responder block, struct sv_qp_shm), which every handle maps -- the
  * creator's region, and the same memfd for each ibv_open_qp --, so a
  * transition made through one handle is the state every other handle
  * sees, as the kernel's shared QP gives.  An opened handle is a struct
- * sv_qp of no engine (eng NULL) that only maps the region; handles only
- * unmap it, the daemon marks it dead when the QP goes.
+ * sv_qp (xopen) that maps the region, on its engine's list until its
+ * engine is asked to serve the QP; handles only unmap the region, the
+ * daemon marks it dead when the QP goes.  The address vector of a modify
+ * through any handle goes into the region too, for whichever process
+ * serves the QP to route its answers by.
  */
 #include "dp_int.h"
 #include "check.h"
@@ -112,16 +117,40 @@ static int close_xrcd(struct ibv_xrcd *ibx)
 
 /* ------------------------------------------------------------ TGT QPs -- */
 
-/* A handle from ibv_open_qp: a struct sv_qp of no engine (eng NULL) that
- * maps the QP's region; its attr is this handle's view, but the state. */
+static void tgt_free(struct sv_qp *t)
+{
+	pthread_spin_destroy(&t->sq_lock);
+	pthread_spin_destroy(&t->rq_post_lock);
+	pthread_mutex_destroy(&t->qpx.qp_base.mutex);
+	pthread_cond_destroy(&t->qpx.qp_base.cond);
+	sv_wq_free(&t->sq);
+	free(t);
+}
+
+/* A handle from ibv_open_qp: a struct sv_qp (xopen) that maps the QP's
+ * region; its attr is this handle's view, but the state.  Its engine may
+ * be asked to serve the QP (src/engine/eng_xrc.c): it has what the
+ * creator's QP has there, a send queue of one unused slot included. */
 static struct ibv_qp *tgt_new(struct ibv_context *ctx, void *qp_context,
 			      uint32_t handle, uint32_t qpn,
 			      struct sv_qp_shm *shm)
 {
-	struct sv_qp *t = calloc(1, sizeof(*t));
+	struct sv_ctx_ref cref = sv_cref(ctx);
+	struct sv_engine *eng = sv_engine_get(&cref);
+	struct sv_qp *t = eng ? calloc(1, sizeof(*t)) : NULL;
 
 	if (!t)
 		return NULL;
+	if (sv_wq_init(&t->sq, 1, 1, sv_send_wqe_size(1, 0))) {
+		free(t);
+		return NULL;
+	}
+	t->sq.max_wr = 0;
+	t->eng = eng;
+	t->cref = cref;
+	t->xopen = 1;
+	pthread_spin_init(&t->sq_lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&t->rq_post_lock, PTHREAD_PROCESS_PRIVATE);
 	t->shm = shm;
 	t->type = IBV_QPT_XRC_RECV;
 	t->qpx.qp_base.context = ctx;
@@ -135,12 +164,16 @@ static struct ibv_qp *tgt_new(struct ibv_context *ctx, void *qp_context,
 	t->attr.qp_state = IBV_QPS_RESET;
 	t->attr.path_mtu = IBV_MTU_1024;
 	t->attr.port_num = 1;
+	if (sv_engine_tgt_open(eng, t)) {
+		tgt_free(t);
+		return NULL;
+	}
 	return &t->qpx.qp_base;
 }
 
 int sv_xrc_opened(struct ibv_qp *qp)
 {
-	return qp->qp_type == IBV_QPT_XRC_RECV && !to_svqp(qp)->eng;
+	return qp->qp_type == IBV_QPT_XRC_RECV && to_svqp(qp)->xopen;
 }
 
 /*
@@ -291,6 +324,8 @@ int sv_xrc_modify_tgt(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		t->shm->min_rnr = attr->min_rnr_timer;
 	if (mask & IBV_QP_PATH_MTU)
 		t->shm->mtu = 128u << attr->path_mtu;
+	if (mask & IBV_QP_AV)
+		sv_qp_av_store(t->shm, &attr->ah_attr);
 	__atomic_store_n(&t->shm->state, (uint32_t)next, __ATOMIC_RELEASE);
 	/* This handle's view of the rest (ibv_query_qp). */
 	if (mask & IBV_QP_ACCESS_FLAGS)
@@ -357,10 +392,9 @@ int sv_xrc_destroy_tgt(struct ibv_qp *ibqp)
 
 	if (err)
 		return -err;
+	sv_engine_tgt_close(t);
 	sv_qp_shm_close(t->shm);
-	pthread_mutex_destroy(&ibqp->mutex);
-	pthread_cond_destroy(&ibqp->cond);
-	free(t);
+	tgt_free(t);
 	return 0;
 }
 

@@ -1269,4 +1269,188 @@ SV_TEST_T(data_processes, 60)
 	unlink(path);
 }
 
+/*
+ * A TGT QP outlives its creator's process, and its creator's handle: a
+ * process that opened it serves it from then on (the kernel's QP lives
+ * in the device).  The maker makes and connects the TGT QP; the opener
+ * opens it (and never modifies it) and has the SRQs.  After a SEND, the
+ * maker exits with its handle still open (round 0) or destroys its
+ * handle and lives on (round 1); the INI QP's next SEND, WRITE and READ
+ * complete, served by the opener.
+ */
+enum { TK_EXIT = 'x', TK_DESTROY = 'd' };
+
+static void tmaker(const char *path, int s)
+{
+	struct xside c;
+	struct xpeers pr;
+	char how;
+	int fd;
+
+	if (read(s, &how, 1) != 1) /* its turn */
+		_exit(6);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		_exit(2);
+	xside_mem(&c, NULL);
+	c.x = xrcd_open(c.ctx, fd, O_CREAT);
+	c.qp = c.x ? tgt_new(c.ctx, c.x) : NULL;
+	if (!c.qp)
+		_exit(3);
+	xsend(s, &c.qp->qp_num, sizeof(c.qp->qp_num));
+	xrecv(s, &pr, sizeof(pr));
+	xconnect(c.qp, pr.ini_qpn);
+	xsend(s, &how, 1);
+	if (read(s, &how, 1) != 1)
+		_exit(7);
+	if (how == TK_EXIT)
+		_exit(0); /* with the QP, the XRCD and the context open */
+	if (ibv_destroy_qp(c.qp))
+		_exit(8);
+	xsend(s, &how, 1);
+	if (read(s, &how, 1) != 1) /* the test is done */
+		_exit(9);
+	_exit(0);
+}
+
+static void topener(const char *path, int s)
+{
+	struct xside c;
+	struct xinfo info = { 0 };
+	struct xpeers pr;
+	uint8_t want[3000];
+	char go;
+	int fd;
+
+	if (read(s, &go, 1) != 1)
+		_exit(6);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		_exit(2);
+	xrecv(s, &pr, sizeof(pr));
+	xside_mem(&c, NULL);
+	c.x = xrcd_open(c.ctx, fd, O_CREAT);
+	if (!c.x)
+		_exit(3);
+	xside_srqs(&c, c.x, 4);
+	c.qp = tgt_open(c.ctx, c.x, pr.tgt_qpn);
+	if (!c.qp)
+		_exit(4);
+	info.srqn[0] = c.srqn[0];
+	info.srqn[1] = c.srqn[1];
+	info.rkey = c.mr->rkey;
+	info.addr = (uintptr_t)c.buf;
+	xsend(s, &info, sizeof(info));
+	eu_pattern(want, sizeof(want), 3);
+	/* Before the maker goes, then after. */
+	expect_recv(c.cq, 0, IBV_WC_RECV, 2000, pr.tgt_qpn, pr.ini_qpn, 0, 0);
+	if (memcmp(c.buf, want, 2000))
+		_exit(5);
+	xsend(s, &go, 1);
+	expect_recv(c.cq, 1 << 8, IBV_WC_RECV, 3000, pr.tgt_qpn, pr.ini_qpn,
+		    0, 0);
+	if (memcmp(c.buf + 32768, want, 3000))
+		_exit(5);
+	expect_none(c.cq);
+	xsend(s, &go, 1);
+	if (read(s, &go, 1) != 1) /* the test is done with our memory */
+		_exit(9);
+	if (ibv_destroy_qp(c.qp))
+		_exit(10);
+	_exit(0);
+}
+
+static pid_t tchild_start(void (*fn)(const char *, int), const char *path,
+			  int *s)
+{
+	int sv[2];
+	pid_t pid;
+
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		close(sv[0]);
+		fn(path, sv[1]);
+	}
+	close(sv[1]);
+	*s = sv[0];
+	return pid;
+}
+
+SV_TEST_T(tgt_takeover, 60)
+{
+	char path[64];
+	int fd = tmpfile_fd(path, sizeof(path)), ms[2], os[2];
+	pid_t mp[2], op[2];
+
+	close(fd);
+	/* Forked while this process has no thread (data_processes says
+	 * why). */
+	for (int r = 0; r < 2; r++) {
+		mp[r] = tchild_start(tmaker, path, &ms[r]);
+		op[r] = tchild_start(topener, path, &os[r]);
+	}
+	for (int r = 0; r < 2; r++) {
+		char how = r ? TK_DESTROY : TK_EXIT, go = 1;
+		struct xpeers pr;
+		struct xinfo o;
+		struct xside i;
+		uint32_t tgt;
+		int st;
+
+		xsend(ms[r], &how, 1);
+		xrecv(ms[r], &tgt, sizeof(tgt));
+		xside_mem(&i, NULL);
+		i.qp = ini_new(&i, 0);
+		pr = (struct xpeers){ .ini_qpn = i.qp->qp_num, .tgt_qpn = tgt };
+		xsend(ms[r], &pr, sizeof(pr));
+		xrecv(ms[r], &how, 1); /* connected */
+		xsend(os[r], &go, 1);
+		xsend(os[r], &pr, sizeof(pr));
+		xrecv(os[r], &o, sizeof(o));
+		xconnect(i.qp, tgt);
+		eu_pattern((uint8_t *)i.buf, 3000, 3);
+		CHECK_EQ(xpost(i.qp, i.mr->lkey, 1, IBV_WR_SEND, i.buf, 2000,
+			       o.srqn[0], 0, 0, 0, 0),
+			 0);
+		expect_send(i.cq, 1, IBV_WC_SUCCESS);
+		xrecv(os[r], &go, 1);
+		/* The maker's handle goes. */
+		xsend(ms[r], &how, 1);
+		if (how == TK_EXIT) {
+			CHECK_EQ(waitpid(mp[r], &st, 0), mp[r]);
+			CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		} else {
+			xrecv(ms[r], &how, 1);
+		}
+		CHECK_EQ(xpost(i.qp, i.mr->lkey, 2, IBV_WR_SEND, i.buf, 3000,
+			       o.srqn[1], 0, 0, 0, 0),
+			 0);
+		expect_send(i.cq, 2, IBV_WC_SUCCESS);
+		xrecv(os[r], &go, 1); /* it took the SEND */
+		eu_pattern((uint8_t *)i.buf + 8192, 6000, 4 + r);
+		CHECK_EQ(xpost(i.qp, i.mr->lkey, 3, IBV_WR_RDMA_WRITE,
+			       i.buf + 8192, 6000, o.srqn[1], o.addr + 16384,
+			       o.rkey, 0, 0),
+			 0);
+		CHECK_EQ(xpost(i.qp, i.mr->lkey, 4, IBV_WR_RDMA_READ,
+			       i.buf + 24576, 6000, o.srqn[0], o.addr + 16384,
+			       o.rkey, 0, 0),
+			 0);
+		expect_send(i.cq, 3, IBV_WC_SUCCESS);
+		expect_send(i.cq, 4, IBV_WC_SUCCESS);
+		CHECK(!memcmp(i.buf + 24576, i.buf + 8192, 6000));
+		CHECK_EQ(qp_state(i.qp), IBV_QPS_RTS);
+		if (how != TK_EXIT)
+			xchild_end(mp[r], ms[r]);
+		else
+			close(ms[r]);
+		xchild_end(op[r], os[r]);
+		CHECK_EQ(ibv_destroy_qp(i.qp), 0);
+		CHECK_EQ(ibv_close_device(i.ctx), 0);
+	}
+	unlink(path);
+}
+
 SV_TEST_MAIN()
