@@ -112,31 +112,33 @@ static void reroute(struct sv_qp *t)
 }
 
 /* t, an opened handle of ours, serves its QP: in the QP table with a
- * transport state, pinned (busy) for the caller.  0, or why not (another
- * of our QPs serves qpn, or t is no longer listed). */
+ * transport state, pinned (busy) for the caller.  0, or why not: another
+ * of our QPs serves qpn (t itself perhaps: the daemon's word and our own
+ * hand-over may both come), or t is no longer listed. */
 static int adopt(struct sv_engine *eng, struct sv_qp *t)
 {
 	uint32_t qpn = t->qpx.qp_base.qp_num;
-	int err = sv_tr_init(t);
+	int err;
 
-	if (err)
-		return err;
 	sv_lock_write(&eng->qp_lock, SV_LOCK_QPTAB);
 	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
-	if (!listed(eng, t) || sv_eng_qp(eng, qpn))
+	if (!listed(eng, t) || sv_eng_qp(eng, qpn) || t->tr) {
 		err = -EEXIST;
-	else
-		err = sv_qtab_put(eng, qpn, t);
+	} else {
+		err = sv_tr_init(t);
+		if (!err) {
+			err = sv_qtab_put(eng, qpn, t);
+			if (err)
+				sv_tr_free(t);
+		}
+	}
 	if (!err)
 		atomic_fetch_add(&t->busy, 1);
 	sv_unlock_mutex(&eng->lock);
 	sv_unlock_rw(&eng->qp_lock);
-	if (err) {
-		sv_tr_free(t);
-		return err;
-	}
-	sv_dbg("engine %u: serves TGT QP %#x", eng->id, qpn);
-	return 0;
+	if (!err)
+		sv_dbg("engine %u: serves TGT QP %#x", eng->id, qpn);
+	return err;
 }
 
 /* The QP numbered qpn that serves it here, pinned, or one of our opened

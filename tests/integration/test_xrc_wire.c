@@ -499,4 +499,238 @@ SV_TEST_T(wire_xrc, 180)
 	a_done();
 }
 
+/*
+ * A TGT QP between hosts that changes hands on B: a maker process makes
+ * it and never modifies it; the opener (another process of B, the same
+ * domain by file) opens it, brings it to RTS through its handle and has
+ * the SRQs.  The maker's engine serves the QP, answering on the flow the
+ * opener's modify named (the address vector in the QP's region); then
+ * the maker exits with its handle open, and the opener's engine takes
+ * the QP over: A's next SEND, WRITE and READ complete as before.
+ */
+static void tk_maker(const char *path, int s)
+{
+	struct ibv_xrcd_init_attr xa = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.oflags = O_CREAT,
+	};
+	struct ibv_qp_init_attr_ex qa;
+	struct ibv_context *ctx;
+	struct ibv_xrcd *x;
+	struct ibv_qp *tgt;
+	char c;
+
+	xa.fd = open(path, O_RDONLY);
+	if (xa.fd < 0)
+		_exit(2);
+	ctx = dev_open();
+	x = ibv_open_xrcd(ctx, &xa);
+	if (!x)
+		_exit(3);
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_type = IBV_QPT_XRC_RECV;
+	qa.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+	qa.xrcd = x;
+	tgt = ibv_create_qp_ex(ctx, &qa);
+	if (!tgt)
+		_exit(4);
+	put(s, &tgt->qp_num, sizeof(tgt->qp_num));
+	get(s, &c, 1);
+	_exit(0); /* with the QP, the XRCD and the context open */
+}
+
+static void host_b_takeover(int in, int out)
+{
+	char path[] = "/tmp/sv-xrcw-XXXXXX";
+	struct ibv_xrcd_init_attr xa = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.oflags = O_CREAT,
+	};
+	struct ibv_qp_open_attr oa;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	struct ibv_xrcd *x;
+	struct ibv_srq *srq[2];
+	struct ibv_qp *tgt;
+	struct xcard me;
+	struct icard ini;
+	struct ibv_wc wc;
+	uint8_t *buf, want[3000], ok = 1;
+	int gid, sv[2], st;
+	pid_t maker;
+	uint32_t qpn;
+
+	xa.fd = mkstemp(path);
+	CHECK(xa.fd >= 0);
+	/* The maker first, while we have no thread. */
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	maker = fork();
+	CHECK(maker >= 0);
+	if (maker == 0) {
+		close(sv[0]);
+		tk_maker(path, sv[1]);
+	}
+	close(sv[1]);
+	get(sv[0], &qpn, sizeof(qpn));
+	ctx = dev_open();
+	gid = gid_index(ctx, IP4_B);
+	pd = ibv_alloc_pd(ctx);
+	cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	CHECK(pd && cq);
+	CHECK_EQ(posix_memalign((void **)&buf, 4096, BUF), 0);
+	memset(buf, 0, BUF);
+	mr = ibv_reg_mr(pd, buf, BUF,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				IBV_ACCESS_REMOTE_READ);
+	x = ibv_open_xrcd(ctx, &xa);
+	CHECK(mr && x);
+	memset(&me, 0, sizeof(me));
+	for (int i = 0; i < 2; i++) {
+		struct ibv_srq_init_attr_ex a;
+		struct ibv_sge g = { (uintptr_t)buf + 65536 * (uint32_t)i, 4096,
+				     mr->lkey };
+		struct ibv_recv_wr wr = { .wr_id = 100u + (uint32_t)i,
+					  .sg_list = &g, .num_sge = 1 },
+				   *bad;
+
+		memset(&a, 0, sizeof(a));
+		a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			      IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+		a.srq_type = IBV_SRQT_XRC;
+		a.pd = pd;
+		a.xrcd = x;
+		a.cq = cq;
+		a.attr.max_wr = 8;
+		a.attr.max_sge = 1;
+		srq[i] = ibv_create_srq_ex(ctx, &a);
+		CHECK(srq[i]);
+		CHECK_EQ(ibv_get_srq_num(srq[i], &me.srqn[i]), 0);
+		CHECK_EQ(ibv_post_srq_recv(srq[i], &wr, &bad), 0);
+	}
+	memset(&oa, 0, sizeof(oa));
+	oa.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
+		       IBV_QP_OPEN_ATTR_TYPE;
+	oa.qp_num = qpn;
+	oa.xrcd = x;
+	oa.qp_type = IBV_QPT_XRC_RECV;
+	tgt = ibv_open_qp(ctx, &oa);
+	CHECK(tgt);
+	me.qpn = qpn;
+	me.rkey = mr->rkey;
+	me.addr = (uintptr_t)buf;
+	CHECK_EQ(ibv_query_gid(ctx, 1, gid, &me.gid), 0);
+	put(out, &me, sizeof(me));
+	get(in, &ini, sizeof(ini));
+	xconnect(tgt, ini.qpn, &ini.gid, gid);
+	put(out, &ok, 1);
+	for (int i = 0; i < 3000; i++)
+		want[i] = (uint8_t)(i * 7 + 1);
+	/* The first SEND, to SRQ 0, served by the maker. */
+	cq_wc(cq, &wc);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, 100);
+	CHECK_EQ(wc.byte_len, 2000);
+	CHECK_EQ(wc.qp_num, qpn);
+	CHECK_EQ(wc.src_qp, ini.qpn);
+	CHECK(!memcmp(buf, want, 2000));
+	/* The maker goes; A sends on. */
+	put(sv[0], &ok, 1);
+	CHECK_EQ(waitpid(maker, &st, 0), maker);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(sv[0]);
+	put(out, &ok, 1);
+	cq_wc(cq, &wc);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, 101);
+	CHECK_EQ(wc.byte_len, 3000);
+	CHECK_EQ(wc.qp_num, qpn);
+	CHECK(!memcmp(buf + 65536, want, 3000));
+	put(out, &ok, 1);
+	get(in, &ok, 1); /* A is done with our memory */
+	CHECK_EQ(ibv_destroy_qp(tgt), 0);
+	for (int i = 0; i < 2; i++)
+		CHECK_EQ(ibv_destroy_srq(srq[i]), 0);
+	CHECK_EQ(ibv_close_xrcd(x), 0);
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+	CHECK_EQ(ibv_destroy_cq(cq), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	close(xa.fd);
+	unlink(path);
+	free(buf);
+}
+
+SV_TEST_T(wire_xrc_takeover, 180)
+{
+	struct host h;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	struct ibv_qp_init_attr_ex qa;
+	struct ibv_qp *ini;
+	struct xcard b;
+	struct icard me;
+	struct ibv_wc wc;
+	uint8_t *buf, ok = 1;
+	int gid;
+
+	two_hosts(&h, host_b_takeover);
+	ctx = dev_open();
+	gid = gid_index(ctx, IP4_A);
+	pd = ibv_alloc_pd(ctx);
+	cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	CHECK(pd && cq);
+	CHECK_EQ(posix_memalign((void **)&buf, 4096, BUF), 0);
+	memset(buf, 0, BUF);
+	mr = ibv_reg_mr(pd, buf, BUF, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr);
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_type = IBV_QPT_XRC_SEND;
+	qa.comp_mask = IBV_QP_INIT_ATTR_PD;
+	qa.pd = pd;
+	qa.send_cq = cq;
+	qa.cap.max_send_wr = 16;
+	qa.cap.max_send_sge = 1;
+	ini = ibv_create_qp_ex(ctx, &qa);
+	CHECK(ini);
+	memset(&me, 0, sizeof(me));
+	me.qpn = ini->qp_num;
+	CHECK_EQ(ibv_query_gid(ctx, 1, gid, &me.gid), 0);
+	get(h.from, &b, sizeof(b));
+	put(h.to, &me, sizeof(me));
+	xconnect(ini, b.qpn, &b.gid, gid);
+	get(h.from, &ok, 1);
+	for (int i = 0; i < 3000; i++)
+		buf[i] = (uint8_t)(i * 7 + 1);
+	xpost(ini, mr, 1, IBV_WR_SEND, buf, 2000, b.srqn[0], 0, 0, 0, 0);
+	cq_wc(cq, &wc);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, 1);
+	get(h.from, &ok, 1); /* B's maker is gone */
+	xpost(ini, mr, 2, IBV_WR_SEND, buf, 3000, b.srqn[1], 0, 0, 0, 0);
+	xpost(ini, mr, 3, IBV_WR_RDMA_WRITE, buf, 3000, b.srqn[1],
+	      b.addr + 8192, b.rkey, 0, 0);
+	xpost(ini, mr, 4, IBV_WR_RDMA_READ, buf + 8192, 3000, b.srqn[0],
+	      b.addr + 8192, b.rkey, 0, 0);
+	for (uint64_t id = 2; id <= 4; id++) {
+		cq_wc(cq, &wc);
+		CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, id);
+	}
+	CHECK(!memcmp(buf + 8192, buf, 3000));
+	get(h.from, &ok, 1); /* B saw its receives */
+	put(h.to, &ok, 1);
+	CHECK_EQ(host_done(&h), 0);
+	CHECK_EQ(ibv_destroy_qp(ini), 0);
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+	CHECK_EQ(ibv_destroy_cq(cq), 0);
+	CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	free(buf);
+	a_done();
+}
+
 SV_TEST_MAIN()
