@@ -828,17 +828,16 @@ struct sv_wire_attach_rep {
 #define SV_ENGINE_UP_MAX 1024
 
 /* What the daemon pushes on an engine socket.  LINK_NEW carries fds
- * {ring memfd, peer's doorbell}. */
+ * {ring memfd, peer's doorbell}.  XRC_SERVE goes to every engine: the
+ * named process's adopts the QP (one of its ibv_open_qp handles) and
+ * routes its answers from the QP's region; every engine forgets where
+ * the QP was (src/engine/eng_xrc.c). */
 enum sv_engine_msg_type {
 	SV_ENGINE_LINK_NEW = 1, /* a peer made a ring towards us */
 	SV_ENGINE_PEER_GONE,	/* engine `peer` died: fail its links */
 	SV_ENGINE_UFILE_GONE,	/* ufile `peer` was destroyed: its MRs with it */
 	SV_ENGINE_FAULT,	/* its run-time fault plans changed: SV_FAULT_SYNC */
-	/* XRC TGT QP `peer` (a QPN) is served by process `peer_pid` (0:
-	 * none) from now: that process's engine adopts it (one of its
-	 * ibv_open_qp handles) and routes its answers from the QP's region;
-	 * every engine forgets where the QP was. */
-	SV_ENGINE_XRC_SERVE,
+	SV_ENGINE_XRC_SERVE,	/* TGT QP `peer` served by pid `peer_pid` (0: none) */
 };
 struct sv_engine_msg {
 	uint32_t type;

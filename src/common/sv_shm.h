@@ -289,8 +289,7 @@ struct sv_qp_av_shm {
  * | sq_psn       | sq_psn as modify set it (the checker)     | owner      |
  * | max_rd_atomic | as modify set it (the checker)           | owner      |
  * | max_dest_rd_atomic | as modify set it (the checker)      | owner      |
- * | av           | XRC TGT: the address vector of the last   | any handle |
- * |              | modify that set IBV_QP_AV (under lock)    |            |
+ * | av           | XRC TGT: AV of the last modify with it    | any handle |
  */
 struct sv_qp_shm {
 	struct sv_shm_hdr h;

@@ -36,7 +36,9 @@ struct svd_srq {
 /*
  * A QP.  qpn is device wide (24 bits, never 0 or 1, not reused at once);
  * obj.owner_pid is the process whose engine serves it: the QP's queues are
- * in that process, so every packet for qpn goes to it.
+ * in that process, so every packet for qpn goes to it -- but an XRC TGT
+ * QP, which has no queue, may be served by another process that holds a
+ * handle to it (serve_pid, svd_qp_server).
  */
 struct svd_qp {
 	struct svd_obj obj; /* type SVD_OBJ_QP */
