@@ -624,6 +624,7 @@ void sv_engine_ctx_close(struct ibv_context *ctx)
 	if (!eng)
 		return;
 	sv_engine_take_arrived(eng); /* for QPs still open on ctx */
+	sv_engine_tgt_ctx_close(eng, ctx); /* its ibv_open_qp handles */
 	/* One QP at a time out of the table; its pins are waited for and
 	 * its state freed with no lock held (sv_lock.h: a writer of qp_lock
 	 * never waits for a pin, whose holder may want eng->lock). */
@@ -647,8 +648,9 @@ void sv_engine_ctx_close(struct ibv_context *ctx)
 		sv_peer_put(tr_of(qp)->peer);
 		sv_wire_link_free(tr_of(qp)->wlink);
 		sv_tr_free(qp);
+		if (qp->type == IBV_QPT_XRC_RECV)
+			sv_engine_tgt_gone(qp); /* another context's handle */
 	}
-	sv_engine_tgt_ctx_close(eng, ctx);
 	sv_lock_write(&eng->qp_lock, SV_LOCK_QPTAB);
 	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
 	hold_ctx_close(ctx);

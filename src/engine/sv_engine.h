@@ -381,8 +381,9 @@ void sv_engine_qp_del(struct sv_qp *qp);
  *    attached.  0 or a negative errno;
  *  - sv_engine_tgt_close before such a handle is freed (after the
  *    daemon destroyed it);
- *  - sv_engine_tgt_gone after the creator's TGT QP left the engine
- *    (sv_engine_qp_del): one of our opened handles of it serves on;
+ *  - sv_engine_tgt_gone after the TGT QP that served here left the
+ *    engine (the creator's, sv_engine_qp_del, or one whose context
+ *    closed): another of our opened handles of it serves on;
  *  - sv_engine_tgt_ctx_close: the handles of ctx are forgotten.
  */
 int sv_engine_tgt_open(struct sv_engine *eng, struct sv_qp *t);

@@ -1453,4 +1453,67 @@ SV_TEST_T(tgt_takeover, 60)
 	unlink(path);
 }
 
+/* One process, two contexts: the TGT QP made in one, opened in the other
+ * (with the SRQs and the INI QP).  The first context closes with the QP
+ * in it: the other context's handle serves on. */
+SV_TEST(tgt_context_closes)
+{
+	char path[64];
+	int fd = tmpfile_fd(path, sizeof(path));
+	struct ibv_context *c1 = eu_open();
+	struct ibv_xrcd *x1 = xrcd_open(c1, fd, O_CREAT);
+	struct ibv_qp *tgt = x1 ? tgt_new(c1, x1) : NULL;
+	uint8_t want[3000];
+	struct xside i;
+
+	CHECK(tgt);
+	xside_mem(&i, NULL);
+	i.x = xrcd_open(i.ctx, fd, O_CREAT);
+	CHECK(i.x);
+	xside_srqs(&i, i.x, 4);
+	i.qp = tgt_open(i.ctx, i.x, tgt->qp_num);
+	CHECK(i.qp);
+	{
+		/* The INI QP completes into a CQ of its own. */
+		struct ibv_cq *rcq = i.cq, *scq = ibv_create_cq(i.ctx, 16, NULL,
+								 NULL, 0);
+		struct ibv_qp *ini;
+		uint32_t tqpn = tgt->qp_num;
+
+		CHECK(scq);
+		i.cq = scq;
+		ini = ini_new(&i, 0);
+		i.cq = rcq;
+
+		xconnect(ini, tqpn);
+		xconnect(i.qp, ini->qp_num); /* through the opened handle */
+		eu_pattern(want, sizeof(want), 3);
+		memcpy(i.buf + 49152, want, sizeof(want));
+		CHECK_EQ(xpost(ini, i.mr->lkey, 1, IBV_WR_SEND, i.buf + 49152,
+			       2000, i.srqn[0], 0, 0, 0, 0),
+			 0);
+		expect_recv(i.cq, 0, IBV_WC_RECV, 2000, tqpn, ini->qp_num, 0, 0);
+		expect_send(scq, 1, IBV_WC_SUCCESS);
+		/* The creator's context goes, its handle still open. */
+		CHECK_EQ(ibv_close_device(c1), 0);
+		CHECK_EQ(xpost(ini, i.mr->lkey, 2, IBV_WR_SEND, i.buf + 49152,
+			       3000, i.srqn[1], 0, 0, 0, 0),
+			 0);
+		expect_recv(i.cq, 1 << 8, IBV_WC_RECV, 3000, tqpn, ini->qp_num,
+			    0, 0);
+		expect_send(scq, 2, IBV_WC_SUCCESS);
+		CHECK(!memcmp(i.buf, want, 2000));
+		CHECK(!memcmp(i.buf + 32768, want, 3000));
+		CHECK_EQ(ibv_destroy_qp(ini), 0);
+		CHECK_EQ(ibv_destroy_cq(scq), 0);
+	}
+	CHECK_EQ(ibv_destroy_qp(i.qp), 0);
+	for (int k = 0; k < 2; k++)
+		CHECK_EQ(ibv_destroy_srq(i.srq[k]), 0);
+	CHECK_EQ(ibv_close_xrcd(i.x), 0);
+	CHECK_EQ(ibv_close_device(i.ctx), 0);
+	close(fd);
+	unlink(path);
+}
+
 SV_TEST_MAIN()
