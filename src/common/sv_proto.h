@@ -128,6 +128,7 @@ enum sv_op {
 				     sv_mcast_members_rep */
 	SV_OP_SRQ_PEER,		  /* sv_qpn_req (an SRQ number) ->
 				     sv_srq_peer_rep + fds {SRQ, CQ regions} */
+	SV_OP_XRC_EVENT,	  /* sv_xrc_event_req -> empty */
 
 	/* Connection manager (issue 10, librdmacm): see sv_cm.h.  Every
 	 * request starts with a sv_cm_hdr naming the channel. */
@@ -838,6 +839,7 @@ enum sv_engine_msg_type {
 	SV_ENGINE_UFILE_GONE,	/* ufile `peer` was destroyed: its MRs with it */
 	SV_ENGINE_FAULT,	/* its run-time fault plans changed: SV_FAULT_SYNC */
 	SV_ENGINE_XRC_SERVE,	/* TGT QP `peer` served by pid `peer_pid` (0: none) */
+	SV_ENGINE_XRC_EVENT,	/* TGT QP `peer` had event `peer_pid`: our handles' */
 };
 struct sv_engine_msg {
 	uint32_t type;
@@ -891,6 +893,18 @@ struct sv_async_req {
 	uint32_t ctx;
 	uint32_t event_type;
 	uint64_t element;
+};
+
+/*
+ * XRC_EVENT: an event of XRC TGT QP `qpn`, from the engine that serves
+ * it, for the handles of other processes (the kernel gives a shared QP's
+ * events to every handle): the daemon pushes SV_ENGINE_XRC_EVENT to each
+ * of those processes' engines once.  -EINVAL: not a TGT QP the caller
+ * serves, or not a QP event.
+ */
+struct sv_xrc_event_req {
+	uint32_t qpn;
+	uint32_t event_type;
 };
 
 /*

@@ -195,6 +195,17 @@ int svd_engine_of_pid(pid_t pid)
 	return engine_by_pid(pid) != NULL;
 }
 
+void svd_engine_xrc_event(pid_t pid, uint32_t qpn, uint32_t type)
+{
+	struct sv_engine_msg m = { .type = SV_ENGINE_XRC_EVENT,
+				   .peer = qpn,
+				   .peer_pid = type };
+	struct svd_engine *e = engine_by_pid(pid);
+
+	if (e)
+		engine_push(e, &m, NULL, 0);
+}
+
 void svd_engines_close(void)
 {
 	while (engines)

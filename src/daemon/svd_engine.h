@@ -62,6 +62,9 @@ void svd_engines_ufile_gone(uint32_t id);
 void svd_engines_xrc_serve(uint32_t qpn, pid_t pid);
 /* Nonzero when process pid has an engine attached. */
 int svd_engine_of_pid(pid_t pid);
+/* Tells the engine of process pid that XRC TGT QP qpn had event `type`
+ * (SV_ENGINE_XRC_EVENT). */
+void svd_engine_xrc_event(pid_t pid, uint32_t qpn, uint32_t type);
 /* Drops every engine (daemon shutdown). */
 void svd_engines_close(void);
 

@@ -113,6 +113,7 @@ int svd_dm_fd(struct svd_obj *obj);
 	[SV_OP_ASYNC_EVENT] = { svd_op_async_event, sizeof(struct sv_async_req), NEED_UFILE }, \
 	[SV_OP_QP_PEER] = { svd_op_qp_peer, sizeof(struct sv_qpn_req), 0 }, \
 	[SV_OP_SRQ_PEER] = { svd_op_srq_peer, sizeof(struct sv_qpn_req), 0 }, \
+	[SV_OP_XRC_EVENT] = { svd_op_xrc_event, sizeof(struct sv_xrc_event_req), 0 }, \
 	[SV_OP_WIRE_ATTACH] = { svd_op_wire_attach, 0, 0 }, \
 	[SV_OP_MCAST_MEMBERS] = { svd_op_mcast_members, sizeof(struct sv_mcast_members_req), 0 }, \
 	SVD_CM_OPS \

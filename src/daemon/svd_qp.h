@@ -125,6 +125,8 @@ int svd_xrc_tgt_args(struct svd_ufile *uf, const struct sv_create_qp_req *req,
 void svd_xrc_tgt_made(struct svd_qp *qp);
 int svd_xrc_tgt_gone(struct svd_qp *qp);
 void svd_xrc_tgt_modified(struct svd_qp *real);
+struct svd_req;
+int svd_op_xrc_event(struct svd_req *r);
 /* The live XRC SRQ numbered srqn (its domain's id in *xrcd_id), or NULL. */
 struct svd_srq *svd_xrc_srq(uint32_t srqn, uint32_t *xrcd_id);
 

@@ -424,6 +424,49 @@ void svd_xrc_tgt_modified(struct svd_qp *real)
 		svd_engines_xrc_serve(real->qpn, real->serve_pid);
 }
 
+/* Nonzero when a handle of real before `h` (the creator's first, while
+ * it lives, then the opened ones in list order) is process pid's. */
+static int pid_seen(const struct svd_qp *real, const struct svd_qp *h,
+		    pid_t pid)
+{
+	if (h != real && !real->orphan && real->obj.owner_pid == pid)
+		return 1;
+	for (const struct svd_qp *o = real->opens; o && o != h; o = o->next_open)
+		if (o->obj.owner_pid == pid)
+			return 1;
+	return 0;
+}
+
+int svd_op_xrc_event(struct svd_req *r)
+{
+	const struct sv_xrc_event_req *req = r->body;
+	struct svd_qp *real = svd_qp_by_qpn(req->qpn);
+	pid_t me = r->conn->pid;
+
+	switch (req->event_type) {
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		break;
+	default:
+		return -EINVAL;
+	}
+	/* (One from a server that has lost the QP since is dropped.) */
+	if (!real || real->qp_type != IBV_QPT_XRC_RECV || real->real ||
+	    real->serve_pid != me)
+		return -EINVAL;
+	if (!real->orphan && real->obj.owner_pid != me)
+		svd_engine_xrc_event(real->obj.owner_pid, req->qpn,
+				     req->event_type);
+	for (const struct svd_qp *h = real->opens; h; h = h->next_open)
+		if (h->obj.owner_pid != me && !pid_seen(real, h, h->obj.owner_pid))
+			svd_engine_xrc_event(h->obj.owner_pid, req->qpn,
+					     req->event_type);
+	return 0;
+}
+
 int svd_xrc_tgt_gone(struct svd_qp *qp)
 {
 	if (qp->uxrcd) {

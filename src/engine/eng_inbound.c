@@ -37,10 +37,15 @@ void sv_qp_owner_events(struct sv_qp *qp)
 		return;
 	if (bits & SV_QEV_FLUSH)
 		sv_engine_flush(qp);
-	for (unsigned i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (bits & map[i].bit)
+	for (unsigned i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+		if (!(bits & map[i].bit))
+			continue;
+		if (qp->type == IBV_QPT_XRC_RECV) /* every handle's */
+			sv_eng_xrc_event_raise(qp, map[i].type);
+		else
 			sv_eng_async(qp->eng, &qp->cref, map[i].type,
 				     &qp->qpx.qp_base);
+	}
 }
 
 /* An event record from another engine.  Must hold qp_lock (read). */

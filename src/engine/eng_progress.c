@@ -57,25 +57,23 @@ static void async_send(const struct sv_async_ev *ev)
 	struct sv_async_req req = { .ctx = ev->ctx_id,
 				    .event_type = ev->type,
 				    .element = ev->element };
+	struct sv_xrc_event_req xreq = { .qpn = ev->xrc_qpn,
+					 .event_type = ev->type };
 
-	if (sv_call_simple(SV_OP_ASYNC_EVENT, ev->ufile, ev->instance, -1, &req,
-			   sizeof(req), NULL, 0))
+	if (ev->xrc_qpn ?
+		    sv_call_simple(SV_OP_XRC_EVENT, 0, ev->instance, -1, &xreq,
+				   sizeof(xreq), NULL, 0) :
+		    sv_call_simple(SV_OP_ASYNC_EVENT, ev->ufile, ev->instance,
+				   -1, &req, sizeof(req), NULL, 0))
 		sv_dbg("async event %u dropped", ev->type);
 }
 
-void sv_eng_async(struct sv_engine *eng, const struct sv_ctx_ref *cref,
-		  enum ibv_event_type type, void *element)
+/* Sends ev to the daemon from the progress thread (or now, with none);
+ * takes it. */
+static void async_queue(struct sv_engine *eng, struct sv_async_ev *ev)
 {
-	struct sv_async_ev *ev = calloc(1, sizeof(*ev));
 	uint64_t one = 1;
 
-	if (!ev)
-		return;
-	ev->ufile = cref->ufile;
-	ev->ctx_id = cref->ctx_id;
-	ev->instance = cref->instance;
-	ev->type = type;
-	ev->element = (uint64_t)(uintptr_t)element;
 	/* The responder raises events with QP locks held: async_lock ranks
 	 * last (sv_lock.h). */
 	sv_lock_mutex(&eng->async_lock, SV_LOCK_ASYNC);
@@ -90,6 +88,34 @@ void sv_eng_async(struct sv_engine *eng, const struct sv_ctx_ref *cref,
 	sv_unlock_mutex(&eng->async_lock);
 	if (write(eng->doorbell, &one, sizeof(one)) < 0)
 		sv_dbg("doorbell: %s", strerror(errno));
+}
+
+void sv_eng_async(struct sv_engine *eng, const struct sv_ctx_ref *cref,
+		  enum ibv_event_type type, void *element)
+{
+	struct sv_async_ev *ev = calloc(1, sizeof(*ev));
+
+	if (!ev)
+		return;
+	ev->ufile = cref->ufile;
+	ev->ctx_id = cref->ctx_id;
+	ev->instance = cref->instance;
+	ev->type = type;
+	ev->element = (uint64_t)(uintptr_t)element;
+	async_queue(eng, ev);
+}
+
+void sv_eng_async_xrc(struct sv_engine *eng, uint64_t instance, uint32_t qpn,
+		      enum ibv_event_type type)
+{
+	struct sv_async_ev *ev = calloc(1, sizeof(*ev));
+
+	if (!ev)
+		return;
+	ev->instance = instance;
+	ev->type = type;
+	ev->xrc_qpn = qpn;
+	async_queue(eng, ev);
 }
 
 void sv_engine_async_event(const struct sv_ctx_ref *cref,
@@ -229,6 +255,11 @@ static void sock_readable(struct sv_engine *eng)
 		if (m.type == SV_ENGINE_FAULT) {
 			sv_close_fds(fds, nfds);
 			sv_fault_sync(eng);
+			continue;
+		}
+		if (m.type == SV_ENGINE_XRC_EVENT) {
+			sv_close_fds(fds, nfds);
+			sv_engine_xrc_event(eng, m.peer, m.peer_pid);
 			continue;
 		}
 		if (m.type == SV_ENGINE_XRC_SERVE) {

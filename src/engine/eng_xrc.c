@@ -21,6 +21,10 @@
  *
  * A process keeps its engine attached while it holds an opened handle
  * (engine_wanted), so the daemon can hand it the QP.
+ *
+ * Events of the QP go to every handle, as the kernel gives a shared QP's
+ * events to each: the server's own at once, other processes' through
+ * the daemon (SV_OP_XRC_EVENT, SV_ENGINE_XRC_EVENT).
  */
 #include "engine_int.h"
 
@@ -288,4 +292,33 @@ void sv_engine_tgt_ctx_close(struct sv_engine *eng, struct ibv_context *ctx)
 		pp = &(*pp)->xnext;
 	}
 	sv_unlock_mutex(&eng->lock);
+}
+
+/* Each of our opened handles of qpn gets event `type`, and `also` (the
+ * creator's QP), when given.  No lock held but qp_lock (read) perhaps. */
+static void deliver(struct sv_engine *eng, uint32_t qpn,
+		    enum ibv_event_type type, struct sv_qp *also)
+{
+	if (also)
+		sv_eng_async(eng, &also->cref, type, &also->qpx.qp_base);
+	sv_lock_mutex(&eng->lock, SV_LOCK_ENGINE);
+	for (struct sv_qp *h = eng->xopens; h; h = h->xnext)
+		if (h->qpx.qp_base.qp_num == qpn)
+			sv_eng_async(eng, &h->cref, type, &h->qpx.qp_base);
+	sv_unlock_mutex(&eng->lock);
+}
+
+void sv_eng_xrc_event_raise(struct sv_qp *qp, enum ibv_event_type type)
+{
+	struct sv_engine *eng = qp->eng;
+	uint32_t qpn = qp->qpx.qp_base.qp_num;
+
+	/* An adopted handle is on the list; the creator's QP is not. */
+	deliver(eng, qpn, type, qp->xopen ? NULL : qp);
+	sv_eng_async_xrc(eng, qp->cref.instance, qpn, type);
+}
+
+void sv_engine_xrc_event(struct sv_engine *eng, uint32_t qpn, uint32_t type)
+{
+	deliver(eng, qpn, (enum ibv_event_type)type, NULL);
 }

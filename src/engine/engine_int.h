@@ -226,6 +226,8 @@ struct sv_async_ev {
 	uint64_t instance;
 	uint32_t type;
 	uint64_t element;
+	uint32_t xrc_qpn; /* nonzero: for other processes' handles of this
+			     XRC TGT QP (SV_OP_XRC_EVENT) */
 	struct sv_async_ev *next;
 };
 
@@ -377,6 +379,13 @@ void sv_eng_detach(struct sv_engine *eng);
 /* SV_ENGINE_XRC_SERVE: XRC TGT QP qpn is served by process pid (0:
  * none).  Progress thread, no lock held. */
 void sv_engine_xrc_serve(struct sv_engine *eng, uint32_t qpn, uint32_t pid);
+/* SV_ENGINE_XRC_EVENT: XRC TGT QP qpn, served by another process, had
+ * event `type`: each of our handles of it gets it.  No lock held. */
+void sv_engine_xrc_event(struct sv_engine *eng, uint32_t qpn, uint32_t type);
+/* An event of XRC TGT QP qp, which we serve: every handle of it gets it,
+ * ours at once, other processes' through the daemon.  May hold qp_lock
+ * (read) and QP locks, not eng->lock. */
+void sv_eng_xrc_event_raise(struct sv_qp *qp, enum ibv_event_type type);
 
 /* eng_qp.c */
 /* The wire link an RC-type QP's answers and requests go on to the peer
@@ -545,6 +554,10 @@ int sv_eng_app_polling(struct sv_engine *eng, uint64_t now);
 /* Queues an async event (sent by the progress thread, no lock held). */
 void sv_eng_async(struct sv_engine *eng, const struct sv_ctx_ref *cref,
 		  enum ibv_event_type type, void *element);
+/* Queues an event of XRC TGT QP qpn for other processes' handles of it
+ * (SV_OP_XRC_EVENT). */
+void sv_eng_async_xrc(struct sv_engine *eng, uint64_t instance, uint32_t qpn,
+		      enum ibv_event_type type);
 /* Sends what the async queue holds (no lock held). */
 void sv_eng_async_drain(struct sv_engine *eng);
 /* The progress thread's body and its inline share. */

@@ -168,6 +168,7 @@ static struct ibv_qp *tgt_new(struct ibv_context *ctx, void *qp_context,
 		tgt_free(t);
 		return NULL;
 	}
+	sv_dp_obj_add(t); /* its events: the QP's (eng_xrc.c) */
 	return &t->qpx.qp_base;
 }
 
@@ -393,6 +394,9 @@ int sv_xrc_destroy_tgt(struct ibv_qp *ibqp)
 	if (err)
 		return -err;
 	sv_engine_tgt_close(t);
+	sv_dp_obj_del(t);
+	sv_dp_wait_acks(&ibqp->mutex, &ibqp->cond, &ibqp->events_completed,
+			&t->events_delivered);
 	sv_qp_shm_close(t->shm);
 	tgt_free(t);
 	return 0;

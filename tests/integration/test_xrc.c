@@ -13,6 +13,7 @@
 #include "sv_param.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -1511,6 +1512,120 @@ SV_TEST(tgt_context_closes)
 	for (int k = 0; k < 2; k++)
 		CHECK_EQ(ibv_destroy_srq(i.srq[k]), 0);
 	CHECK_EQ(ibv_close_xrcd(i.x), 0);
+	CHECK_EQ(ibv_close_device(i.ctx), 0);
+	close(fd);
+	unlink(path);
+}
+
+/* The next async event of ctx within 20 s: its type and QP (acked). */
+static int next_qp_event(struct ibv_context *ctx, struct ibv_qp **qp)
+{
+	struct pollfd p = { .fd = ctx->async_fd, .events = POLLIN };
+	struct ibv_async_event ev;
+	int type;
+
+	if (poll(&p, 1, 20000) != 1 || ibv_get_async_event(ctx, &ev))
+		return -1;
+	type = (int)ev.event_type;
+	*qp = ev.element.qp;
+	ibv_ack_async_event(&ev);
+	return type;
+}
+
+/* The maker of tgt_events_every_handle: its TGT QP to RTR (not RTS: the
+ * first request raises COMM_EST), then its own handle's event. */
+static void emaker(const char *path, int s)
+{
+	struct ibv_context *ctx;
+	struct ibv_xrcd *x;
+	struct ibv_qp *tgt, *got = NULL;
+	struct ibv_qp_attr a;
+	uint32_t ini;
+	char ok;
+	int fd = open(path, O_RDONLY);
+
+	if (fd < 0)
+		_exit(2);
+	ctx = eu_open();
+	x = xrcd_open(ctx, fd, O_CREAT);
+	tgt = x ? tgt_new(ctx, x) : NULL;
+	if (!tgt || to_init(tgt))
+		_exit(3);
+	xsend(s, &tgt->qp_num, sizeof(tgt->qp_num));
+	xrecv(s, &ini, sizeof(ini));
+	rtr_attr(&a, ini);
+	a.rq_psn = 0x100;
+	if (ibv_modify_qp(tgt, &a, RTR_MASK | IBV_QP_MAX_DEST_RD_ATOMIC |
+					   IBV_QP_MIN_RNR_TIMER))
+		_exit(4);
+	xsend(s, &ok, 1);
+	ok = next_qp_event(ctx, &got) == IBV_EVENT_COMM_EST && got == tgt;
+	xsend(s, &ok, 1);
+	if (read(s, &ok, 1) != 1) /* the test is done */
+		_exit(9);
+	if (ibv_destroy_qp(tgt))
+		_exit(5);
+	_exit(0);
+}
+
+/*
+ * Events of a TGT QP reach every handle, as the kernel gives a shared
+ * QP's events to each (its open list): the maker's (it serves the QP) and
+ * two opened in this process, each event naming its own handle.
+ */
+SV_TEST_T(tgt_events_every_handle, 60)
+{
+	char path[64];
+	int fd = tmpfile_fd(path, sizeof(path)), ms, seen = 0;
+	pid_t mp;
+	struct ibv_cq *rcq, *scq;
+	struct ibv_qp *h[2], *ini, *got;
+	struct xside i;
+	uint32_t tqpn;
+	char ok;
+
+	close(fd);
+	mp = tchild_start(emaker, path, &ms);
+	xrecv(ms, &tqpn, sizeof(tqpn));
+	xside_mem(&i, NULL);
+	fd = open(path, O_RDONLY);
+	CHECK(fd >= 0);
+	i.x = xrcd_open(i.ctx, fd, O_CREAT);
+	CHECK(i.x);
+	xside_srqs(&i, i.x, 4);
+	for (int k = 0; k < 2; k++) {
+		h[k] = tgt_open(i.ctx, i.x, tqpn);
+		CHECK(h[k]);
+	}
+	rcq = i.cq;
+	scq = ibv_create_cq(i.ctx, 16, NULL, NULL, 0);
+	CHECK(scq);
+	i.cq = scq;
+	ini = ini_new(&i, 0);
+	i.cq = rcq;
+	xsend(ms, &ini->qp_num, sizeof(ini->qp_num));
+	xrecv(ms, &ok, 1); /* the TGT QP is in RTR */
+	xconnect(ini, tqpn);
+	CHECK_EQ(xpost(ini, i.mr->lkey, 1, IBV_WR_SEND, i.buf + 49152, 100,
+		       i.srqn[0], 0, 0, 0, 0),
+		 0);
+	expect_send(scq, 1, IBV_WC_SUCCESS);
+	for (int k = 0; k < 2; k++) {
+		CHECK_EQ(next_qp_event(i.ctx, &got), IBV_EVENT_COMM_EST);
+		CHECK(got == h[0] || got == h[1]);
+		seen |= got == h[0] ? 1 : 2;
+	}
+	CHECK_EQ(seen, 3);
+	xrecv(ms, &ok, 1);
+	CHECK_EQ(ok, 1); /* the maker's handle had it too */
+	xchild_end(mp, ms);
+	CHECK_EQ(ibv_destroy_qp(ini), 0);
+	for (int k = 0; k < 2; k++)
+		CHECK_EQ(ibv_destroy_qp(h[k]), 0);
+	for (int k = 0; k < 2; k++)
+		CHECK_EQ(ibv_destroy_srq(i.srq[k]), 0);
+	CHECK_EQ(ibv_close_xrcd(i.x), 0);
+	CHECK_EQ(ibv_destroy_cq(scq), 0);
 	CHECK_EQ(ibv_close_device(i.ctx), 0);
 	close(fd);
 	unlink(path);
