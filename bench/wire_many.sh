@@ -11,7 +11,7 @@
 #   - the aggregate MB/s of the flows beside TCP's;
 #   - packets dropped by softverbs (daemon status: wire rx_dropped +
 #     tx_errors, every host) and by the kernel's UDP (nstat).
-# Writes bench/reports/wire_many.{md,tsv}.
+# Writes bench/reports/wire_many.md and bench/reports/wire_many.tsv.
 #
 #   bench/wire_many.sh                  # 8 hosts, 3 rounds of 10 s
 #   MANY_HOSTS=4 MANY_ROUNDS=1 MANY_SECONDS=5 bench/wire_many.sh
