@@ -46,9 +46,12 @@ int sv_wire_rx_trylock(struct sv_wire_shm *s, uint32_t pid, uint64_t now)
 	/* Its reader died holding it, or sits stopped (SIGSTOP, a
 	 * debugger) with it: the port is nobody's.  The take time is in the
 	 * word we replace, so a reader that took the port again since is
-	 * never robbed on the strength of an older take. */
+	 * never robbed on the strength of an older take.  The age is signed:
+	 * our `now` was read before the holder took the port, so a take a
+	 * moment younger than it is a negative age, not a huge one. */
 	if (((kill((pid_t)holder, 0) < 0 && errno == ESRCH) ||
-	     (uint32_t)(now_ms - (uint32_t)cur) > SV_WIRE_STEAL_NS / 1000000u) &&
+	     (int32_t)(now_ms - (uint32_t)cur) >
+		     (int32_t)(SV_WIRE_STEAL_NS / 1000000u)) &&
 	    atomic_compare_exchange_strong(&s->rx_owner, &cur, mine))
 		return 1;
 	return 0;

@@ -92,3 +92,9 @@ target_compile_definitions(test_lock PRIVATE SV_LOCK_CHECK=1)
 target_link_libraries(test_lock PRIVATE pthread)
 add_test(NAME test_lock COMMAND test_lock)
 set_tests_properties(test_lock PROPERTIES TIMEOUT 60 LABELS unit)
+
+# The wire port's turn: one reader at a time (src/common/sv_wire.c).
+add_executable(test_wire_port ${U}/test_wire_port.c)
+target_link_libraries(test_wire_port PRIVATE sv_common)
+add_test(NAME test_wire_port COMMAND test_wire_port)
+set_tests_properties(test_wire_port PROPERTIES TIMEOUT 60 LABELS unit)
