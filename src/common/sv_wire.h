@@ -19,7 +19,10 @@
  * it in the order they arrived.  Packets two other readers forwarded wait
  * in two rings, drained in ring order, and on a loaded machine a UD QP
  * has been seen to receive two datagrams swapped: RC puts them back in
- * order through its PSNs; UD promises no order.
+ * order through its PSNs; UD promises no order; UC loses the message
+ * (docs/wire.md).  Holding the port until the rings a reader filled are
+ * drained would keep the order, at the price of one descheduled process
+ * stalling its namespace's port.
  */
 #ifndef SV_WIRE_H
 #define SV_WIRE_H
