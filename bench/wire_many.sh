@@ -89,22 +89,21 @@ for i in $(seq 1 "$N"); do
 	[ -n "${GID[$i]}" ] || { echo "wire_many: host $i has no IPv4 GID"; exit 1; }
 done
 
-wire_stat() { # FIELD...: the sum over hosts and fields of daemon status
-	local i s=0 v re
-	re=$(IFS='|'; echo "$*")
+# softverbs' counters, summed over the hosts, one daemon status per host:
+# "DROPS RING_FULL NO_QP".  DROPS: every packet received and not taken
+# (rx_dropped: malformed, no such QP, ring full, not the QP's peer, above
+# the MTU) and every send that failed.
+wire_stats() {
+	local i
 	for i in $(seq 1 "$N"); do
-		# One JSON line: one field per line first (sed's .* is greedy).
-		v=$(in_ns "$i" "$SV" daemon status --json 2>/dev/null | tr ',{}' '\n\n\n' |
-			sed -En "s/^ *\"($re)\": *([0-9]+) *$/\\2/p" |
-			awk '{ s += $1 } END { print s + 0 }')
-		s=$((s + v))
-	done
-	echo "$s"
+		# One JSON line: one field per line first.
+		in_ns "$i" "$SV" daemon status --json 2>/dev/null | tr ',{}' '\n\n\n'
+	done | awk -F': *' '{ gsub(/[ "]/, "", $1) }
+		$1 == "rx_dropped" || $1 == "tx_errors" { d += $2 }
+		$1 == "rx_ring_full" { f += $2 }
+		$1 == "rx_no_qp" { q += $2 }
+		END { print d + 0, f + 0, q + 0 }'
 }
-# softverbs' drops: every packet received and not taken (rx_dropped:
-# malformed, no such QP, ring full, not the QP's peer, above the MTU) and
-# every send that failed.
-wire_drops() { wire_stat rx_dropped tx_errors; }
 
 udp_drops() {
 	local i s=0 v
@@ -208,15 +207,12 @@ nflows=$((N * (N - 1)))
 echo "wire_many: $N hosts, $nflows flows each way, $ROUNDS round(s) of $SECS s"
 for ROUND in $(seq 1 "$ROUNDS"); do
 	for kind in tcp ours; do
-		w0=$(wire_drops)
+		read -r w0 f0 q0 < <(wire_stats)
 		u0=$(udp_drops)
-		f0=$(wire_stat rx_ring_full)
-		q0=$(wire_stat rx_no_qp)
 		read -r ok bad mbs < <(flows "$kind")
-		w=$(( $(wire_drops) - w0 ))
+		read -r w f q < <(wire_stats)
 		u=$(( $(udp_drops) - u0 ))
-		f=$(( $(wire_stat rx_ring_full) - f0 ))
-		q=$(( $(wire_stat rx_no_qp) - q0 ))
+		w=$((w - w0)) f=$((f - f0)) q=$((q - q0))
 		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$ROUND" "$kind" "$ok" "$bad" "$mbs" "$w" "$u" "$f" "$q" >>"$tsv"
 		printf '  r%s %-4s %3s ok %3s failed %10.1f MB/s  drops: softverbs %s (ring full %s, no such QP %s), kernel UDP %s\n' \
 			"$ROUND" "$kind" "$ok" "$bad" "$mbs" "$w" "$f" "$q" "$u"

@@ -12,7 +12,6 @@
 #include "sv_wire.h"
 #include "unit_test.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
