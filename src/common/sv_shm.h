@@ -89,12 +89,26 @@ static_assert(sizeof(struct sv_shlock) == 64, "shlock layout");
  * positive errno. */
 int sv_shlock_init(struct sv_shlock *l);
 
+/* Tries taken while l is busy before sv_shlock_lock sleeps: a few
+ * microseconds.  A robust mutex goes to sleep at once (glibc does not
+ * spin on one), and the holders -- a progress thread answering a packet,
+ * the application posting -- keep it for a microsecond or two: sleeping
+ * costs the waiter a wake-up, two context switches, tens of
+ * microseconds on a virtual machine. */
+#define SV_SHLOCK_SPINS 64
+
 /* Takes l.  Returns 0, or 1 when the previous holder died holding it (the
  * caller repairs the state l guards; the lock is held and consistent). */
 static inline int sv_shlock_lock(struct sv_shlock *l)
 {
 	int r = pthread_mutex_trylock(&l->m);
 
+	for (int i = 0; r == EBUSY && i < SV_SHLOCK_SPINS; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+		r = pthread_mutex_trylock(&l->m);
+	}
 	if (r == EBUSY)
 		r = pthread_mutex_lock(&l->m);
 	if (r == EOWNERDEAD) {

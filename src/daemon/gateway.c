@@ -497,8 +497,9 @@ uint64_t svd_gw_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Reads what waits on the port (the engines are all asleep). */
-static void rx_batch(struct sv_wire_rxb *b)
+/* Reads what waits on the port (the engines are all asleep).  Returns 0
+ * when an engine holds the port's turn: nothing was read. */
+static int rx_batch(struct sv_wire_rxb *b)
 {
 	static uint32_t me;
 	int n, kick;
@@ -506,7 +507,7 @@ static void rx_batch(struct sv_wire_rxb *b)
 	if (!me)
 		me = (uint32_t)getpid(); /* the thread's, once */
 	if (!sv_wire_rx_trylock(svd_gw.shm, me, svd_gw_now_ns()))
-		return; /* an engine reads */
+		return 0; /* an engine reads */
 	n = sv_wire_recv(svd_gw.fd, b, SV_WIRE_BATCH);
 	pthread_mutex_lock(&svd_gw.lock);
 	for (int i = 0; i < n; i++) {
@@ -547,7 +548,15 @@ static void rx_batch(struct sv_wire_rxb *b)
 	sv_wire_rx_unlock(svd_gw.shm, me);
 	if (kick)
 		svd_cm_kick();
+	return 1;
 }
+
+/* The port was readable but an engine held its turn: the gateway leaves
+ * the port out of its poll this long.  Polled again at once, a socket
+ * with datagrams waiting answers at once, and the thread would spin
+ * until the holder lets go -- on a machine of 2 CPUs, in the holder's
+ * own time: a preempted holder waits for the next tick, milliseconds. */
+#define GW_HELD_NS 200000ull
 
 /*
  * The gateway thread: reads the port while no engine does, serves the
@@ -565,6 +574,8 @@ static void *gw_main(void *arg)
 		sv_err("wire: no memory for the receive thread");
 		return NULL;
 	}
+	uint64_t held_until = 0;
+
 	for (;;) {
 		uint64_t last = atomic_load_explicit(&svd_gw.shm->poll_ns,
 						     memory_order_relaxed);
@@ -572,8 +583,10 @@ static void *gw_main(void *arg)
 		/* An engine reads (its application polls): look again when
 		 * it may have stopped, without waking for every packet. */
 		int engines = last && now - last < SV_WIRE_HANDOFF_NS;
+		int held = now < held_until;
 		int fd, conn, lost, timeout, np = 1;
 		struct pollfd pf[3] = { { .fd = svd_gw.wake, .events = POLLIN } };
+		struct timespec ts;
 
 		pthread_mutex_lock(&svd_gw.lock);
 		fd = svd_gw.fd;
@@ -595,11 +608,17 @@ static void *gw_main(void *arg)
 				    -1;
 		if (fd < 0 || lost)
 			timeout = (int)(svd_gw.retry_ms - now / 1000000) + 1;
+		ts = (struct timespec){ timeout / 1000,
+					(long)(timeout % 1000) * 1000000 };
+		if (held && !engines && fd >= 0 && !lost)
+			ts = (struct timespec){ 0, (long)(held_until - now) };
 		if (conn >= 0)
 			pf[np++] = (struct pollfd){ .fd = conn, .events = POLLIN };
-		if (fd >= 0 && !engines)
+		if (fd >= 0 && !engines && !held)
 			pf[np++] = (struct pollfd){ .fd = fd, .events = POLLIN };
-		if (poll(pf, (nfds_t)np, timeout) < 0) {
+		if (ppoll(pf, (nfds_t)np,
+			  timeout < 0 && !(held && !engines) ? NULL : &ts,
+			  NULL) < 0) {
 			if (errno == EINTR)
 				continue;
 			sv_err("wire: poll: %s", strerror(errno));
@@ -612,8 +631,8 @@ static void *gw_main(void *arg)
 				continue;
 			if (pf[i].fd == conn)
 				svd_gw_portd_readable();
-			else
-				rx_batch(b);
+			else if (!rx_batch(b))
+				held_until = svd_gw_now_ns() + GW_HELD_NS;
 		}
 	}
 	free(b);
