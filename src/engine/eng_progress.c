@@ -38,13 +38,11 @@
 #include "sv_client.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -640,43 +638,6 @@ static void sleep_once(struct sv_engine *eng, struct policy *p, uint64_t now,
 	}
 }
 
-/*
- * Asks the scheduler for a short slice (sv_tune.slice_ns), as a latency
- * sensitive thread may since Linux 6.12 (EEVDF's custom slice, the
- * sched_runtime of sched_setattr(2) under SCHED_OTHER; no privilege
- * needed).  A thread woken with a shorter slice than the running one's
- * preempts it at once: on a machine whose CPUs the application's own
- * threads keep busy -- a one-sided target spinning on its memory, the
- * peer polling a CQ -- the datagram that wakes us is handled within
- * microseconds instead of when the spinner's slice ends (a write
- * ping-pong between namespaces on 2 CPUs: typical 200-260 us without,
- * 70-90 us with).  Older kernels ignore the field; an error changes
- * nothing.  The nice value stays the thread's own.
- */
-static void ask_short_slice(void)
-{
-	struct {
-		uint32_t size, policy;
-		uint64_t flags;
-		int32_t nice;
-		uint32_t priority;
-		uint64_t runtime, deadline, period;
-		uint32_t util_min, util_max;
-	} a = { .size = sizeof(a) };
-
-	/* Only under the default policy: an application that made its
-	 * threads real-time or idle keeps that choice for ours. */
-	if (!sv_tune.slice_ns || sched_getscheduler(0) != SCHED_OTHER)
-		return;
-	errno = 0;
-	a.nice = getpriority(PRIO_PROCESS, 0); /* this thread's */
-	if (a.nice == -1 && errno)
-		return;
-	a.runtime = sv_tune.slice_ns;
-	if (syscall(SYS_sched_setattr, 0, &a, 0) < 0)
-		sv_dbg("scheduler slice not set: %s", strerror(errno));
-}
-
 void *sv_progress_main(void *arg)
 {
 	struct sv_engine *eng = arg;
@@ -687,7 +648,6 @@ void *sv_progress_main(void *arg)
 	/* Named, for top -H, perf and the tests (tests/integration/
 	 * test_engine_rc.c finds it by this name). */
 	pthread_setname_np(pthread_self(), "sv-progress");
-	ask_short_slice();
 	policy_init(&pol, eng, sv_now_ns());
 	atomic_store(&eng->thread_tid, (unsigned)syscall(SYS_gettid));
 	while (!atomic_load(&eng->stop)) {

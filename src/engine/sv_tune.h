@@ -81,8 +81,6 @@
 	  "... and sleeps armed if it left the thread packets this recently")  \
 	X(live_ns, 10000, "ns", 0, 1000000000,                                 \
 	  "an app that polled this recently owns the rings: the thread waits") \
-	X(slice_ns, 100000, "ns", 0, 100000000,                                \
-	  "the progress thread's scheduler slice; 0: the kernel's default")   \
 	X(ring_batch, 64, "packets", 1, 1u << 20,                              \
 	  "packets taken from one ring per pass")                              \
 	X(contended_polls, 16, "polls", 1, 1u << 20,                           \

@@ -8,9 +8,6 @@
 
 #include <dirent.h>
 #include <pthread.h>
-#include <sched.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sys/mman.h>
 
 /* Two connected RC endpoints in this process. */
@@ -543,138 +540,66 @@ SV_TEST(rc_arrived_before_destroy_acked)
 	munmap(flags, 4096);
 }
 
-/* ------------------------------------- the progress thread's slice -- */
+/* ------------------------------------------- the progress thread -- */
 
-struct sv_sched_attr {
-	uint32_t size, policy;
-	uint64_t flags;
-	int32_t nice;
-	uint32_t priority;
-	uint64_t runtime, deadline, period;
-	uint32_t util_min, util_max;
-};
-
-/* The tid of this process's progress thread ("sv-progress"), waiting up
- * to 10 s for it to start; 0 if it never does. */
-static pid_t progress_tid(void)
+/* The tids of this process's threads named comm ("sv-progress\n" as
+ * /proc prints it): how many, the first in *tid. */
+static int threads_named(const char *comm, pid_t *tid)
 {
-	for (int t = 0; t < 1000; t++) {
-		DIR *d = opendir("/proc/self/task");
-		struct dirent *de;
-		pid_t tid = 0;
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int n = 0;
 
-		CHECK(d);
-		while (!tid && (de = readdir(d))) {
-			char path[300], comm[32] = "";
-			FILE *f;
+	CHECK(d);
+	while ((de = readdir(d))) {
+		char path[300], c[32] = "";
+		FILE *f;
 
-			if (de->d_name[0] == '.')
-				continue;
-			snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
-				 de->d_name);
-			f = fopen(path, "r");
-			if (!f)
-				continue;
-			if (fgets(comm, sizeof(comm), f) &&
-			    !strcmp(comm, "sv-progress\n"))
-				tid = (pid_t)atoi(de->d_name);
-			fclose(f);
-		}
-		closedir(d);
-		if (tid)
-			return tid;
-		usleep(10000);
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
+			 de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(c, sizeof(c), f) && !strcmp(c, comm) && !n++)
+			*tid = (pid_t)atoi(de->d_name);
+		fclose(f);
 	}
-	return 0;
+	closedir(d);
+	return n;
 }
 
-/* A pair on one context that has moved a message: the engine is attached
- * and its progress thread runs.  Returns that thread's scheduling. */
-static struct sv_sched_attr progress_sched(struct ep *a, struct ep *b)
+/* The progress thread shows as sv-progress (top -H, perf): one per
+ * attached engine, started when the first QP moves a message, gone
+ * with the last context. */
+SV_TEST(progress_thread_named)
 {
-	struct sv_sched_attr at = { 0 };
+	struct ep a, b;
 	struct ibv_wc wc;
-	pid_t tid;
+	pid_t tid = 0;
+	int n = 0;
 
-	ep_open(a, NULL, IBV_QPT_RC);
-	ep_open(b, a->ctx, IBV_QPT_RC);
-	ep_connect(a, b->qp->qp_num);
-	ep_connect(b, a->qp->qp_num);
-	post_recv(b, 1, b->buf, 64);
-	post_send_op(a, 2, IBV_WR_SEND, a->buf, 16, 0, 0);
-	EXPECT_WC(a->cq, &wc, IBV_WC_SUCCESS);
-	EXPECT_WC(b->cq, &wc, IBV_WC_SUCCESS);
-	tid = progress_tid();
-	CHECK(tid > 0);
-	CHECK_EQ(syscall(SYS_sched_getattr, tid, &at, sizeof(at), 0), 0);
-	return at;
-}
-
-/* The slice this kernel gives a thread that asked for none: a kernel
- * without custom slices (before 6.12) reports 0 and the cases skip. */
-static uint64_t default_slice(void)
-{
-	struct sv_sched_attr at = { 0 };
-
-	CHECK_EQ(syscall(SYS_sched_getattr, 0, &at, sizeof(at), 0), 0);
-	if (!at.runtime)
-		sv_test_skip("the kernel reports no slice (custom slices: 6.12)");
-	return at.runtime;
-}
-
-static void pair_close(struct ep *a, struct ep *b)
-{
-	ep_close(b);
-	ep_close(a);
-	CHECK_EQ(ibv_close_device(a->ctx), 0);
-}
-
-/* The progress thread asks for a 100 us slice (sv_tune.h slice_ns): woken
- * by a datagram while the application's threads keep the CPUs busy, it
- * runs at once. */
-SV_TEST(progress_thread_short_slice)
-{
-	struct ep a, b;
-	struct sv_sched_attr at;
-
-	if (default_slice() == 100000)
-		sv_test_skip("the kernel's default slice is already 100 us");
-	at = progress_sched(&a, &b);
-	CHECK_EQ(at.policy, SCHED_OTHER);
-	CHECK_EQ(at.runtime, 100000);
-	CHECK_EQ(at.nice, getpriority(PRIO_PROCESS, 0));
-	pair_close(&a, &b);
-}
-
-/* slice_ns=0 leaves the kernel's default. */
-SV_TEST(progress_thread_slice_off)
-{
-	struct ep a, b;
-	struct sv_sched_attr at;
-	uint64_t def = default_slice();
-
-	CHECK_EQ(setenv("SOFTVERBS_TUNE", "slice_ns=0", 1), 0);
-	at = progress_sched(&a, &b);
-	CHECK_EQ(at.runtime, def);
-	pair_close(&a, &b);
-}
-
-/* An application that chose another policy for its threads (here
- * SCHED_BATCH, at nice 5) keeps it for ours: no slice is asked for. */
-SV_TEST(progress_thread_keeps_app_policy)
-{
-	struct sched_param sp = { 0 };
-	struct ep a, b;
-	struct sv_sched_attr at;
-	uint64_t def = default_slice();
-
-	CHECK_EQ(setpriority(PRIO_PROCESS, 0, 5), 0);
-	CHECK_EQ(sched_setscheduler(0, SCHED_BATCH, &sp), 0);
-	at = progress_sched(&a, &b);
-	CHECK_EQ(at.policy, SCHED_BATCH);
-	CHECK_EQ(at.nice, 5);
-	CHECK_EQ(at.runtime, def);
-	pair_close(&a, &b);
+	CHECK_EQ(threads_named("sv-progress\n", &tid), 0);
+	ep_open(&a, NULL, IBV_QPT_RC);
+	ep_open(&b, a.ctx, IBV_QPT_RC);
+	ep_connect(&a, b.qp->qp_num);
+	ep_connect(&b, a.qp->qp_num);
+	post_recv(&b, 1, b.buf, 64);
+	post_send_op(&a, 2, IBV_WR_SEND, a.buf, 16, 0, 0);
+	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+	EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
+	for (int t = 0; t < 1000 && !(n = threads_named("sv-progress\n", &tid));
+	     t++)
+		usleep(10000);
+	CHECK_EQ(n, 1);
+	CHECK(tid != getpid());
+	ep_close(&b);
+	ep_close(&a);
+	CHECK_EQ(ibv_close_device(a.ctx), 0);
+	for (int t = 0; t < 1000 && threads_named("sv-progress\n", &tid); t++)
+		usleep(10000);
+	CHECK_EQ(threads_named("sv-progress\n", &tid), 0);
 }
 
 SV_TEST_MAIN()
