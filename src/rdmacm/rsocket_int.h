@@ -16,6 +16,10 @@
  *   - a sender spends one credit per message and keeps RS_RESERVE of them
  *     for control messages (credits alone, shutdown, iomap), so credits
  *     always flow back;
+ *   - bytes written while the sender has no credit are staged (up to one
+ *     message) and leave as one message when a credit comes back, as a
+ *     TCP socket's buffer gathers small writes: a stream of 1 KiB writes
+ *     does not spend a 64 KiB buffer of the peer on each;
  *   - riowrite is an RDMA WRITE into a buffer the peer exposed with riomap
  *     (an RS_OP_IOMAP message with its offset, address, length and rkey).
  *
@@ -51,11 +55,13 @@ enum rs_op {
 };
 
 #define RS_RESERVE 2
-#define RS_SLOT 16384u
+#define RS_SLOT 65536u /* bytes per buffer: a message at most */
 #define RS_MAGIC 0x53565253u /* "SVRS" */
 /* A new rsocket's send and receive buffer bytes (SO_SNDBUF/SO_RCVBUF 0
- * sets them back to it). */
-#define DEF_BUF (128 * 1024)
+ * sets them back to it): 16 buffers of RS_SLOT.  Between two namespaces
+ * an iperf3 stream moved 260 MB/s with 8 buffers of 16 KiB, 400 with 64
+ * of 16 KiB, 700 with 16 of 64 KiB, no more with 64 of 64 KiB. */
+#define DEF_BUF (1024 * 1024)
 
 /* The connection's private data (big endian). */
 struct rs_conn {
@@ -104,6 +110,9 @@ struct rsock {
 	uint8_t *sbuf, *rbuf;
 	struct ibv_mr *smr, *rmr;
 	uint32_t s_head, s_free; /* send slots: next to use, free */
+	uint32_t ncomp;		 /* completions handled (rs_wait) */
+	uint8_t *stage;		 /* bytes accepted while no credit: sent as */
+	uint32_t stage_len;	 /* one message when one comes (msgmax) */
 	int credits;		 /* peer receive buffers we may fill */
 	uint32_t pending;	 /* our reposted buffers not yet told */
 	uint32_t *rq_slot, *rq_len; /* received, unread: a ring of nrecv */
@@ -137,6 +146,8 @@ void rs_progress(struct rsock *rs);
 void rs_wait(struct rsock *rs, int timeout_ms);
 int rs_nonblocking(const struct rsock *rs, int flags);
 int rs_can_send(const struct rsock *rs);
+/* rsend would take bytes now (a credit, or room to stage them). */
+int rs_can_write(const struct rsock *rs);
 int rs_can_recv(const struct rsock *rs);
 /* Sends the shutdown message and waits for every send to complete. */
 void rs_shutdown_wr(struct rsock *rs);

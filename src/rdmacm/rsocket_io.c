@@ -99,7 +99,9 @@ int rs_create_ep(struct rsock *rs)
 	rs->rmr = ibv_reg_mr(rs->id->pd, rs->rbuf, rsize, IBV_ACCESS_LOCAL_WRITE);
 	rs->rq_slot = calloc(rs->nrecv, sizeof(*rs->rq_slot));
 	rs->rq_len = calloc(rs->nrecv, sizeof(*rs->rq_len));
-	if (!rs->smr || !rs->rmr || !rs->rq_slot || !rs->rq_len)
+	rs->stage = malloc(rs->slot);
+	rs->stage_len = 0;
+	if (!rs->smr || !rs->rmr || !rs->rq_slot || !rs->rq_len || !rs->stage)
 		goto err;
 	for (uint32_t i = 0; i < rs->nrecv; i++)
 		if (post_recv(rs, i))
@@ -140,6 +142,9 @@ void rs_free_ep(struct rsock *rs)
 	free(rs->rbuf);
 	free(rs->rq_slot);
 	free(rs->rq_len);
+	free(rs->stage);
+	rs->stage = NULL;
+	rs->stage_len = 0;
 	rs->sbuf = rs->rbuf = NULL;
 	rs->rq_slot = rs->rq_len = NULL;
 }
@@ -188,6 +193,31 @@ static void maybe_credit(struct rsock *rs)
 		post_ctl(rs, RS_OP_CREDIT, NULL, 0);
 }
 
+/* A data message may go: connected, a credit beyond the reserve, a slot.
+ * (rs_can_send adds that the application may still write: staged bytes
+ * go out after a shutdown of writing too, before its message.) */
+static int can_post_data(const struct rsock *rs)
+{
+	return rs->state == RS_CONNECTED && rs->credits > RS_RESERVE &&
+	       rs->s_free > 0;
+}
+
+/* Sends the staged bytes as one message when a credit allows.  Returns
+ * 0 when nothing stays staged. */
+static int flush_stage(struct rsock *rs)
+{
+	if (!rs->stage_len)
+		return 0;
+	if (!can_post_data(rs))
+		return -1;
+	memcpy(rs->sbuf + (size_t)rs->s_head * rs->slot, rs->stage,
+	       rs->stage_len);
+	if (post_msg(rs, RS_OP_DATA, rs->stage_len))
+		return -1;
+	rs->stage_len = 0;
+	return 0;
+}
+
 static void repost(struct rsock *rs, uint32_t slot)
 {
 	if (!post_recv(rs, slot))
@@ -216,6 +246,7 @@ static void got_iomap(struct rsock *rs, const uint8_t *p, uint32_t len)
 
 static void completion(struct rsock *rs, const struct ibv_wc *wc)
 {
+	rs->ncomp++;
 	if (wc->status != IBV_WC_SUCCESS) {
 		sv_dbg("rsocket %d: %s completion: %s", rs->index,
 		       wc->opcode & IBV_WC_RECV ? "receive" : "send",
@@ -278,8 +309,10 @@ void rs_progress(struct rsock *rs)
 	while ((n = ibv_poll_cq(rs->cq, 16, wc)) > 0)
 		for (int i = 0; i < n; i++)
 			completion(rs, &wc[i]);
-	if (rs->state == RS_CONNECTED)
+	if (rs->state == RS_CONNECTED) {
+		flush_stage(rs); /* a credit came back: the staged bytes go */
 		maybe_credit(rs);
+	}
 }
 
 int rs_nonblocking(const struct rsock *rs, int flags)
@@ -289,8 +322,13 @@ int rs_nonblocking(const struct rsock *rs, int flags)
 
 int rs_can_send(const struct rsock *rs)
 {
-	return rs->state == RS_CONNECTED && !rs->shut_wr &&
-	       rs->credits > RS_RESERVE && rs->s_free > 0;
+	return !rs->shut_wr && can_post_data(rs);
+}
+
+int rs_can_write(const struct rsock *rs)
+{
+	return rs->state == RS_CONNECTED && !rs->shut_wr && rs->msgmax &&
+	       (can_post_data(rs) || rs->stage_len < rs->msgmax);
 }
 
 int rs_can_recv(const struct rsock *rs)
@@ -311,23 +349,23 @@ void rs_wait(struct rsock *rs, int timeout_ms)
 {
 	struct pollfd p[2];
 	uint64_t t0 = now_ns();
-	uint32_t before = rs->rq_count + rs->s_free;
-	int credits = rs->credits, n = 0;
+	/* Whatever a completion changed -- data, a free slot, credits, the
+	 * peer's shutdown, a map -- is what the caller waits for. */
+	uint32_t before = rs->ncomp;
+	int n = 0;
 
 	/* Poll first: the peer's engine answers within microseconds. */
 	while (now_ns() - t0 < SPIN_NS) {
 		pthread_mutex_unlock(&rs->lock);
 		pthread_mutex_lock(&rs->lock);
 		rs_progress(rs);
-		if (rs->rq_count + rs->s_free != before ||
-		    rs->credits != credits || rs->state != RS_CONNECTED)
+		if (rs->ncomp != before || rs->state != RS_CONNECTED)
 			return;
 	}
 	if (rs->cq) {
 		ibv_req_notify_cq(rs->cq, 0);
 		rs_progress(rs); /* what came before the arming */
-		if (rs->rq_count + rs->s_free != before ||
-		    rs->credits != credits || rs->state != RS_CONNECTED)
+		if (rs->ncomp != before || rs->state != RS_CONNECTED)
 			return;
 		p[n].fd = rs->cc->fd;
 		p[n++].events = POLLIN;
@@ -355,6 +393,13 @@ void rs_shutdown_wr(struct rsock *rs)
 	rs->shut_wr = 1;
 	if (rs->state != RS_CONNECTED)
 		return;
+	/* Staged bytes first: they were written before the shutdown. */
+	while (flush_stage(rs)) {
+		if (rs->state != RS_CONNECTED || now_ns() - t0 > 5000000000ULL)
+			return;
+		rs_wait(rs, 100);
+		rs_progress(rs);
+	}
 	/* The shutdown message may wait for a credit or a slot. */
 	while (post_ctl(rs, RS_OP_SHUTDOWN, NULL, 0)) {
 		if (rs->state != RS_CONNECTED || now_ns() - t0 > 5000000000ULL)
@@ -441,25 +486,40 @@ ssize_t rs_send(struct rsock *rs, const struct iovec *iov, int iovcnt,
 			return cma_err(rs->state == RS_CONNECTED || rs->shut_wr ?
 					       EPIPE : ECONNRESET);
 		}
-		if (!rs_can_send(rs)) {
-			if (rs_nonblocking(rs, flags)) {
-				if (done)
-					break;
-				return cma_err(EAGAIN);
-			}
-			rs_wait(rs, -1);
-			continue;
-		}
 		if (!rs->msgmax)
 			return cma_err(EPROTO);
-		n = (uint32_t)(len - done < rs->msgmax ? len - done : rs->msgmax);
-		iov_out(iov, done, rs->sbuf + (size_t)rs->s_head * rs->slot, n);
-		if (post_msg(rs, RS_OP_DATA, n)) {
+		if (!rs->stage_len && rs_can_send(rs)) {
+			/* A credit: straight into a send buffer. */
+			n = (uint32_t)(len - done < rs->msgmax ? len - done :
+								 rs->msgmax);
+			iov_out(iov, done,
+				rs->sbuf + (size_t)rs->s_head * rs->slot, n);
+			if (post_msg(rs, RS_OP_DATA, n)) {
+				if (done)
+					break;
+				return cma_err(errno ? errno : EIO);
+			}
+			done += n;
+			continue;
+		}
+		if (rs->stage_len < rs->msgmax) {
+			/* No credit now (or bytes already wait for one):
+			 * behind them, to leave together when one comes. */
+			n = rs->msgmax - rs->stage_len;
+			if (n > len - done)
+				n = (uint32_t)(len - done);
+			iov_out(iov, done, rs->stage + rs->stage_len, n);
+			rs->stage_len += n;
+			done += n;
+			flush_stage(rs);
+			continue;
+		}
+		if (rs_nonblocking(rs, flags)) {
 			if (done)
 				break;
-			return cma_err(errno ? errno : EIO);
+			return cma_err(EAGAIN);
 		}
-		done += n;
+		rs_wait(rs, -1);
 	}
 	return (ssize_t)done;
 }

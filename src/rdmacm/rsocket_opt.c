@@ -44,7 +44,7 @@ static short rs_revents(struct rsock *rs)
 		rs_progress(rs);
 		if (rs_can_recv(rs))
 			r |= POLLIN;
-		if (rs_can_send(rs))
+		if (rs_can_write(rs))
 			r |= POLLOUT;
 		/* As TCP: the peer's shutdown is readable (EOF), and the
 		 * connection is hung up once it is gone and drained. */

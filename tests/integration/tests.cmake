@@ -68,6 +68,10 @@ sv_c_test(test_capture ${D}/test_capture.c TIMEOUT 120 LABELS capture)
 # rdma_cm semantics (issue 10): librdmacm.so.1 on the daemon's CM.
 sv_c_test(test_rdmacm ${D}/test_rdmacm.c TIMEOUT 300 LABELS rdmacm)
 target_link_libraries(test_rdmacm PRIVATE rdmacm)
+# rsockets (rsocket.h on our librdmacm): a stream whole and in order,
+# small writes gathered while there is no credit, POLLOUT, shutdown.
+sv_c_test(test_rsocket ${D}/test_rsocket.c TIMEOUT 300 LABELS rdmacm)
+target_link_libraries(test_rsocket PRIVATE rdmacm)
 # RoCE v2 between two network namespaces through our own library, engine
 # and daemon (the sanitizer build runs the wire too).  Root only.
 sv_c_test(test_wire ${D}/test_wire.c TIMEOUT 300 LABELS wire)
