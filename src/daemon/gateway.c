@@ -563,19 +563,19 @@ static int rx_batch(struct sv_wire_rxb *b)
  * port service's connection, and, while the port is not ours (another
  * process holds it, or the service restarted), tries to take it every
  * SV_WIRE_RETRY_MS -- so a daemon is back on the wire within a second of
- * the port coming free.
+ * the port coming free.  A port it found readable but could not take (an
+ * engine held the turn) it leaves out for GW_HELD_NS.
  */
 static void *gw_main(void *arg)
 {
 	struct sv_wire_rxb *b = malloc(sizeof(*b));
+	uint64_t held_until = 0; /* the port is left out until then */
 
 	(void)arg;
 	if (!b) {
 		sv_err("wire: no memory for the receive thread");
 		return NULL;
 	}
-	uint64_t held_until = 0;
-
 	for (;;) {
 		uint64_t last = atomic_load_explicit(&svd_gw.shm->poll_ns,
 						     memory_order_relaxed);
