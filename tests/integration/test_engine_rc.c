@@ -571,8 +571,8 @@ static int threads_named(const char *comm, pid_t *tid)
 }
 
 /* The progress thread shows as sv-progress (top -H, perf): one per
- * attached engine, started when the first QP moves a message, gone
- * with the last context. */
+ * attached engine, running once a QP has moved a message, gone with the
+ * last context. */
 SV_TEST(progress_thread_named)
 {
 	struct ep a, b;
