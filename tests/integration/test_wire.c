@@ -452,7 +452,16 @@ static void uc_b(int in, int out)
 	 * daemon's thread reads the port (sv_wire.h) once we are stopped. */
 	get(in, &ok, 1);
 	for (uint32_t k = 0; k < UC_MSGS; k++) {
-		wc1(&s, &wc);
+		if (!wc1_try(&s, &wc)) {
+			/* Say which message and what the namespace's port
+			 * counted (drops, full rings) before failing. */
+			fprintf(stderr, "B: UC message %u of %u never came\n", k,
+				UC_MSGS);
+			if (getenv("SOFTVERBS") &&
+			    system("\"$SOFTVERBS\" daemon status --json >&2"))
+				fprintf(stderr, "B: no daemon status\n");
+			sv_test_fail(__FILE__, __LINE__, "no completion in 20 s");
+		}
 		if (wc.status != IBV_WC_SUCCESS || wc.wr_id != k ||
 		    wc.byte_len != UC_LEN)
 			ok = 0;
