@@ -105,9 +105,9 @@ perftest_R() {
 # before it listens on it (strace shows the port written, then the
 # listen): a client that comes first is rejected (nobody listening,
 # status 8: "unexpected event from RDMA CM: Event rejected"), on any
-# device.  That one outcome is run again, twice at most.
+# device.  That one outcome is run again, five times at most.
 qperf_rc() {
-	for _ in 1 2 3; do
+	for _ in 1 2 3 4 5 6; do
 		pairs_pick_port && port=$PAIR_PORT
 		SERVER_RUNS_ON=1 run_pair "qperf -lp $port" \
 			"qperf -lp $port -t $1 $PAIR_ADDR -cm1 rc_bw rc_lat" tcp "$port"

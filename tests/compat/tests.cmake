@@ -126,9 +126,12 @@ set(SV_RDMACM_PAIRS
 foreach(p ${SV_RDMACM_PAIRS})
   sv_script_test(rdmacm_${p} compat/rdmacm_pairs.sh ${p})
   set_tests_properties(rdmacm_${p} PROPERTIES LABELS "compat;rdmacm" TIMEOUT 240)
-  if(p MATCHES "_R$")
+  if(p MATCHES "_R$" OR p STREQUAL "qperf_rc")
     # perftest -R races its own server's second listen (see perftest_R in
     # rdmacm_pairs.sh); on a loaded machine the client wins nearly always.
+    # qperf's client likewise connects for rc_lat before its server
+    # listens again (qperf_rc in cm_lib.sh tries again: under two busy
+    # loops and a parallel suite three tries all lost once).
     set_tests_properties(rdmacm_${p} PROPERTIES RUN_SERIAL TRUE)
   endif()
 endforeach()
