@@ -586,7 +586,7 @@ static void *gw_main(void *arg)
 		int held = now < held_until;
 		int fd, conn, lost, timeout, np = 1;
 		struct pollfd pf[3] = { { .fd = svd_gw.wake, .events = POLLIN } };
-		struct timespec ts;
+		struct timespec ts, *tp;
 
 		pthread_mutex_lock(&svd_gw.lock);
 		fd = svd_gw.fd;
@@ -608,17 +608,23 @@ static void *gw_main(void *arg)
 				    -1;
 		if (fd < 0 || lost)
 			timeout = (int)(svd_gw.retry_ms - now / 1000000) + 1;
-		ts = (struct timespec){ timeout / 1000,
-					(long)(timeout % 1000) * 1000000 };
-		if (held && !engines && fd >= 0 && !lost)
+		/* Until then (none: for ever), or the end of a hold, the
+		 * port left out meanwhile. */
+		tp = NULL;
+		if (timeout >= 0) {
+			ts = (struct timespec){ timeout / 1000,
+						(long)(timeout % 1000) * 1000000 };
+			tp = &ts;
+		}
+		if (held && !engines && fd >= 0 && !lost) {
 			ts = (struct timespec){ 0, (long)(held_until - now) };
+			tp = &ts;
+		}
 		if (conn >= 0)
 			pf[np++] = (struct pollfd){ .fd = conn, .events = POLLIN };
 		if (fd >= 0 && !engines && !held)
 			pf[np++] = (struct pollfd){ .fd = fd, .events = POLLIN };
-		if (ppoll(pf, (nfds_t)np,
-			  timeout < 0 && !(held && !engines) ? NULL : &ts,
-			  NULL) < 0) {
+		if (ppoll(pf, (nfds_t)np, tp, NULL) < 0) {
 			if (errno == EINTR)
 				continue;
 			sv_err("wire: poll: %s", strerror(errno));
