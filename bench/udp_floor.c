@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The floor of moving a stream in UDP datagrams between two hosts: what
+ * the kernel's UDP path gives a design that is as cheap as a datagram
+ * design can be, measured beside softverbs' RoCE figures
+ * (bench/wire_bench.sh).  No RoCE, no ICRC, no acknowledgements, no
+ * window: the sender sends trains of datagrams of one size with UDP
+ * segmentation offload (UDP_SEGMENT, as softverbs' trains) straight from
+ * a 1 MiB source buffer (one copy, the kernel's, as TCP's sender does);
+ * the receiver reads with UDP_GRO and recvmmsg and copies each
+ * datagram's payload into a 1 MiB destination buffer, as a responder
+ * places a WRITE (the kernel's copy and one of its own).
+ *
+ *   udp_floor recv PORT SECONDS          prints "MB/s cpu_s_per_GB"
+ *   udp_floor send ADDR PORT SECONDS PAYLOAD
+ *
+ * The receiver counts from its first datagram for SECONDS (or until the
+ * sender has been quiet for a second); the sender sends for SECONDS plus
+ * one.  Each datagram carries a 16-byte header (a RoCE packet's BTH and
+ * ICRC) before PAYLOAD bytes.  IPv4 only.  For the sender, FLOOR_K=N
+ * sends trains of at most N datagrams (64 or 65,000 bytes at most, as
+ * softverbs), and FLOOR_STAGE=1 copies each payload into a ring of
+ * packet buffers first, as softverbs' requester builds its packets.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+#define HDR 16
+#define BUF (1u << 20)
+#define TRAIN_MAX 65000u
+#define BATCH 16
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double cpu(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static int do_recv(int port, double secs)
+{
+	static uint8_t buf[BATCH][TRAIN_MAX + 1024], dst[BUF];
+	static char ctl[BATCH][CMSG_SPACE(sizeof(int))];
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)port) };
+	struct mmsghdr m[BATCH];
+	struct iovec iov[BATCH];
+	int s = socket(AF_INET, SOCK_DGRAM, 0), one = 1, sz = 32 << 20;
+	double t0 = 0, last = 0, c0 = 0;
+	uint64_t bytes = 0, off = 0;
+	struct timeval tv = { 0, 100000 };
+
+	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) ||
+	    setsockopt(s, IPPROTO_UDP, UDP_GRO, &one, sizeof(one))) {
+		perror("udp_floor recv");
+		return 1;
+	}
+	if (setsockopt(s, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)))
+		setsockopt(s, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	printf("ready\n");
+	fflush(stdout);
+	for (;;) {
+		int n;
+
+		for (int i = 0; i < BATCH; i++) {
+			iov[i] = (struct iovec){ buf[i], sizeof(buf[i]) };
+			m[i].msg_hdr = (struct msghdr){ .msg_iov = &iov[i],
+							.msg_iovlen = 1,
+							.msg_control = ctl[i],
+							.msg_controllen =
+								sizeof(ctl[i]) };
+		}
+		n = recvmmsg(s, m, BATCH, 0, NULL);
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EINTR) {
+				perror("recvmmsg");
+				return 1;
+			}
+			if (t0 && now() - last > 1.0)
+				break;
+			continue;
+		}
+		last = now();
+		if (!t0) {
+			t0 = last;
+			c0 = cpu();
+		}
+		for (int i = 0; i < n; i++) {
+			uint32_t len = m[i].msg_len, seg = len;
+
+			for (struct cmsghdr *c = CMSG_FIRSTHDR(&m[i].msg_hdr); c;
+			     c = CMSG_NXTHDR(&m[i].msg_hdr, c))
+				if (c->cmsg_level == IPPROTO_UDP &&
+				    c->cmsg_type == UDP_GRO) {
+					int gs;
+
+					memcpy(&gs, CMSG_DATA(c), sizeof(gs));
+					seg = (uint32_t)gs;
+				}
+			for (uint32_t o = 0; o < len; o += seg) {
+				uint32_t pl = (len - o < seg ? len - o : seg);
+
+				if (pl <= HDR)
+					continue;
+				pl -= HDR;
+				if (off + pl > BUF)
+					off = 0;
+				memcpy(dst + off, buf[i] + o + HDR, pl);
+				off += pl;
+				bytes += pl;
+			}
+		}
+		if (last - t0 >= secs)
+			break;
+	}
+	if (!t0) {
+		fprintf(stderr, "udp_floor recv: nothing came\n");
+		return 1;
+	}
+	last = now();
+	printf("%.0f %.2f\n", (double)bytes / (last - t0) / 1e6,
+	       (cpu() - c0) / ((double)bytes / 1e9));
+	return 0;
+}
+
+static int do_send(const char *addr, int port, double secs, unsigned pl)
+{
+	static uint8_t src[BUF];
+	static uint8_t hdr[64][HDR];
+	static uint8_t stage[64][4400];
+	int staged = getenv("FLOOR_STAGE") != NULL;
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)port) };
+	unsigned seg = pl + HDR, k = TRAIN_MAX / seg;
+	struct iovec iov[64 * 2];
+	int s = socket(AF_INET, SOCK_DGRAM, 0), g = (int)seg;
+	uint64_t off = 0, sent = 0;
+	double t0 = now(), c0 = cpu();
+
+	if (k > 64)
+		k = 64;
+	if (getenv("FLOOR_K") && (unsigned)atoi(getenv("FLOOR_K")) < k)
+		k = (unsigned)atoi(getenv("FLOOR_K"));
+	if (s < 0 || inet_pton(AF_INET, addr, &a.sin_addr) != 1 ||
+	    connect(s, (struct sockaddr *)&a, sizeof(a)) ||
+	    setsockopt(s, IPPROTO_UDP, UDP_SEGMENT, &g, sizeof(g))) {
+		perror("udp_floor send");
+		return 1;
+	}
+	memset(src, 0x5a, sizeof(src));
+	while (now() - t0 < secs + 1) {
+		for (unsigned i = 0; i < k; i++) {
+			if (off + pl > BUF)
+				off = 0;
+			iov[2 * i] = (struct iovec){ hdr[i], HDR };
+			iov[2 * i + 1] = (struct iovec){ src + off, pl };
+			if (staged) {
+				memcpy(stage[i], src + off, pl);
+				iov[2 * i + 1].iov_base = stage[i];
+			}
+			off += pl;
+		}
+		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 * k };
+
+		if (sendmsg(s, &mh, 0) < 0) {
+			if (errno == ENOBUFS || errno == EAGAIN ||
+			    errno == ECONNREFUSED)
+				continue;
+			perror("sendmsg");
+			return 1;
+		}
+		sent += (uint64_t)k * pl;
+	}
+	printf("%.0f %.2f\n", (double)sent / (now() - t0) / 1e6,
+	       (cpu() - c0) / ((double)sent / 1e9));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && !strcmp(argv[1], "recv"))
+		return do_recv(atoi(argv[2]), atof(argv[3]));
+	if (argc == 6 && !strcmp(argv[1], "send") && atoi(argv[5]) > 0 &&
+	    atoi(argv[5]) <= 9000)
+		return do_send(argv[2], atoi(argv[3]), atof(argv[4]),
+			       (unsigned)atoi(argv[5]));
+	fprintf(stderr, "usage: udp_floor recv PORT SECONDS\n"
+			"       udp_floor send ADDR PORT SECONDS PAYLOAD\n");
+	return 2;
+}
