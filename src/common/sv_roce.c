@@ -10,7 +10,10 @@
  *     128 bits at a time, four lanes in parallel, then reduced (the
  *     method of Intel's "Fast CRC Computation for Generic Polynomials
  *     Using PCLMULQDQ"); the folding constants are x^n mod P for the
- *     fold distances, computed here from the polynomial at start;
+ *     fold distances, computed here from the polynomial at start.  On
+ *     CPUs with VPCLMULQDQ and AVX-512 the bulk of a buffer of 256 bytes
+ *     or more is folded 512 bits per instruction, four registers in
+ *     parallel (vclmul_bulk), about twice as fast again;
  *   - slicing-by-8 tables (8 x 256 entries, computed at start) everywhere
  *     else and for short tails.
  * The unit test checks both against a bitwise reference on every length
@@ -34,8 +37,9 @@
 static uint32_t crc_tab[8][256];
 
 /* Folding constants for the PCLMUL path (see fold_constants()). */
-static uint64_t k_fold4[2], k_fold1[2], k_fold64, k_barrett[2];
-static int use_clmul;
+static uint64_t k_fold16[2], k_fold4[2], k_fold3[2], k_fold2[2], k_fold1[2],
+	k_fold64, k_barrett[2];
+static int use_clmul, use_vclmul, has_vclmul;
 
 /* --------------------------------------------------------- tables -- */
 
@@ -127,9 +131,17 @@ static uint64_t barrett_mu(void)
 
 static void fold_constants(void)
 {
+	/* Four lanes of 512 bits (VPCLMULQDQ): fold distance 2048 bits. */
+	k_fold16[0] = (uint64_t)xpow(16 * 128 + 32) << 1;
+	k_fold16[1] = (uint64_t)xpow(16 * 128 - 32) << 1;
 	/* Four lanes of 128 bits: fold distance 512 bits (low, high). */
 	k_fold4[0] = (uint64_t)xpow(4 * 128 + 32) << 1;
 	k_fold4[1] = (uint64_t)xpow(4 * 128 - 32) << 1;
+	/* The lanes of one 512-bit register onto its last: 384, 256 bits. */
+	k_fold3[0] = (uint64_t)xpow(3 * 128 + 32) << 1;
+	k_fold3[1] = (uint64_t)xpow(3 * 128 - 32) << 1;
+	k_fold2[0] = (uint64_t)xpow(2 * 128 + 32) << 1;
+	k_fold2[1] = (uint64_t)xpow(2 * 128 - 32) << 1;
 	/* One lane: 128 bits. */
 	k_fold1[0] = (uint64_t)xpow(128 + 32) << 1;
 	k_fold1[1] = (uint64_t)xpow(128 - 32) << 1;
@@ -148,33 +160,93 @@ fold(__m128i acc, __m128i k, __m128i data)
 	return _mm_xor_si128(_mm_xor_si128(lo, hi), data);
 }
 
-/* n >= 64 and a multiple of 16.  Returns the register after p[0..n). */
+#define KPAIR(k) _mm_set_epi64x((long long)(k)[1], (long long)(k)[0])
+
+/*
+ * The same folding, 512 bits per instruction (VPCLMULQDQ with AVX-512:
+ * four 128-bit lanes each), four registers in parallel, for the bulk of
+ * a long buffer (n >= 256).  Returns the 128-bit remainder to go on with
+ * and advances *pp, *pn past what it took (a multiple of 256 bytes).
+ */
+__attribute__((target("pclmul,sse4.1,avx512f,avx512vl,vpclmulqdq"))) static __m128i
+vclmul_bulk(uint32_t crc, const uint8_t **pp, size_t *pn)
+{
+	const uint8_t *p = *pp;
+	size_t n = *pn;
+	__m512i k = _mm512_broadcast_i32x4(KPAIR(k_fold16)), x[4];
+	__m128i l[4], r;
+
+	for (int i = 0; i < 4; i++)
+		x[i] = _mm512_loadu_si512((const void *)(p + 64 * i));
+	x[0] = _mm512_xor_si512(x[0], _mm512_zextsi128_si512(
+					      _mm_cvtsi32_si128((int)crc)));
+	p += 256;
+	n -= 256;
+	for (; n >= 256; p += 256, n -= 256)
+		for (int i = 0; i < 4; i++)
+			x[i] = _mm512_ternarylogic_epi64(
+				_mm512_clmulepi64_epi128(x[i], k, 0x00),
+				_mm512_clmulepi64_epi128(x[i], k, 0x11),
+				_mm512_loadu_si512((const void *)(p + 64 * i)),
+				0x96); /* a ^ b ^ c */
+	/* Four registers into one (512 bits apart), then its four lanes
+	 * onto the last (384, 256 and 128 bits apart). */
+	k = _mm512_broadcast_i32x4(KPAIR(k_fold4));
+	for (int i = 1; i < 4; i++)
+		x[0] = _mm512_ternarylogic_epi64(
+			_mm512_clmulepi64_epi128(x[0], k, 0x00),
+			_mm512_clmulepi64_epi128(x[0], k, 0x11), x[i], 0x96);
+	l[0] = _mm512_extracti32x4_epi32(x[0], 0);
+	l[1] = _mm512_extracti32x4_epi32(x[0], 1);
+	l[2] = _mm512_extracti32x4_epi32(x[0], 2);
+	l[3] = _mm512_extracti32x4_epi32(x[0], 3);
+	r = fold(l[0], KPAIR(k_fold3), l[3]);
+	r = fold(l[1], KPAIR(k_fold2), r);
+	r = fold(l[2], KPAIR(k_fold1), r);
+	*pp = p;
+	*pn = n;
+	return r;
+}
+
+/* n >= 16 and a multiple of 16.  Returns the register after p[0..n). */
 __attribute__((target("pclmul,sse4.1"))) static uint32_t
 crc_clmul(uint32_t crc, const uint8_t *p, size_t n)
 {
-	__m128i k4 = _mm_set_epi64x((long long)k_fold4[1], (long long)k_fold4[0]);
-	__m128i k1 = _mm_set_epi64x((long long)k_fold1[1], (long long)k_fold1[0]);
+	__m128i k4 = KPAIR(k_fold4);
+	__m128i k1 = KPAIR(k_fold1);
 	__m128i x0, x1, x2, x3, t;
 
-	x0 = _mm_loadu_si128((const __m128i *)p);
-	x1 = _mm_loadu_si128((const __m128i *)(p + 16));
-	x2 = _mm_loadu_si128((const __m128i *)(p + 32));
-	x3 = _mm_loadu_si128((const __m128i *)(p + 48));
-	x0 = _mm_xor_si128(x0, _mm_cvtsi32_si128((int)crc));
-	p += 64;
-	n -= 64;
-	while (n >= 64) {
-		x0 = fold(x0, k4, _mm_loadu_si128((const __m128i *)p));
-		x1 = fold(x1, k4, _mm_loadu_si128((const __m128i *)(p + 16)));
-		x2 = fold(x2, k4, _mm_loadu_si128((const __m128i *)(p + 32)));
-		x3 = fold(x3, k4, _mm_loadu_si128((const __m128i *)(p + 48)));
+	if (use_vclmul && n >= 256) {
+		x0 = vclmul_bulk(crc, &p, &n);
+	} else if (n >= 64) {
+		x0 = _mm_loadu_si128((const __m128i *)p);
+		x1 = _mm_loadu_si128((const __m128i *)(p + 16));
+		x2 = _mm_loadu_si128((const __m128i *)(p + 32));
+		x3 = _mm_loadu_si128((const __m128i *)(p + 48));
+		x0 = _mm_xor_si128(x0, _mm_cvtsi32_si128((int)crc));
 		p += 64;
 		n -= 64;
+		while (n >= 64) {
+			x0 = fold(x0, k4, _mm_loadu_si128((const __m128i *)p));
+			x1 = fold(x1, k4,
+				  _mm_loadu_si128((const __m128i *)(p + 16)));
+			x2 = fold(x2, k4,
+				  _mm_loadu_si128((const __m128i *)(p + 32)));
+			x3 = fold(x3, k4,
+				  _mm_loadu_si128((const __m128i *)(p + 48)));
+			p += 64;
+			n -= 64;
+		}
+		/* Four lanes into one. */
+		x0 = fold(x0, k1, x1);
+		x0 = fold(x0, k1, x2);
+		x0 = fold(x0, k1, x3);
+	} else {
+		x0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p),
+				   _mm_cvtsi32_si128((int)crc));
+		p += 16;
+		n -= 16;
 	}
-	/* Four lanes into one. */
-	x0 = fold(x0, k1, x1);
-	x0 = fold(x0, k1, x2);
-	x0 = fold(x0, k1, x3);
 	while (n >= 16) {
 		x0 = fold(x0, k1, _mm_loadu_si128((const __m128i *)p));
 		p += 16;
@@ -214,6 +286,10 @@ __attribute__((constructor)) static void crc_init(void)
 	__builtin_cpu_init();
 	use_clmul = __builtin_cpu_supports("pclmul") &&
 		    __builtin_cpu_supports("sse4.1");
+	use_vclmul = use_clmul && __builtin_cpu_supports("avx512f") &&
+		     __builtin_cpu_supports("avx512vl") &&
+		     __builtin_cpu_supports("vpclmulqdq");
+	has_vclmul = use_vclmul;
 #endif
 }
 
@@ -222,7 +298,7 @@ uint32_t sv_crc32_le(uint32_t crc, const void *data, size_t n)
 	const uint8_t *p = data;
 
 #ifdef SV_HAVE_CLMUL
-	if (use_clmul && n >= 64) {
+	if (use_clmul && n >= 16) {
 		size_t bulk = n & ~(size_t)15;
 
 		crc = crc_clmul(crc, p, bulk);
@@ -231,6 +307,12 @@ uint32_t sv_crc32_le(uint32_t crc, const void *data, size_t n)
 	}
 #endif
 	return crc_slice8(crc, p, n);
+}
+
+int sv_crc_wide(int on)
+{
+	use_vclmul = on && has_vclmul;
+	return use_vclmul;
 }
 
 uint32_t sv_crc32_le_tables(uint32_t crc, const void *p, size_t n)

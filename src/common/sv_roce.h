@@ -189,5 +189,9 @@ void sv_pcap_rec_hdr(void *out, uint64_t ts_ns, size_t len);
 uint32_t sv_crc32_le(uint32_t crc, const void *p, size_t n);
 /* The same with the portable tables only (slicing-by-8). */
 uint32_t sv_crc32_le_tables(uint32_t crc, const void *p, size_t n);
+/* Turns the 512-bit folding (VPCLMULQDQ, AVX-512) of long buffers on or
+ * off, for the tests and the benchmark; on where the CPU has it, from
+ * the start.  Returns whether it is on now. */
+int sv_crc_wide(int on);
 
 #endif
