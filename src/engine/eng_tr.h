@@ -40,6 +40,8 @@ struct sv_tr {
 	uint32_t retry_left, rnr_left;
 	uint32_t last_ack_psn;
 	uint32_t since_ackreq; /* packets sent since the last AckReq */
+	int win_shut;	   /* the wire window filled: it reopens by a train
+			      (sv_path_window_full) */
 	uint64_t ring_mark; /* producer position when the timer was armed */
 	struct sv_path_state path; /* how WQEs go (sv_path.h: its lock rule) */
 	struct sv_peer *peer; /* RC/UC direct: the peer QP */

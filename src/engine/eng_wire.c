@@ -624,6 +624,13 @@ void sv_wire_link_free(struct sv_link *l)
  * masks it).
  */
 
+uint32_t sv_wire_train_pkts(uint32_t mtu)
+{
+	uint32_t n = GSO_BYTES / (mtu + SV_BTH_BYTES + SV_ICRC_BYTES);
+
+	return n < 1 ? 1 : n > GSO_SEGS ? GSO_SEGS : n;
+}
+
 /* Makes slot s a lone datagram again: identification 0, so the ICRC of
  * identification 0, and nothing joins it.  Must hold w->lock. */
 static void make_solo(struct sv_wire_slot *s)

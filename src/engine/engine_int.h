@@ -503,6 +503,9 @@ void sv_wire_hold_acks(int on);
 void sv_wire_drain(struct sv_engine *eng);
 /* The datagrams waiting for the next flush (a hint: no lock). */
 int sv_wire_pending(struct sv_engine *eng);
+/* Packets of a path MTU of mtu bytes that one train carries at most
+ * (eng_wire.c "Trains"). */
+uint32_t sv_wire_train_pkts(uint32_t mtu);
 /* Closes the sockets and frees the state (detach). */
 void sv_wire_free(struct sv_engine *eng);
 /* The flow of a wire link's packets (UD: its source port only). */
