@@ -719,24 +719,49 @@ static int drain_errors(int fd)
 	}
 }
 
-/* Sends what waits, as far as the sockets take it.  Must hold w->lock. */
-static void flush_locked(struct sv_wire *w, struct sv_wire_shm *m)
+/* How many of the waiting slots to send when the batch is full and more
+ * packets come: all but a last train that may still grow (the next
+ * packets join it), unless that train is all there is.  A READ response
+ * of a megabyte filled the batch at 63 packets, and each train of 62 left
+ * with a lone packet behind it.  Must hold w->lock. */
+static uint32_t complete_trains(struct sv_wire *w)
+{
+	uint32_t used = 0, last = 0, t = 0;
+	const struct sv_wire_slot *s;
+
+	while (used < w->n) {
+		t = train_len(w, (w->head + used) % SV_WIRE_SLOTS, w->n - used);
+		last = used;
+		used += t;
+	}
+	if (!last)
+		return w->n;
+	s = &w->slot[(w->head + last) % SV_WIRE_SLOTS];
+	if (s->gfd < 0 || s->solo || s->seg || w->gso_off ||
+	    t + 1 >= GSO_SEGS || (t + 1) * s->len > GSO_BYTES)
+		return w->n; /* it cannot grow */
+	return last;
+}
+
+/* Sends what waits (the first upto slots of it), as far as the sockets
+ * take it.  Must hold w->lock. */
+static void flush_upto(struct sv_wire *w, struct sv_wire_shm *m, uint32_t upto)
 {
 	struct mmsghdr mm[SV_WIRE_SLOTS];
 	struct iovec iov[SV_WIRE_SLOTS];
-	uint32_t nseg[SV_WIRE_SLOTS];
+	uint32_t nseg[SV_WIRE_SLOTS], keep = w->n - upto;
 	int retried = 0;
 
-	while (w->n) {
+	while (w->n > keep) {
 		uint32_t k = 0, used = 0, at = 0;
 		int fd = -1, r, ok;
 
 		/* Datagrams of one socket: trains on the GSO twin, lone
 		 * packets on the flow's own. */
-		while (used < w->n) {
+		while (used < w->n - keep) {
 			uint32_t i = (w->head + used) % SV_WIRE_SLOTS;
 			struct sv_wire_slot *s = &w->slot[i];
-			uint32_t t = train_len(w, i, w->n - used);
+			uint32_t t = train_len(w, i, w->n - keep - used);
 			int sfd = t > 1 ? s->gfd : s->fd;
 
 			if (k && sfd != fd)
@@ -819,8 +844,17 @@ static void flush_locked(struct sv_wire *w, struct sv_wire_shm *m)
 		w->head = (w->head + at) % SV_WIRE_SLOTS;
 		w->n -= at;
 	}
-	w->head = 0;
-	w->urgent = 0;
+	if (!w->n) {
+		w->head = 0;
+		w->urgent = 0;
+	}
+}
+
+/* Sends all that waits, as far as the sockets take it.  Must hold
+ * w->lock. */
+static void flush_locked(struct sv_wire *w, struct sv_wire_shm *m)
+{
+	flush_upto(w, m, w->n);
 }
 
 /* Set while the application's poll drains (sv_wire_hold_acks). */
@@ -893,7 +927,7 @@ uint8_t *sv_wire_reserve(struct sv_link *l, uint32_t len, uint32_t type,
 	sv_lock_spin(&w->lock, SV_LOCK_TX);
 	/* Room for a duplicate too (fault injection). */
 	if (w->n + 2 > SV_WIRE_SLOTS)
-		flush_locked(w, l->eng->wshm);
+		flush_upto(w, l->eng->wshm, complete_trains(w));
 	if (w->n + 2 > SV_WIRE_SLOTS) {
 		sv_unlock_spin(&w->lock);
 		sv_eng_want_work(l->eng);
