@@ -101,7 +101,7 @@ int sv_path_retry_pending(struct sv_qp *qp)
 
 /*
  * On the wire a window that filled reopens by a whole train (what one
- * UDP_SEGMENT send carries, eng_wire.c), not by each ACK's 32 KiB: the
+ * UDP_SEGMENT send carries, eng_wire.c), not by whatever an ACK frees: the
  * sender then sends 62 packets at MTU 1024 in one datagram through the
  * kernel's stack instead of two of 32, and the kernel's cost per
  * datagram, which is most of the sender's, is paid half as often (a bare
@@ -140,11 +140,17 @@ uint32_t sv_path_window(const struct sv_tr *tr)
 			   (uint32_t)sv_tune.window_pkts;
 }
 
+/* On the wire a multiple of a train when at least one (each ACK then
+ * reopens a filled window by whole trains: sv_path_window_full). */
 uint32_t sv_path_ack_every(const struct sv_tr *tr)
 {
-	return tr->wlink ? sv_tune_pkts(sv_tune.wire_ack_kb, tr->mtu,
-					sv_tune.ack_every) :
-			   (uint32_t)sv_tune.ack_every;
+	uint32_t n, t;
+
+	if (!tr->wlink)
+		return (uint32_t)sv_tune.ack_every;
+	n = sv_tune_pkts(sv_tune.wire_ack_kb, tr->mtu, sv_tune.ack_every);
+	t = sv_wire_train_pkts(tr->mtu);
+	return n >= t ? n - n % t : n;
 }
 
 /* A scheduler pass (sv_path_sched_begin/end) rings the doorbells it

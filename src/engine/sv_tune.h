@@ -65,7 +65,7 @@
 	  "RC packets sent and not acknowledged, at most")                     \
 	X(wire_window_kb, 512, "KiB", 1, 1u << 20,                             \
 	  "on the wire, at least this much in flight (window_pkts x MTU)")    \
-	X(wire_ack_kb, 32, "KiB", 1, 1u << 20,                                 \
+	X(wire_ack_kb, 64, "KiB", 1, 1u << 20,                                 \
 	  "on the wire, an ACK asked at most this often (ack_every x MTU)")   \
 	X(wire_ack_hold, 1, "bool", 0, 1,                                      \
 	  "an ACK a poll makes waits for the app's next call (eng_wire.c)")   \

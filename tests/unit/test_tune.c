@@ -80,13 +80,15 @@ static void bad(void)
 }
 
 /* The wire's window and ACK interval, bytes as packets of the path MTU:
- * 512 KiB is 512 packets of 1024 and 128 of 4096 (the floor then). */
+ * 512 KiB is 512 packets of 1024 and 128 of 4096 (the floor then); the
+ * ACK's 64 KiB, 64 and 16 (sv_path_ack_every then rounds them down to
+ * whole trains: 62 and 15). */
 static void per_mtu(void)
 {
-	EXPECT(sv_tune.wire_window_kb == 512 && sv_tune.wire_ack_kb == 32);
+	EXPECT(sv_tune.wire_window_kb == 512 && sv_tune.wire_ack_kb == 64);
 	EXPECT(sv_tune_pkts(sv_tune.wire_window_kb, 1024, sv_tune.window_pkts) == 512);
 	EXPECT(sv_tune_pkts(sv_tune.wire_window_kb, 4096, sv_tune.window_pkts) == 128);
-	EXPECT(sv_tune_pkts(sv_tune.wire_ack_kb, 1024, sv_tune.ack_every) == 32);
+	EXPECT(sv_tune_pkts(sv_tune.wire_ack_kb, 1024, sv_tune.ack_every) == 64);
 	EXPECT(sv_tune_pkts(sv_tune.wire_ack_kb, 4096, sv_tune.ack_every) == 16);
 	EXPECT(sv_tune_pkts(512, 256, 1) == 2048);
 	EXPECT(sv_tune_pkts(512, 0, 7) == 7);
