@@ -361,7 +361,12 @@ static uint32_t icrc_of(uint8_t *hdr, size_t hl, int ipv6, const uint8_t *ib,
 	if (b == 12)
 		hdr[hl + 4] = 0xff;
 	crc = sv_crc32_le(ICRC_SEED, hdr, hl + b);
-	crc = ~sv_crc32_le(crc, ib + b, ib_len - b);
+	return sv_icrc_end(sv_crc32_le(crc, ib + b, ib_len - b));
+}
+
+uint32_t sv_icrc_end(uint32_t crc)
+{
+	crc = ~crc;
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 	crc = __builtin_bswap32(crc); /* its bytes go out least significant first */
 #endif
@@ -596,6 +601,24 @@ uint32_t sv_icrc_ipv4(const struct sv_roce_flow *f, const void *ib,
 		st_be16(h + 6, df ? SV_IP4_DF : 0);
 	}
 	return icrc_of(h, hl, f->ipv6, ib, ib_len);
+}
+
+uint32_t sv_icrc_start(const struct sv_roce_flow *f, const void *ib,
+		       size_t hl, size_t ib_len, uint16_t id)
+{
+	uint8_t h[SV_ROCE_IP6_HDR + SV_ROCE_UDP_HDR + 12];
+	size_t pl = build_hdr(h, f, ib_len);
+	uint32_t crc;
+
+	if (!f->ipv6) {
+		st_be16(h + 4, id);
+		st_be16(h + 6, SV_IP4_DF);
+	}
+	mask_hdr(h, f->ipv6);
+	memcpy(h + pl, ib, 12);
+	h[pl + 4] = 0xff;
+	crc = sv_crc32_le(ICRC_SEED, h, pl + 12);
+	return sv_crc32_le(crc, (const uint8_t *)ib + 12, hl - 12);
 }
 
 size_t sv_roce_frame(void *out, size_t cap, const struct sv_roce_flow *f,

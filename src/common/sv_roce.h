@@ -90,6 +90,20 @@ uint32_t sv_icrc(const struct sv_roce_flow *f, const void *ib, size_t ib_len);
 size_t sv_roce_hdr_len(const struct sv_roce_flow *f);
 
 /*
+ * The same ICRC in pieces, for a packet whose payload is elsewhere (a
+ * sender that hands the kernel the packet's headers and its payload
+ * separately): sv_icrc_start covers the IP and UDP headers and the
+ * packet's first hl bytes (its headers, hl >= 12) of a packet of ib_len
+ * bytes in all, pad included, with IPv4 identification id (and DF; IPv6:
+ * id unused); then sv_crc32_le over the rest of the packet, in order;
+ * sv_icrc_end gives the value to store after it.  Equal to sv_icrc_ipv4
+ * (and to sv_icrc for id 0 or IPv6).
+ */
+uint32_t sv_icrc_start(const struct sv_roce_flow *f, const void *ib,
+		       size_t hl, size_t ib_len, uint16_t id);
+uint32_t sv_icrc_end(uint32_t crc);
+
+/*
  * sv_icrc with another IPv4 identification and DF than 0 and set: for a
  * sender whose kernel numbers the datagrams, as UDP GSO does (the
  * segments of one send carry identifications 0, 1, 2, ... when the first

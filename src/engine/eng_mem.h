@@ -127,6 +127,8 @@ static inline void sv_data_local(struct sv_data *d, struct sv_seg *s,
 }
 /* memcpy that survives memory unmapped under it: 0 or -EFAULT. */
 int sv_safe_copy(void *dst, const void *src, size_t n);
+/* *crc = sv_crc32_le(*crc, p, n), as safe: 0 or -EFAULT. */
+int sv_safe_crc(uint32_t *crc, const void *p, size_t n);
 /* An 8-byte CPU atomic (SV_RMEM_CSWAP / SV_RMEM_FADD) on our memory, as
  * safe: 0 or -EFAULT. */
 int sv_safe_atomic(uint64_t *p, uint32_t op, uint64_t comp, uint64_t swap,

@@ -81,6 +81,10 @@ struct sv_wire_slot {
 	uint32_t ctl_len;
 	uint16_t seg;	   /* its place in a train (0: the first, or alone) */
 	uint8_t solo;	   /* nothing joins it (a fault moved or doubled it) */
+	/* The payload left where it was (sv_wire_payload): the datagram is
+	 * pkt[off .. at), ext[0 .. ext_len), then pkt[at ..) (pad, ICRC). */
+	const uint8_t *ext;
+	uint32_t ext_len, at;
 	struct sv_roce_flow f; /* its addressing, for an ICRC made again */
 	struct sockaddr_in6 dst;
 	union {
@@ -89,6 +93,8 @@ struct sv_wire_slot {
 	} ctl;
 	uint8_t pkt[SLOT_BYTES];
 };
+
+static int materialize(struct sv_wire_slot *s);
 
 struct sv_wire_sock {
 	uint16_t sport; /* asked for */
@@ -589,6 +595,7 @@ int sv_wire_cur(struct sv_link *l, uint8_t **p, uint32_t *len, uint32_t *type)
 	if (!w || w->cur != l)
 		return 0;
 	s = &w->slot[(w->head + w->n) % SV_WIRE_SLOTS];
+	materialize(s);
 	*p = s->pkt;
 	*len = s->len;
 	*type = w->cur_type;
@@ -635,7 +642,20 @@ uint32_t sv_wire_train_pkts(uint32_t mtu)
  * identification 0, and nothing joins it.  Must hold w->lock. */
 static void make_solo(struct sv_wire_slot *s)
 {
-	if (s->seg && !s->f.ipv6) {
+	if (s->seg && !s->f.ipv6 && s->ext) {
+		uint8_t *ib = s->pkt + s->off;
+		uint32_t hl = s->at - s->off,
+			 pad = s->len - SV_ICRC_BYTES - hl - s->ext_len,
+			 c = sv_icrc_start(&s->f, ib, hl, s->len - SV_ICRC_BYTES, 0),
+			 icrc;
+
+		/* (Memory gone meanwhile: the old ICRC stays, and the
+		 * receiver drops the packet as a lost one.) */
+		if (!sv_safe_crc(&c, s->ext, s->ext_len)) {
+			icrc = sv_icrc_end(sv_crc32_le(c, s->pkt + s->at, pad));
+			memcpy(s->pkt + s->at + pad, &icrc, SV_ICRC_BYTES);
+		}
+	} else if (s->seg && !s->f.ipv6) {
 		uint8_t *ib = s->pkt + s->off;
 		uint32_t n = s->len - SV_ICRC_BYTES,
 			 icrc = sv_icrc(&s->f, ib, n);
@@ -748,12 +768,12 @@ static uint32_t complete_trains(struct sv_wire *w)
 static void flush_upto(struct sv_wire *w, struct sv_wire_shm *m, uint32_t upto)
 {
 	struct mmsghdr mm[SV_WIRE_SLOTS];
-	struct iovec iov[SV_WIRE_SLOTS];
-	uint32_t nseg[SV_WIRE_SLOTS], keep = w->n - upto;
+	struct iovec iov[3 * SV_WIRE_SLOTS]; /* a slot: 1, or 3 (ext) */
+	uint32_t nseg[SV_WIRE_SLOTS], niov[SV_WIRE_SLOTS], keep = w->n - upto;
 	int retried = 0;
 
 	while (w->n > keep) {
-		uint32_t k = 0, used = 0, at = 0;
+		uint32_t k = 0, used = 0, at = 0, vi = 0;
 		int fd = -1, r, ok;
 
 		/* Datagrams of one socket: trains on the GSO twin, lone
@@ -767,20 +787,35 @@ static void flush_upto(struct sv_wire *w, struct sv_wire_shm *m, uint32_t upto)
 			if (k && sfd != fd)
 				break;
 			fd = sfd;
+			niov[k] = 0;
 			for (uint32_t j = 0; j < t; j++) {
 				struct sv_wire_slot *q =
 					&w->slot[(i + j) % SV_WIRE_SLOTS];
+				struct iovec *v = &iov[vi + niov[k]];
 
-				iov[at + j] = (struct iovec){ q->pkt + q->off,
-							      q->len };
+				if (!q->ext) {
+					v[0] = (struct iovec){ q->pkt + q->off,
+							       q->len };
+					niov[k] += 1;
+					continue;
+				}
+				v[0] = (struct iovec){ q->pkt + q->off,
+						       q->at - q->off };
+				v[1] = (struct iovec){ (void *)(uintptr_t)q->ext,
+						       q->ext_len };
+				v[2] = (struct iovec){
+					q->pkt + q->at,
+					q->len - (q->at - q->off) - q->ext_len
+				};
+				niov[k] += 3;
 			}
 			mm[k].msg_hdr = (struct msghdr){
 				.msg_name = &s->dst,
 				.msg_namelen = s->dst.sin6_family == AF_INET6 ?
 						       sizeof(struct sockaddr_in6) :
 						       sizeof(struct sockaddr_in),
-				.msg_iov = &iov[at],
-				.msg_iovlen = t,
+				.msg_iov = &iov[vi],
+				.msg_iovlen = niov[k],
 				.msg_control = s->ctl_len ? s->ctl.buf : NULL,
 				.msg_controllen = s->ctl_len,
 			};
@@ -797,14 +832,22 @@ static void flush_upto(struct sv_wire *w, struct sv_wire_shm *m, uint32_t upto)
 				mm[k].msg_hdr.msg_controllen =
 					s->ctl_len + CMSG_SPACE(sizeof(gs));
 			}
+			vi += niov[k];
 			nseg[k++] = t;
-			at += t;
 			used += t;
 		}
 		r = sendmmsg(fd, mm, k, MSG_DONTWAIT);
 		ok = r >= 0;
 		if (r < 0 && (errno == EAGAIN || errno == ENOBUFS || errno == EINTR))
 			return; /* the socket is full: later */
+		if (r < 0 && errno == EFAULT) {
+			/* A payload sent from where it was (sv_wire_payload)
+			 * is gone: the memory was unmapped before the packet
+			 * left.  Lost, as on a fabric (a resend finds the
+			 * key gone). */
+			ok = 0;
+			r = 1;
+		}
 		if (r < 0 && !retried) {
 			/* Maybe not this datagram's fault: an ICMP error
 			 * about an earlier one (IP_RECVERR) fails the next
@@ -828,12 +871,15 @@ static void flush_upto(struct sv_wire *w, struct sv_wire_shm *m, uint32_t upto)
 		}
 		retried = 0;
 		at = 0;
-		for (int i = 0; i < r; i++)
+		vi = 0;
+		for (int i = 0; i < r; i++) {
 			at += nseg[i];
+			vi += niov[i];
+		}
 		if (m) {
 			uint64_t bytes = 0;
 
-			for (uint32_t i = 0; i < at; i++)
+			for (uint32_t i = 0; i < vi; i++)
 				bytes += iov[i].iov_len;
 			atomic_fetch_add_explicit(ok ? &m->tx_pkts : &m->tx_errors,
 						  (uint64_t)at, memory_order_relaxed);
@@ -935,9 +981,44 @@ uint8_t *sv_wire_reserve(struct sv_link *l, uint32_t len, uint32_t type,
 	}
 	s = &w->slot[(w->head + w->n) % SV_WIRE_SLOTS];
 	s->len = len;
+	s->ext = NULL;
 	w->cur = l;
 	w->cur_type = type;
 	return s->pkt;
+}
+
+/* Payloads shorter than this are copied: a copy of a few hundred bytes
+ * costs less than the kernel's two more iovecs. */
+#define WIRE_EXT_MIN 512
+
+int sv_wire_payload(struct sv_link *l, const uint8_t *p, uint32_t len)
+{
+	struct sv_wire *w = l->eng->wire;
+	struct sv_wire_slot *s;
+
+	/* A capture copies the packet from the batch: it must be whole. */
+	if (!w || w->cur != l || len < WIRE_EXT_MIN || sv_cap_on(l->eng))
+		return 0;
+	s = &w->slot[(w->head + w->n) % SV_WIRE_SLOTS];
+	if (len > s->len)
+		return 0;
+	s->ext = p;
+	s->ext_len = len;
+	return 1;
+}
+
+/* Copies slot s's payload into the batch, where a record without one has
+ * it (a capture or a fault needs the packet whole); before its commit.
+ * 0, or -EFAULT when the memory went away (the payload stays where it
+ * was). */
+static int materialize(struct sv_wire_slot *s)
+{
+	if (!s->ext)
+		return 0;
+	if (sv_safe_copy(s->pkt + s->len - s->ext_len, s->ext, s->ext_len))
+		return -EFAULT;
+	s->ext = NULL;
+	return 0;
 }
 
 void sv_wire_abort(struct sv_link *l)
@@ -954,9 +1035,9 @@ void sv_wire_commit(struct sv_link *l)
 	uint32_t idx = (w->head + w->n) % SV_WIRE_SLOTS;
 	struct sv_wire_slot *s = &w->slot[idx];
 	struct sv_roce_flow f = l->w->flow;
-	int grh = !!(w->cur_type & SV_REC_F_GRH);
+	int grh = !!(w->cur_type & SV_REC_F_GRH), act;
 	uint8_t *ib = s->pkt + (grh ? SV_GRH_BYTES : 0);
-	uint32_t len = s->len - (grh ? SV_GRH_BYTES : 0), pad, icrc;
+	uint32_t len = s->len - (grh ? SV_GRH_BYTES : 0), pad, icrc, hl = 0;
 	uint64_t delay_ns = 0;
 
 	if (grh) {
@@ -970,10 +1051,15 @@ void sv_wire_commit(struct sv_link *l)
 	}
 	pad = (0u - len) & 3;
 	bth_set_pad(ib, pad);
-	memset(ib + len, 0, pad);
-	len += pad;
+	/* What the fault model does to it first: a packet that is moved,
+	 * doubled or held is made whole (its payload copied in). */
+	act = sv_fault_pick(l, ib, len + pad, &delay_ns);
+	if (act != SV_FAULT_NONE && act != SV_FAULT_DROP && materialize(s))
+		act = SV_FAULT_DROP;
+	if (s->ext)
+		hl = len - s->ext_len; /* the headers, before the payload */
 	s->off = grh ? SV_GRH_BYTES : 0;
-	s->len = len + SV_ICRC_BYTES;
+	s->len = len + pad + SV_ICRC_BYTES;
 	s->fd = l->w->fd;
 	s->gfd = l->w->gfd;
 	s->f = f;
@@ -981,16 +1067,34 @@ void sv_wire_commit(struct sv_link *l)
 	s->ctl_len = sv_wire_address(&f, l->eng->wire->fam, &s->dst, s->ctl.buf);
 	/* In a train, segment k has identification k (above: "Trains"). */
 	s->seg = train_place(w, idx, s);
-	icrc = s->seg && !f.ipv6 ? sv_icrc_ipv4(&f, ib, len, s->seg, 1) :
-				   sv_icrc(&f, ib, len);
-	memcpy(ib + len, &icrc, SV_ICRC_BYTES);
+	if (!s->ext) {
+		memset(ib + len, 0, pad);
+		len += pad;
+		icrc = s->seg && !f.ipv6 ?
+			       sv_icrc_ipv4(&f, ib, len, s->seg, 1) :
+			       sv_icrc(&f, ib, len);
+		memcpy(ib + len, &icrc, SV_ICRC_BYTES);
+	} else {
+		/* The pad and the ICRC right after the headers, the payload
+		 * between them on the way out (flush_upto). */
+		uint32_t c = sv_icrc_start(&f, ib, hl, len + pad,
+					   f.ipv6 ? 0 : s->seg);
+
+		if (sv_safe_crc(&c, s->ext, s->ext_len))
+			act = SV_FAULT_DROP; /* the memory went away: lost */
+		memset(ib + hl, 0, pad);
+		icrc = sv_icrc_end(sv_crc32_le(c, ib + hl, pad));
+		memcpy(ib + hl + pad, &icrc, SV_ICRC_BYTES);
+		s->at = s->off + hl;
+		len += pad;
+	}
 	w->cur = NULL;
 	/* Only a plain ACK may wait (sv_wire_hold_acks); a NAK (a PSN
 	 * missing, a receive missing) stops a stream that runs on. */
 	if (ib[0] != OPC_ACK || len < SV_BTH_BYTES + SV_AETH_BYTES ||
 	    (__aeth_syn(ib + SV_BTH_BYTES) & SV_AETH_TYPE_MASK) != SV_AETH_ACK)
 		__atomic_store_n(&w->urgent, w->urgent + 1, __ATOMIC_RELAXED);
-	switch (sv_fault_pick(l, ib, len, &delay_ns)) {
+	switch (act) {
 	case SV_FAULT_DROP:
 		break;
 	case SV_FAULT_DELAY:

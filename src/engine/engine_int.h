@@ -486,6 +486,12 @@ uint8_t *sv_wire_reserve(struct sv_link *l, uint32_t len, uint32_t type,
 void sv_wire_commit(struct sv_link *l);
 void sv_wire_abort(struct sv_link *l);
 int sv_wire_cur(struct sv_link *l, uint8_t **p, uint32_t *len, uint32_t *type);
+/* The record reserved on wire link l ends in len payload bytes at p, in
+ * this process's memory, that stay there until the packet is sent: the
+ * kernel takes them from p, no copy into the batch (an RC request's
+ * payload: its WQE completes only after the peer has it).  1 when taken,
+ * 0 when the caller must copy them (too short, a capture runs). */
+int sv_wire_payload(struct sv_link *l, const uint8_t *p, uint32_t len);
 /* Sends the batch (no lock held); whether some still waits. */
 void sv_wire_flush(struct sv_engine *eng);
 /* While on (this thread): a batch of plain ACKs only is not sent by

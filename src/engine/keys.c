@@ -34,6 +34,7 @@
  */
 #include "engine_int.h"
 #include "sv_client.h"
+#include "sv_roce.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -117,6 +118,23 @@ int sv_safe_copy(void *dst, const void *src, size_t n)
 	fault_jb = &jb;
 	__asm__ __volatile__("" ::: "memory");
 	memcpy(dst, src, n);
+	__asm__ __volatile__("" ::: "memory");
+	fault_jb = NULL;
+	return 0;
+}
+
+int sv_safe_crc(uint32_t *crc, const void *p, size_t n)
+{
+	sigjmp_buf jb;
+
+	if (!n)
+		return 0;
+	pthread_once(&guard_once, guard_install);
+	if (sigsetjmp(jb, 0))
+		return -EFAULT;
+	fault_jb = &jb;
+	__asm__ __volatile__("" ::: "memory");
+	*crc = sv_crc32_le(*crc, p, n);
 	__asm__ __volatile__("" ::: "memory");
 	fault_jb = NULL;
 	return 0;

@@ -448,7 +448,17 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 				err = sv_sge_resolve(eng, w->sge, (int)w->num_sge,
 						     qp->pd_id, 0, off, chunk, &src,
 						     ssegs, SV_MAX_SEGS);
-				if (!err) {
+				/* An RC request's payload on the wire leaves
+				 * from the MR itself, one copy (the kernel's)
+				 * instead of two: its WQE completes only once
+				 * the peer has it. */
+				if (!err && !(rc && link->w && src.nseg >= 1 &&
+					      src.seg[0].m.ptr &&
+					      !src.seg[0].m.null &&
+					      src.seg[0].len >= chunk &&
+					      sv_wire_payload(link,
+							      src.seg[0].m.ptr,
+							      chunk))) {
 					sv_data_local(&dst, &dseg, p + hl, chunk);
 					if (sv_xfer(&dst, 0, &src, 0, chunk))
 						err = SV_KERR_ACCESS;
