@@ -127,6 +127,9 @@ static inline void sv_data_local(struct sv_data *d, struct sv_seg *s,
 }
 /* memcpy that survives memory unmapped under it: 0 or -EFAULT. */
 int sv_safe_copy(void *dst, const void *src, size_t n);
+/* Reads a byte of every page of [p, p + n): 0, or -EFAULT when one is
+ * not mapped readable. */
+int sv_safe_probe(const void *p, size_t n);
 /* *crc = sv_crc32_le(*crc, p, n), as safe: 0 or -EFAULT. */
 int sv_safe_crc(uint32_t *crc, const void *p, size_t n);
 /* An 8-byte CPU atomic (SV_RMEM_CSWAP / SV_RMEM_FADD) on our memory, as

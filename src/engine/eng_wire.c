@@ -1002,6 +1002,10 @@ int sv_wire_payload(struct sv_link *l, const uint8_t *p, uint32_t len)
 	s = &w->slot[(w->head + w->n) % SV_WIRE_SLOTS];
 	if (len > s->len)
 		return 0;
+	/* Memory that is not there fails the request now, as a copy would
+	 * (IBV_WC_LOC_PROT_ERR), not its packets, one retry after another. */
+	if (sv_safe_probe(p, len))
+		return -EFAULT;
 	s->ext = p;
 	s->ext_len = len;
 	return 1;

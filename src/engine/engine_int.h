@@ -490,7 +490,8 @@ int sv_wire_cur(struct sv_link *l, uint8_t **p, uint32_t *len, uint32_t *type);
  * this process's memory, that stay there until the packet is sent: the
  * kernel takes them from p, no copy into the batch (an RC request's
  * payload: its WQE completes only after the peer has it).  1 when taken,
- * 0 when the caller must copy them (too short, a capture runs). */
+ * 0 when the caller must copy them (too short, a capture runs), -EFAULT
+ * when they are not mapped. */
 int sv_wire_payload(struct sv_link *l, const uint8_t *p, uint32_t len);
 /* Sends the batch (no lock held); whether some still waits. */
 void sv_wire_flush(struct sv_engine *eng);

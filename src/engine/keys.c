@@ -140,6 +140,26 @@ int sv_safe_crc(uint32_t *crc, const void *p, size_t n)
 	return 0;
 }
 
+int sv_safe_probe(const void *p, size_t n)
+{
+	sigjmp_buf jb;
+	const volatile uint8_t *b = p;
+
+	if (!n)
+		return 0;
+	pthread_once(&guard_once, guard_install);
+	if (sigsetjmp(jb, 0))
+		return -EFAULT;
+	fault_jb = &jb;
+	__asm__ __volatile__("" ::: "memory");
+	for (size_t o = 0; o < n; o += 4096 - ((uintptr_t)(b + o) & 4095))
+		(void)b[o];
+	(void)b[n - 1];
+	__asm__ __volatile__("" ::: "memory");
+	fault_jb = NULL;
+	return 0;
+}
+
 /* A CPU atomic on our memory under the guard.  0 or -EFAULT. */
 static int safe_atomic(uint64_t *p, uint32_t op, uint64_t comp, uint64_t swap,
 		       uint64_t *orig)

@@ -444,6 +444,7 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 			} else if (chunk) {
 				struct sv_seg ssegs[SV_MAX_SEGS], dseg;
 				struct sv_data src, dst;
+				int zc = 0;
 
 				err = sv_sge_resolve(eng, w->sge, (int)w->num_sge,
 						     qp->pd_id, 0, off, chunk, &src,
@@ -452,13 +453,14 @@ static enum step send_wqe(struct sv_qp *qp, struct sv_tr *tr,
 				 * from the MR itself, one copy (the kernel's)
 				 * instead of two: its WQE completes only once
 				 * the peer has it. */
-				if (!err && !(rc && link->w && src.nseg >= 1 &&
-					      src.seg[0].m.ptr &&
-					      !src.seg[0].m.null &&
-					      src.seg[0].len >= chunk &&
-					      sv_wire_payload(link,
-							      src.seg[0].m.ptr,
-							      chunk))) {
+				if (!err && rc && link->w && src.nseg >= 1 &&
+				    src.seg[0].m.ptr && !src.seg[0].m.null &&
+				    src.seg[0].len >= chunk)
+					zc = sv_wire_payload(link, src.seg[0].m.ptr,
+							     chunk);
+				if (zc < 0)
+					err = SV_KERR_ACCESS;
+				if (!err && !zc) {
 					sv_data_local(&dst, &dseg, p + hl, chunk);
 					if (sv_xfer(&dst, 0, &src, 0, chunk))
 						err = SV_KERR_ACCESS;

@@ -7,7 +7,8 @@
  *
  *  - RC across: 1 MiB RDMA WRITE, read back with RDMA READ, SENDs of
  *    many sizes into posted receives, 100 fetch-and-adds applied once
- *    each, over IPv4 and over IPv6 GIDs; every byte checked;
+ *    each, over IPv4 and over IPv6 GIDs; every byte checked; a WRITE
+ *    from memory unmapped under its MR ends in IBV_WC_LOC_PROT_ERR;
  *  - UD across: the receive's GRH names the sender's address, wc.src_qp
  *    and the RoCE packet type in wc.sl;
  *  - UC across to a process stopped while 4.5 MiB arrive: every message
@@ -24,6 +25,8 @@
  * abstract socket is per namespace).  Root only: skipped otherwise.
  */
 #include "wire_util.h"
+
+#include <sys/mman.h>
 
 static uint8_t pat(uint32_t i, uint32_t k)
 {
@@ -66,6 +69,35 @@ static void rc_b(int in, int out)
 	put(out, &ok, 1);
 	get(in, &ok, 1); /* A is done with our memory */
 	side_close(&s);
+}
+
+/* A's buffer unmapped under its MR: a WRITE from it ends in
+ * IBV_WC_LOC_PROT_ERR at once, as a copy of it would (on the wire an RC
+ * request's payload leaves from the MR itself, looked at first), not in
+ * RETRY_EXC_ERR after its packets failed one retry after another, and
+ * the process goes on.  Last: the QP is in the error state then. */
+static void write_from_unmapped(struct side *s, const struct card *peer)
+{
+	size_t len = 64 * 1024;
+	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *mr, *keep_mr = s->mr;
+	uint8_t *keep_buf = s->buf;
+	struct ibv_wc wc;
+
+	CHECK(m != MAP_FAILED);
+	memset(m, 7, len);
+	mr = ibv_reg_mr(s->pd, m, len, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr != NULL);
+	CHECK_EQ(munmap(m, len), 0);
+	s->buf = m;
+	s->mr = mr;
+	post(s, 500, IBV_WR_RDMA_WRITE, 0, 16384, peer, 0, 0);
+	wc1(s, &wc);
+	CHECK_EQ(wc.status, IBV_WC_LOC_PROT_ERR);
+	s->buf = keep_buf;
+	s->mr = keep_mr;
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
 }
 
 static void rc_across(const char *a_ip, const char *peer_ip)
@@ -127,6 +159,7 @@ static void rc_across(const char *a_ip, const char *peer_ip)
 	}
 	get(h.from, &ok, 1);
 	CHECK_EQ(ok, 1);
+	write_from_unmapped(&s, &peer);
 	put(h.to, &ok, 1);
 	side_close(&s);
 	CHECK_EQ(host_done(&h), 0);
