@@ -511,8 +511,14 @@ int sv_eng_drain_all(struct sv_engine *eng, int *contended, int *silent)
 }
 
 /* Timers, blocked senders, pending responses and owner events of every
- * QP.  Returns the earliest deadline (ns) or 0. */
-uint64_t sv_eng_scan_qps(struct sv_engine *eng, uint64_t now, int *busy)
+ * QP.  Returns the earliest deadline (ns) or 0.  app: the caller is the
+ * progress thread and the application polls right now, so the blocked
+ * senders are left to its next poll (eng->work says so): two threads
+ * running one QP's requester took turns at its locks, each spinning and
+ * yielding while the other's sendmmsg of a train ran, a tenth of the
+ * sender's CPU in a stream between two hosts. */
+uint64_t sv_eng_scan_qps(struct sv_engine *eng, uint64_t now, int app,
+			 int *busy)
 {
 	uint64_t next = 0;
 	struct sv_qp *flush[32];
@@ -530,7 +536,9 @@ uint64_t sv_eng_scan_qps(struct sv_engine *eng, uint64_t now, int *busy)
 			sv_qp_owner_events(qp);
 		if (sv_comp_timers(qp, now, &next) && nflush < 32)
 			flush[nflush++] = qp;
-		if (tr->blocked)
+		if (tr->blocked && app)
+			atomic_store_explicit(&eng->work, 1, memory_order_relaxed);
+		else if (tr->blocked)
 			sv_req_run(qp);
 		if (tr->ack_pending || tr->rq_head != tr->rq_tail)
 			sv_resp_flush(qp);

@@ -587,7 +587,8 @@ static void sleep_once(struct sv_engine *eng, struct policy *p, uint64_t now,
 	atomic_store(&eng->sleep_until, tmo == UINT64_MAX ? UINT64_MAX : now + tmo);
 	{
 		int busy = 0;
-		uint64_t d = sv_eng_scan_qps(eng, now, &busy),
+		uint64_t d = sv_eng_scan_qps(eng, now,
+					     sv_eng_app_polling(eng, now), &busy),
 			 late = sv_fault_late_next(eng);
 
 		if (late && (!d || late < d))
@@ -665,7 +666,8 @@ void *sv_progress_main(void *arg)
 		if (policy_scan_due(&pol, eng, now, n)) {
 			uint64_t d;
 
-			pol.next_deadline = sv_eng_scan_qps(eng, now, &busy);
+			pol.next_deadline = sv_eng_scan_qps(
+				eng, now, sv_eng_app_polling(eng, now), &busy);
 			pol.last_scan = now;
 			/* Held streams: an application that polls runs them
 			 * at its next poll, all together; else we do. */
@@ -766,7 +768,7 @@ void sv_engine_progress(struct sv_engine *eng)
 		if (atomic_load_explicit(&eng->work, memory_order_relaxed)) {
 			int busy = 0;
 
-			sv_eng_scan_qps(eng, sv_now_ns(), &busy);
+			sv_eng_scan_qps(eng, sv_now_ns(), 0, &busy);
 		}
 	}
 	sv_unlock_rw(&eng->attach_lock);

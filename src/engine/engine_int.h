@@ -573,7 +573,8 @@ void sv_eng_async_drain(struct sv_engine *eng);
 /* The progress thread's body and its inline share. */
 void *sv_progress_main(void *arg);
 int sv_eng_drain_all(struct sv_engine *eng, int *contended, int *silent);
-uint64_t sv_eng_scan_qps(struct sv_engine *eng, uint64_t now, int *busy);
+uint64_t sv_eng_scan_qps(struct sv_engine *eng, uint64_t now, int app,
+			 int *busy);
 /* Dispatches a wire record (GRH first) to QP qpn if it is ours, as a read
  * of the port does; 0 when it is not.  Must hold the port, no QP lock. */
 int sv_eng_dispatch_own(struct sv_engine *eng, const uint8_t *rec,

@@ -185,6 +185,14 @@ static inline void sv_spin_take(pthread_spinlock_t *l)
 		SV_LOCK_NOTE(l, r, SV_LOCK_EXCL);                              \
 		sv_spin_take(l);                                               \
 	} while (0)
+/* pthread_spin_trylock: 0 when taken. */
+#define sv_trylock_spin(l, r)                                                  \
+	({                                                                     \
+		int sv_lock_r_ = pthread_spin_trylock(l);                      \
+		if (!sv_lock_r_)                                               \
+			SV_LOCK_NOTE(l, r, SV_LOCK_EXCL);                      \
+		sv_lock_r_;                                                    \
+	})
 #define sv_unlock_spin(l)                                                      \
 	do {                                                                   \
 		SV_LOCK_UNNOTE(l);                                             \
