@@ -10,7 +10,9 @@
 #             IPv4 GIDs) vs qperf tcp_bw of the same size, at MTU 1500
 #             and 9000 (RoCE MTU 1024 and 4096); CPU seconds per GB of
 #             each side (the process's user + system time over the bytes
-#             moved), ours and qperf's
+#             moved), ours and qperf's; the floor under them, a bare UDP
+#             stream of packets of the path MTU in trains
+#             (bench/udp_floor.c)
 #   latency   ib_send_lat, ib_read_lat, ib_write_lat, ib_atomic_lat 8 B
 #             typical and 99th percentile vs qperf udp_lat / tcp_lat 8 B
 #             (all one-way: half the round trip)
@@ -163,6 +165,21 @@ qp() {
 	echo "${v:-failed}"
 }
 
+floor() { # NAME PAYLOAD: the UDP floor (bench/udp_floor.c), MB/s received
+	local v=failed i
+	if [ -x "$build/bin/udp_floor" ]; then
+		ns_b "$build/bin/udp_floor" recv 4792 "$SECS" >"$TMP/floor.out" 2>&1 &
+		for i in $(seq 1 100); do
+			grep -q ready "$TMP/floor.out" && break
+			sleep 0.05
+		done
+		ns_a "$build/bin/udp_floor" send "$NS_B_IP4" 4792 "$SECS" "$2" >/dev/null 2>&1
+		wait
+		v=$(tail -1 "$TMP/floor.out" | awk 'NF == 2 { print $1 }')
+	fi
+	record "$1" "${v:-failed}" MB/s
+}
+
 qbw() { # NAME SIZE: qperf tcp_bw, with CPU per GB each side
 	local v
 	v=$(qp "$1" tcp_bw -m "$2")
@@ -204,6 +221,7 @@ for ROUND in $(seq 1 "$ROUNDS"); do
 	if on bw; then
 		for mtu in 1500 9000; do
 			set_mtu $mtu
+			floor "udp_floor_m$mtu" $((mtu == 1500 ? 1024 : 4096))
 			qbw "qperf_tcp_bw_64k_m$mtu" 64k
 			bw "write_bw_64k_m$mtu" ib_write_bw 65536
 			bw "read_bw_64k_m$mtu" ib_read_bw 65536

@@ -111,6 +111,23 @@ out = ["# RoCE v2 between two hosts (two namespaces, one veth)", "",
 for t in targets:
     out.append("| %s | %s | %s | %s | %s | %s |" % t)
 
+floors = [m for m in ("1500", "9000") if "udp_floor_m" + m in vals]
+if floors:
+    out += ["", "## The floor", "",
+            "A bare UDP stream between the same namespaces (`bench/udp_floor.c`): "
+            "datagrams of the path MTU's payload (1024 and 4096 bytes and a 16-byte "
+            "header) in trains of 62 and 15 (`UDP_SEGMENT`) straight from a buffer, "
+            "read with `UDP_GRO` and each payload copied into a buffer -- what a UDP "
+            "design moves here with nothing of RoCE (no ICRC, ACK or window) -- beside "
+            "TCP and our best figure at that MTU.", "",
+            "| MTU | UDP floor | qperf tcp_bw 1m | best of ours |", "|---|---|---|---|"]
+    for m in floors:
+        best = [med(w) for w in vals if w.endswith("_m" + m) and "_bw_" in w
+                and not w.startswith("qperf") and med(w) is not None]
+        out.append("| %s | %s MB/s | %s MB/s | %s MB/s |" % (
+            m, fmt(med("udp_floor_m" + m)), fmt(med("qperf_tcp_bw_1m_m" + m)),
+            fmt(max(best)) if best else "n/a"))
+
 cpu = [w for w in vals if w.endswith("_cpu_client")]
 if cpu:
     out += ["", "## CPU seconds per GB", "",
