@@ -568,7 +568,6 @@ int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 	struct sv_tr *tr = tr_of(qp);
 	enum ibv_qp_state st;
 	int flush = 0;
-
 	uint64_t t = __atomic_load_n(&tr->timer_at, __ATOMIC_RELAXED),
 		 r = __atomic_load_n(&tr->rnr_at, __ATOMIC_RELAXED);
 
@@ -582,8 +581,8 @@ int sv_comp_timers(struct sv_qp *qp, uint64_t now, uint64_t *next)
 	/* Timers not due: a look only if nobody holds the lock (whoever
 	 * does works on the QP; a dead peer is seen at a later scan).  In a
 	 * stream the timer is always armed, and the two threads' scans spun
-	 * and yielded on the lock the other held, ~40,000 times a second
-	 * between two hosts. */
+	 * and yielded on the lock the other held, tens of thousands of times
+	 * a second between two hosts. */
 	if ((!t || now < t) && (!r || now < r) &&
 	    sv_qp_state(qp) != IBV_QPS_ERR) {
 		if (sv_trylock_spin(&qp->sq_lock, SV_LOCK_SQ)) {
