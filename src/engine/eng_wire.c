@@ -106,8 +106,6 @@ struct sv_wire_sock {
 struct sv_wire {
 	pthread_spinlock_t lock; /* the batch (SV_LOCK_TX, as a link's tx_lock) */
 	uint32_t head, n;	 /* slots [head, head + n) wait to be sent */
-	uint32_t inflight;	 /* ... the first inflight of them being sent */
-	int flushing;		 /* by a thread that let the lock go meanwhile */
 	uint32_t urgent;	 /* ... of them not ACKs (sv_wire_hold_acks) */
 	struct sv_link *cur;	 /* reserved by (until commit or abort) */
 	uint32_t cur_type;
@@ -676,8 +674,7 @@ static uint16_t train_place(struct sv_wire *w, uint32_t idx,
 {
 	const struct sv_wire_slot *p, *first;
 
-	/* (Nothing joins a slot on its way out: flush_upto.) */
-	if (w->n <= w->inflight || s->gfd < 0 || w->gso_off)
+	if (!w->n || s->gfd < 0 || w->gso_off)
 		return 0;
 	p = &w->slot[(idx + SV_WIRE_SLOTS - 1) % SV_WIRE_SLOTS];
 	first = &w->slot[(idx + SV_WIRE_SLOTS - 1 - p->seg) % SV_WIRE_SLOTS];
@@ -766,40 +763,25 @@ static uint32_t complete_trains(struct sv_wire *w)
 	return last;
 }
 
-/*
- * Sends what waits (the first upto slots of it; all of it: upto = w->n),
- * as far as the sockets take it.  Must hold w->lock, which it lets go
- * during each sendmmsg: the slots being sent (w->inflight from w->head)
- * stay as they are, and other threads commit packets after them
- * meanwhile (never joining a train in flight: train_place).  A flush
- * while another thread's runs returns at once: that one, sending all,
- * sends what was committed meanwhile too.  (Held through the system call,
- * the lock kept the application's and the progress thread's requesters
- * spinning and yielding on each other for the 50-70 us of a train's
- * sendmmsg: 50,000 sched_yield a second under an rsockets stream.)
- */
+/* Sends what waits (the first upto slots of it), as far as the sockets
+ * take it.  Must hold w->lock. */
 static void flush_upto(struct sv_wire *w, struct sv_wire_shm *m, uint32_t upto)
 {
 	struct mmsghdr mm[SV_WIRE_SLOTS];
 	struct iovec iov[3 * SV_WIRE_SLOTS]; /* a slot: 1, or 3 (ext) */
-	uint32_t nseg[SV_WIRE_SLOTS], niov[SV_WIRE_SLOTS];
-	int retried = 0, all = upto == w->n, rounds = 0;
+	uint32_t nseg[SV_WIRE_SLOTS], niov[SV_WIRE_SLOTS], keep = w->n - upto;
+	int retried = 0;
 
-	if (w->flushing)
-		return;
-	w->flushing = 1;
-	while (upto && w->n) {
+	while (w->n > keep) {
 		uint32_t k = 0, used = 0, at = 0, vi = 0;
-		int fd = -1, r, ok, err;
+		int fd = -1, r, ok;
 
-		if (upto > w->n)
-			upto = w->n;
 		/* Datagrams of one socket: trains on the GSO twin, lone
 		 * packets on the flow's own. */
-		while (used < upto) {
+		while (used < w->n - keep) {
 			uint32_t i = (w->head + used) % SV_WIRE_SLOTS;
 			struct sv_wire_slot *s = &w->slot[i];
-			uint32_t t = train_len(w, i, upto - used);
+			uint32_t t = train_len(w, i, w->n - keep - used);
 			int sfd = t > 1 ? s->gfd : s->fd;
 
 			if (k && sfd != fd)
@@ -854,16 +836,10 @@ static void flush_upto(struct sv_wire *w, struct sv_wire_shm *m, uint32_t upto)
 			nseg[k++] = t;
 			used += t;
 		}
-		w->inflight = used;
-		sv_unlock_spin(&w->lock);
 		r = sendmmsg(fd, mm, k, MSG_DONTWAIT);
-		err = errno;
-		sv_lock_spin(&w->lock, SV_LOCK_TX);
-		w->inflight = 0;
-		errno = err;
 		ok = r >= 0;
 		if (r < 0 && (errno == EAGAIN || errno == ENOBUFS || errno == EINTR))
-			break; /* the socket is full: later */
+			return; /* the socket is full: later */
 		if (r < 0 && errno == EFAULT) {
 			/* A payload sent from where it was (sv_wire_payload)
 			 * is gone: the memory was unmapped before the packet
@@ -913,11 +889,7 @@ static void flush_upto(struct sv_wire *w, struct sv_wire_shm *m, uint32_t upto)
 		}
 		w->head = (w->head + at) % SV_WIRE_SLOTS;
 		w->n -= at;
-		/* All: what other threads committed meanwhile too (a few
-		 * rounds of it: a thread that streams on gets its turn). */
-		upto = all && ++rounds < 16 ? w->n : upto - at;
 	}
-	w->flushing = 0;
 	if (!w->n) {
 		w->head = 0;
 		w->urgent = 0;
@@ -955,7 +927,7 @@ void sv_wire_flush(struct sv_engine *eng)
 	}
 	sv_lock_spin(&w->lock, SV_LOCK_TX);
 	flush_locked(w, eng->wshm);
-	left = w->n != 0 && !w->flushing; /* (a flush under way sends it) */
+	left = w->n != 0;
 	sv_unlock_spin(&w->lock);
 	if (left)
 		sv_eng_want_work(eng);
@@ -1143,9 +1115,8 @@ void sv_wire_commit(struct sv_link *l)
 		w->n += 2;
 		break;
 	case SV_FAULT_REORDER:
-		if (w->n > w->inflight &&
-		    w->slot[(idx + SV_WIRE_SLOTS - 1) % SV_WIRE_SLOTS].fd ==
-			    s->fd) {
+		if (w->n && w->slot[(idx + SV_WIRE_SLOTS - 1) % SV_WIRE_SLOTS].fd ==
+				    s->fd) {
 			/* Swapped with the one before: it arrives late (and
 			 * neither is in a train any more). */
 			struct sv_wire_slot *p =
