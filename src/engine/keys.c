@@ -106,57 +106,49 @@ uintptr_t sv_fault_addr(void)
 	return fault_addr;
 }
 
+/* Runs stmt under the guard: a SIGSEGV or SIGBUS in it makes the
+ * calling function return -EFAULT.  (sigsetjmp must be in the frame that
+ * runs stmt, hence a macro, not a function.) */
+#define GUARDED(stmt)                                                          \
+	do {                                                                   \
+		sigjmp_buf jb_;                                                \
+                                                                               \
+		pthread_once(&guard_once, guard_install);                      \
+		if (sigsetjmp(jb_, 0))                                         \
+			return -EFAULT;                                        \
+		fault_jb = &jb_;                                               \
+		__asm__ __volatile__("" ::: "memory");                         \
+		stmt;                                                          \
+		__asm__ __volatile__("" ::: "memory");                         \
+		fault_jb = NULL;                                               \
+	} while (0)
+
 int sv_safe_copy(void *dst, const void *src, size_t n)
 {
-	sigjmp_buf jb;
-
-	if (!n)
-		return 0;
-	pthread_once(&guard_once, guard_install);
-	if (sigsetjmp(jb, 0))
-		return -EFAULT;
-	fault_jb = &jb;
-	__asm__ __volatile__("" ::: "memory");
-	memcpy(dst, src, n);
-	__asm__ __volatile__("" ::: "memory");
-	fault_jb = NULL;
+	if (n)
+		GUARDED(memcpy(dst, src, n));
 	return 0;
 }
 
 int sv_safe_crc(uint32_t *crc, const void *p, size_t n)
 {
-	sigjmp_buf jb;
-
-	if (!n)
-		return 0;
-	pthread_once(&guard_once, guard_install);
-	if (sigsetjmp(jb, 0))
-		return -EFAULT;
-	fault_jb = &jb;
-	__asm__ __volatile__("" ::: "memory");
-	*crc = sv_crc32_le(*crc, p, n);
-	__asm__ __volatile__("" ::: "memory");
-	fault_jb = NULL;
+	if (n)
+		GUARDED(*crc = sv_crc32_le(*crc, p, n));
 	return 0;
 }
 
 int sv_safe_probe(const void *p, size_t n)
 {
-	sigjmp_buf jb;
 	const volatile uint8_t *b = p;
 
-	if (!n)
-		return 0;
-	pthread_once(&guard_once, guard_install);
-	if (sigsetjmp(jb, 0))
-		return -EFAULT;
-	fault_jb = &jb;
-	__asm__ __volatile__("" ::: "memory");
-	for (size_t o = 0; o < n; o += 4096 - ((uintptr_t)(b + o) & 4095))
-		(void)b[o];
-	(void)b[n - 1];
-	__asm__ __volatile__("" ::: "memory");
-	fault_jb = NULL;
+	/* A byte of each page, and the last. */
+	if (n)
+		GUARDED({
+			for (size_t o = 0; o < n;
+			     o += 4096 - ((uintptr_t)(b + o) & 4095))
+				(void)b[o];
+			(void)b[n - 1];
+		});
 	return 0;
 }
 
