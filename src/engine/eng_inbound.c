@@ -432,7 +432,7 @@ static void wire_rx_end(struct sv_engine *eng)
  * After a read of the port that found nw datagrams (-1: not read).
  * Empty: rest a while, since an empty read costs a system call.  The
  * longer the port has been quiet, the longer the rest (a sixteenth of the
- * quiet, from SV_WIRE_REST_NS up to SV_WIRE_QUIET_REST_NS): a program
+ * quiet, from wire_rest_ns up to wire_quiet_rest_ns, sv_tune.h): a program
  * that talks only on this host (UCX's ud_verbs QPs keep the port open)
  * polls it rarely and its polls stay short, while a conversation on the
  * wire keeps it read every few microseconds.  A few packets of a stream:
@@ -452,15 +452,15 @@ static void wire_rest(struct sv_engine *eng, int nw)
 				      memory_order_relaxed);
 		if (nw == 1 || nw >= SV_WIRE_BATCH / 2)
 			return;
-		rest = SV_WIRE_GATHER_NS;
+		rest = sv_tune.wire_gather_ns;
 	} else {
 		quiet = now - atomic_load_explicit(&eng->wire_last_rx,
 						   memory_order_relaxed);
 		rest = quiet / 16;
-		if (rest < SV_WIRE_REST_NS)
-			rest = SV_WIRE_REST_NS;
-		if (rest > SV_WIRE_QUIET_REST_NS)
-			rest = SV_WIRE_QUIET_REST_NS;
+		if (rest > sv_tune.wire_quiet_rest_ns)
+			rest = sv_tune.wire_quiet_rest_ns;
+		if (rest < sv_tune.wire_rest_ns)
+			rest = sv_tune.wire_rest_ns;
 	}
 	atomic_store_explicit(&eng->wire_idle_until, now + rest,
 			      memory_order_relaxed);

@@ -455,9 +455,6 @@ int sv_fault_pick(struct sv_link *l, const uint8_t *bth, uint32_t len,
 
 /* eng_wire.c: RoCE v2 to other hosts. */
 #define SV_WIRE_SLOTS 64 /* datagrams of one batch */
-#define SV_WIRE_REST_NS 2000 /* after an empty read of the port ... */
-#define SV_WIRE_QUIET_REST_NS 20000 /* ... up to this when it was long */
-#define SV_WIRE_GATHER_NS 5000 /* after a read of a few packets */
 struct sv_roce_flow;
 /* gid is this host's (the port's GID table, loopback, or zero: no
  * address): not the wire. */

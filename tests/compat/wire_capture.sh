@@ -82,6 +82,9 @@ pair write_bw ib_write_bw -x "$G" -n 20 -s 8192
 pair read_bw ib_read_bw -x "$G" -n 20 -s 4096
 pair atomic_bw ib_atomic_bw -x "$G" -n 20
 pair ud_pingpong ibv_ud_pingpong -g "$G" -n 20 -s 512
+# A ping-pong: each side's ACK leaves with its answer, as the last
+# segment of the answer's train (eng_wire.c ack_behind).
+pair send_lat ib_send_lat -x "$G" -n 200 -s 8
 
 # rping: its handshake's MADs on QP1 (and its data on RC).
 ns_b timeout -k 5 "$TMO" "$SV" run rping -s -a "$NS_B_IP4" -p 7174 -C 5 -V \
@@ -143,6 +146,15 @@ if [ "$n" -ge 1 ] && [ "$big" = 0 ]; then
 	echo "ok veth capture: $n segments of trains, none above the MTU"
 else
 	echo "FAIL veth capture: $n segments of trains (want some), $big datagrams above the MTU $NS_MTU"
+	fail=1
+fi
+# The ping-pong's ACKs behind their answers: identification 1, their
+# ICRCs made for it (checked above).
+n=$(tshark -r "$TMP/veth.pcap" -Y "infiniband.bth.opcode == 17 && ip.id == 1" 2>/dev/null | wc -l)
+if [ "$n" -ge 20 ]; then
+	echo "ok veth capture: $n ACKs as the second segment of a train"
+else
+	echo "FAIL veth capture: $n ACKs as a train's second segment, want the ping-pong's"
 	fail=1
 fi
 # Trains handed over whole (the veths as they come: no gso_max_segs), so
