@@ -924,8 +924,9 @@ void sv_wire_flush(struct sv_engine *eng)
 	if (acks_wait && !__atomic_load_n(&w->urgent, __ATOMIC_RELAXED)) {
 		/* ACKs only: they leave with the application's next call
 		 * (its answer, most often: one system call for both), or
-		 * the progress thread's next pass -- at most nap_ns. */
-		sv_eng_deadline(eng, sv_now_ns() + sv_tune.nap_ns);
+		 * the progress thread's next pass -- at most nap_max_ns (a
+		 * deadline sooner would ring a napping thread every time). */
+		sv_eng_deadline(eng, sv_now_ns() + sv_tune.nap_max_ns);
 		return;
 	}
 	sv_lock_spin(&w->lock, SV_LOCK_TX);

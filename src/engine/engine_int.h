@@ -354,6 +354,9 @@ struct sv_engine {
 	 * polled: the next poll wakes it, so that it leaves the rings to
 	 * that poller (sv_engine_progress). */
 	atomic_int idle_armed;
+	/* It naps beside a polling application (unarmed, for timers): a
+	 * request for an event wakes it (sv_engine_note_notify). */
+	atomic_int napping;
 	/* Links to memory owners (remote memory requests): a list of their
 	 * own under rmem_lock (the daemon is called under it the first
 	 * time, as for DM mappings). */

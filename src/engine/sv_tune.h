@@ -83,6 +83,8 @@
 	  "an app that polled a CQ this recently drains its rings itself")     \
 	X(nap_ns, 250000, "ns", 1000, 1000000000,                              \
 	  "beside such an app the thread looks again this often")              \
+	X(nap_max_ns, 4000000, "ns", 1000, 1000000000,                         \
+	  "... twice as late after each look that found nothing, up to this") \
 	X(target_ns, 10000000, "ns", 0, 60000000000ull,                        \
 	  "... and sleeps armed if it left the thread packets this recently")  \
 	X(live_ns, 10000, "ns", 0, 1000000000,                                 \
