@@ -437,10 +437,14 @@ static void wire_rx_end(struct sv_engine *eng)
  * polls it rarely and its polls stay short, while a conversation on the
  * wire keeps it read every few microseconds.  A few packets of a stream:
  * let more gather (a NIC's interrupt moderation), so a read takes a
- * batch, not two packets.  One packet (a ping-pong) or a full batch:
- * read again at once.
+ * batch, not two packets.  One packet or a full batch: read again at
+ * once -- unless it was a ping-pong's message (asked, 1: one short
+ * message that the application is to answer, its ACK kept for the
+ * answer), whose next one comes after the answer: rest as after an
+ * empty read (libfabric's rxm polls its CQ several times before the
+ * application answers, each an empty read of the port).
  */
-static void wire_rest(struct sv_engine *eng, int nw)
+static void wire_rest(struct sv_engine *eng, int nw, int asked)
 {
 	uint64_t now, rest, quiet;
 
@@ -450,9 +454,12 @@ static void wire_rest(struct sv_engine *eng, int nw)
 	if (nw) {
 		atomic_store_explicit(&eng->wire_last_rx, now,
 				      memory_order_relaxed);
-		if (nw == 1 || nw >= SV_WIRE_BATCH / 2)
+		if (asked)
+			rest = sv_tune.wire_rest_ns;
+		else if (nw == 1 || nw >= SV_WIRE_BATCH / 2)
 			return;
-		rest = sv_tune.wire_gather_ns;
+		else
+			rest = sv_tune.wire_gather_ns;
 	} else {
 		quiet = now - atomic_load_explicit(&eng->wire_last_rx,
 						   memory_order_relaxed);
@@ -491,14 +498,17 @@ int sv_eng_drain_all(struct sv_engine *eng, int *contended, int *silent)
 	 * the application may answer at once (a ping-pong).  In a stream
 	 * -- no message ended, several did, or a long one -- the sender
 	 * waits for them: held, they cost a stream of 1 MiB SENDs between
-	 * namespaces a quarter of its speed. */
-	if (t.answers != 1 || t.reqs > 4)
+	 * namespaces a quarter of its speed.  A drain that took no request
+	 * changes nothing: the application polls again before it answers
+	 * (libfabric's rxm reads its CQ until it is empty), and the ACKs
+	 * an earlier poll kept stay kept (sv_wire_flush_polled). */
+	if (t.reqs && (t.answers != 1 || t.reqs > 4))
 		sv_wire_hold_acks(0);
 	touched_flush(&t);
 	sv_unlock_rw(&eng->qp_lock);
 	if (wire) {
 		wire_forward(eng, fwd, nfwd);
-		wire_rest(eng, nw);
+		wire_rest(eng, nw, t.reqs && sv_wire_acks_held());
 		wire_rx_end(eng);
 		n += npk;
 	}

@@ -802,8 +802,9 @@ void sv_engine_progress(struct sv_engine *eng)
 			      memory_order_relaxed);
 	if (eng->attached) {
 		sv_cap_prepare(eng);
-		/* ACKs the last poll kept (they met no answer). */
-		sv_wire_flush(eng);
+		/* ACKs the last poll kept (they met no answer in
+		 * wire_ack_hold_ns). */
+		sv_wire_flush_polled(eng);
 		/* The application polls: what it posted in a burst runs now. */
 		if (atomic_load_explicit(&eng->deferred, memory_order_relaxed))
 			sv_eng_run_deferred(eng, 0);

@@ -109,6 +109,7 @@ struct sv_wire {
 	pthread_spinlock_t lock; /* the batch (SV_LOCK_TX, as a link's tx_lock) */
 	uint32_t head, n;	 /* slots [head, head + n) wait to be sent */
 	uint32_t urgent;	 /* ... of them not ACKs (sv_wire_hold_acks) */
+	uint64_t held_at;	 /* when ACKs only were first kept (0: not) */
 	struct sv_link *cur;	 /* reserved by (until commit or abort) */
 	uint32_t cur_type;
 	int warned;
@@ -896,6 +897,7 @@ static void flush_upto(struct sv_wire *w, struct sv_wire_shm *m, uint32_t upto)
 	if (!w->n) {
 		w->head = 0;
 		w->urgent = 0;
+		__atomic_store_n(&w->held_at, 0, __ATOMIC_RELAXED);
 	}
 }
 
@@ -914,10 +916,28 @@ void sv_wire_hold_acks(int on)
 	acks_wait = on && sv_tune.wire_ack_hold;
 }
 
+int sv_wire_acks_held(void)
+{
+	return acks_wait;
+}
+
+/* The batch: sent, as far as the sockets take it; the progress thread
+ * woken for what is left. */
+static void flush_now(struct sv_engine *eng, struct sv_wire *w)
+{
+	int left;
+
+	sv_lock_spin(&w->lock, SV_LOCK_TX);
+	flush_locked(w, eng->wshm);
+	left = w->n != 0;
+	sv_unlock_spin(&w->lock);
+	if (left)
+		sv_eng_want_work(eng);
+}
+
 void sv_wire_flush(struct sv_engine *eng)
 {
 	struct sv_wire *w = __atomic_load_n(&eng->wire, __ATOMIC_ACQUIRE);
-	int left;
 
 	if (!w || !__atomic_load_n(&w->n, __ATOMIC_RELAXED))
 		return;
@@ -926,15 +946,28 @@ void sv_wire_flush(struct sv_engine *eng)
 		 * (its answer, most often: one system call for both), or
 		 * the progress thread's next pass -- at most nap_max_ns (a
 		 * deadline sooner would ring a napping thread every time). */
-		sv_eng_deadline(eng, sv_now_ns() + sv_tune.nap_max_ns);
+		uint64_t now = sv_now_ns();
+
+		if (!__atomic_load_n(&w->held_at, __ATOMIC_RELAXED))
+			__atomic_store_n(&w->held_at, now, __ATOMIC_RELAXED);
+		sv_eng_deadline(eng, now + sv_tune.nap_max_ns);
 		return;
 	}
-	sv_lock_spin(&w->lock, SV_LOCK_TX);
-	flush_locked(w, eng->wshm);
-	left = w->n != 0;
-	sv_unlock_spin(&w->lock);
-	if (left)
-		sv_eng_want_work(eng);
+	flush_now(eng, w);
+}
+
+void sv_wire_flush_polled(struct sv_engine *eng)
+{
+	struct sv_wire *w = __atomic_load_n(&eng->wire, __ATOMIC_ACQUIRE);
+	uint64_t at;
+
+	if (!w || !__atomic_load_n(&w->n, __ATOMIC_RELAXED))
+		return;
+	at = __atomic_load_n(&w->held_at, __ATOMIC_RELAXED);
+	if (at && !__atomic_load_n(&w->urgent, __ATOMIC_RELAXED) &&
+	    sv_now_ns() - at < sv_tune.wire_ack_hold_ns)
+		return;
+	flush_now(eng, w);
 }
 
 void sv_wire_drain(struct sv_engine *eng)

@@ -503,6 +503,13 @@ void sv_wire_flush(struct sv_engine *eng);
  * (sv_eng_drain_all): the ACK of a SEND it just received leaves with
  * its answer.  Off for good with SOFTVERBS_TUNE=wire_ack_hold=0. */
 void sv_wire_hold_acks(int on);
+/* sv_wire_flush at the start of an application's poll: ACKs an earlier
+ * poll kept stay kept up to wire_ack_hold_ns, for the application may
+ * poll again before it answers (libfabric's rxm reads its CQ until it is
+ * empty, then the application answers). */
+void sv_wire_flush_polled(struct sv_engine *eng);
+/* sv_wire_hold_acks is on for this thread. */
+int sv_wire_acks_held(void);
 /* Sends what waits before the sockets close (detach): a send that
  * completed (UC, UD: sent is done) is on the wire, as a NIC finishes its
  * queue; a socket that refuses for a moment (ENOBUFS) is tried again, for

@@ -69,6 +69,8 @@
 	  "on the wire, an ACK asked at most this often (ack_every x MTU)")   \
 	X(wire_ack_hold, 1, "bool", 0, 1,                                      \
 	  "an ACK a poll makes waits for the app's next call (eng_wire.c)")   \
+	X(wire_ack_hold_ns, 5000, "ns", 0, 1000000000,                         \
+	  "... past the app's next polls for at most this long")              \
 	X(wire_gso, 1, "bool", 0, 1,                                           \
 	  "packets of one flow leave in trains (UDP_SEGMENT), eng_wire.c")    \
 	X(wire_rest_ns, 2000, "ns", 0, 1000000000,                             \
