@@ -707,7 +707,7 @@ void *sv_progress_main(void *arg)
 		 * stalls it for a time slice). */
 		n = sv_eng_app_polling(eng, now) ?
 			    0 :
-			    sv_eng_drain_all(eng, NULL, &silent);
+			    sv_eng_drain_all(eng, now, NULL, &silent);
 		if (policy_scan_due(&pol, eng, now, n)) {
 			uint64_t d;
 
@@ -776,7 +776,7 @@ void sv_engine_take_arrived(struct sv_engine *eng)
 	for (int i = 0; i < 16; i++) {
 		contended = 0;
 		if (!eng->attached ||
-		    (sv_eng_drain_all(eng, &contended, NULL) <= 0 && !contended))
+		    (sv_eng_drain_all(eng, 0, &contended, NULL) <= 0 && !contended))
 			break;
 		if (contended) {
 			sv_lock_write(&eng->qp_lock, SV_LOCK_QPTAB);
@@ -795,11 +795,12 @@ static __thread unsigned contended_polls;
 void sv_engine_progress(struct sv_engine *eng)
 {
 	int contended = 0;
+	uint64_t now;
 
 	if (!eng || !eng->attached || sv_trylock_read(&eng->attach_lock, SV_LOCK_ATTACH))
 		return;
-	atomic_store_explicit(&eng->last_inline, sv_now_ns(),
-			      memory_order_relaxed);
+	now = sv_now_ns();
+	atomic_store_explicit(&eng->last_inline, now, memory_order_relaxed);
 	if (eng->attached) {
 		sv_cap_prepare(eng);
 		/* ACKs the last poll kept (they met no answer in
@@ -809,7 +810,7 @@ void sv_engine_progress(struct sv_engine *eng)
 		if (atomic_load_explicit(&eng->deferred, memory_order_relaxed))
 			sv_eng_run_deferred(eng, 0);
 		sv_wire_hold_acks(1);
-		sv_eng_drain_all(eng, &contended, NULL);
+		sv_eng_drain_all(eng, now, &contended, NULL);
 		sv_wire_hold_acks(0);
 		if (atomic_load_explicit(&eng->work, memory_order_relaxed)) {
 			int busy = 0;
