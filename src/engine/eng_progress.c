@@ -684,43 +684,6 @@ static void sleep_once(struct sv_engine *eng, struct policy *p, uint64_t now,
 	}
 }
 
-/*
- * The thread asks the scheduler for a short slice (100 us, the least a
- * thread may ask without privileges; Linux 6.12 and later, EEVDF: an
- * older kernel ignores it).  It runs a few microseconds per wake-up, and
- * a short slice is what lets a waking thread preempt one that runs at
- * once: a one-sided target's application spins on its memory while only
- * this thread can place the peer's WRITE, and beside two spinning
- * applications on 2 CPUs its wake-ups waited for the running one's slice
- * (ib_write_lat between two namespaces: a typical 72-76 us, a 99th
- * percentile of 2 ms).  Its nice value stays as it was.
- */
-struct sv_sched_attr { /* struct sched_attr, linux/sched/types.h */
-	uint32_t size, policy;
-	uint64_t flags;
-	int32_t nice;
-	uint32_t priority;
-	uint64_t runtime, deadline, period;
-	uint32_t util_min, util_max;
-};
-
-static void short_slice(void)
-{
-#if defined(SYS_sched_getattr) && defined(SYS_sched_setattr)
-	struct sv_sched_attr a;
-
-	memset(&a, 0, sizeof(a));
-	if (syscall(SYS_sched_getattr, 0, &a, sizeof(a), 0) < 0 ||
-	    a.policy != 0 /* SCHED_OTHER */)
-		return;
-	a.size = sizeof(a);
-	a.flags = 0;
-	a.runtime = 100000;
-	if (syscall(SYS_sched_setattr, 0, &a, 0) < 0)
-		sv_dbg("progress thread: no short slice: %s", strerror(errno));
-#endif
-}
-
 void *sv_progress_main(void *arg)
 {
 	struct sv_engine *eng = arg;
@@ -731,7 +694,6 @@ void *sv_progress_main(void *arg)
 	/* Named, for top -H, perf and the tests (tests/integration/
 	 * test_engine_rc.c finds it by this name). */
 	pthread_setname_np(pthread_self(), "sv-progress");
-	short_slice();
 	policy_init(&pol, eng, sv_now_ns());
 	atomic_store(&eng->thread_tid, (unsigned)syscall(SYS_gettid));
 	while (!atomic_load(&eng->stop)) {
