@@ -628,6 +628,19 @@ static void sleep_once(struct sv_engine *eng, struct policy *p, uint64_t now,
 
 		if (late && (!d || late < d))
 			d = late;
+		/* Streams held since our last pass (sv_path.c): their post
+		 * saw us awake and rang nobody (sv_eng_deadline), and the
+		 * timers above do not hold them.  Due: run now and look
+		 * again; else wake when they are.  Without this an
+		 * application that posted a burst and then waited for an
+		 * event (test_check's cq_overrun) waited for ever, one run
+		 * in ten on a loaded machine. */
+		if (atomic_load(&eng->deferred) && !sv_eng_app_polling(eng, now)) {
+			uint64_t h = sv_eng_run_deferred(eng, now);
+
+			if (!h || !d || h < d)
+				d = h ? h : now;
+		}
 
 		if (d && (!p->next_deadline || d < p->next_deadline))
 			p->next_deadline = d;
