@@ -93,12 +93,7 @@ int sv_add_inring(struct sv_engine *eng, void *map, size_t len,
 	atomic_store_explicit(&eng->nin, n + 1, memory_order_release);
 	/* A progress thread asleep armed every ring it knew: this one is not
 	 * armed, and its producer would never ring.  Wake it to arm it. */
-	if (eng->doorbell >= 0) {
-		uint64_t one = 1;
-
-		if (write(eng->doorbell, &one, sizeof(one)) < 0)
-			sv_dbg("doorbell: %s", strerror(errno));
-	}
+	sv_eng_ring(eng);
 	return 0;
 }
 

@@ -76,8 +76,6 @@ static void async_send(const struct sv_async_ev *ev)
  * takes it. */
 static void async_queue(struct sv_engine *eng, struct sv_async_ev *ev)
 {
-	uint64_t one = 1;
-
 	/* The responder raises events with QP locks held: async_lock ranks
 	 * last (sv_lock.h). */
 	sv_lock_mutex(&eng->async_lock, SV_LOCK_ASYNC);
@@ -90,8 +88,7 @@ static void async_queue(struct sv_engine *eng, struct sv_async_ev *ev)
 	__atomic_store_n(eng->async_tail, ev, __ATOMIC_RELAXED); /* looked at */
 	eng->async_tail = &ev->next;
 	sv_unlock_mutex(&eng->async_lock);
-	if (write(eng->doorbell, &one, sizeof(one)) < 0)
-		sv_dbg("doorbell: %s", strerror(errno));
+	sv_eng_ring(eng);
 }
 
 void sv_eng_async(struct sv_engine *eng, const struct sv_ctx_ref *cref,
@@ -151,27 +148,29 @@ void sv_eng_async_drain(struct sv_engine *eng)
 	}
 }
 
-void sv_eng_deadline(struct sv_engine *eng, uint64_t when)
+void sv_eng_ring(struct sv_engine *eng)
 {
 	uint64_t one = 1;
 
+	if (eng->doorbell >= 0 && write(eng->doorbell, &one, sizeof(one)) < 0)
+		sv_dbg("doorbell: %s", strerror(errno));
+}
+
+void sv_eng_deadline(struct sv_engine *eng, uint64_t when)
+{
 	/* The deadline's store (under the QP's sq_lock) before the look
 	 * at sleep_until, against the progress thread's store of
 	 * sleep_until before its lockless look at the timers
 	 * (sv_comp_timers): one of the two sees the other. */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (when < atomic_load(&eng->sleep_until) && eng->doorbell >= 0)
-		if (write(eng->doorbell, &one, sizeof(one)) < 0)
-			sv_dbg("doorbell: %s", strerror(errno));
+	if (when < atomic_load(&eng->sleep_until))
+		sv_eng_ring(eng);
 }
 
 void sv_eng_want_work(struct sv_engine *eng)
 {
-	uint64_t one = 1;
-
-	if (!atomic_exchange(&eng->work, 1) && eng->doorbell >= 0)
-		if (write(eng->doorbell, &one, sizeof(one)) < 0)
-			sv_dbg("doorbell: %s", strerror(errno));
+	if (!atomic_exchange(&eng->work, 1))
+		sv_eng_ring(eng);
 }
 
 /* -------------------------------------------------- engine socket -- */
@@ -413,12 +412,8 @@ void sv_engine_note_notify(struct sv_engine *eng)
 	 * on (policy_decide): the packets it waits for wake it, not the
 	 * end of a nap. */
 	if (atomic_load_explicit(&eng->napping, memory_order_relaxed) &&
-	    atomic_exchange(&eng->napping, 0) && eng->doorbell >= 0) {
-		uint64_t one = 1;
-
-		if (write(eng->doorbell, &one, sizeof(one)) < 0)
-			sv_dbg("doorbell: %s", strerror(errno));
-	}
+	    atomic_exchange(&eng->napping, 0))
+		sv_eng_ring(eng);
 }
 
 int sv_eng_app_polling(struct sv_engine *eng, uint64_t now)
@@ -438,11 +433,7 @@ void sv_engine_note_poll(struct sv_engine *eng)
 		 * application does (whether or not it finds completions): the
 		 * thread should nap unarmed, or every peer keeps paying a
 		 * doorbell or a system call to reach us. */
-		uint64_t one = 1;
-
-		if (eng->doorbell >= 0 &&
-		    write(eng->doorbell, &one, sizeof(one)) < 0)
-			sv_dbg("doorbell: %s", strerror(errno));
+		sv_eng_ring(eng);
 	}
 	run_held(eng);
 }

@@ -641,6 +641,19 @@ uint32_t sv_wire_train_pkts(uint32_t mtu)
 	return n < 1 ? 1 : n > GSO_SEGS ? GSO_SEGS : n;
 }
 
+/* Writes the ICRC of slot s, whose packet is all in the slot (no
+ * payload left in the MR), for its place in a train: an IPv4 segment's
+ * covers its identification. */
+static void slot_seal(struct sv_wire_slot *s)
+{
+	uint8_t *ib = s->pkt + s->off;
+	uint32_t n = s->len - SV_ICRC_BYTES, icrc;
+
+	icrc = s->seg && !s->f.ipv6 ? sv_icrc_ipv4(&s->f, ib, n, s->seg, 1) :
+				      sv_icrc(&s->f, ib, n);
+	memcpy(ib + n, &icrc, SV_ICRC_BYTES);
+}
+
 /* Makes slot s a lone datagram again: identification 0, so the ICRC of
  * identification 0, and nothing joins it.  Must hold w->lock. */
 static void make_solo(struct sv_wire_slot *s)
@@ -659,11 +672,8 @@ static void make_solo(struct sv_wire_slot *s)
 			memcpy(s->pkt + s->at + pad, &icrc, SV_ICRC_BYTES);
 		}
 	} else if (s->seg && !s->f.ipv6) {
-		uint8_t *ib = s->pkt + s->off;
-		uint32_t n = s->len - SV_ICRC_BYTES,
-			 icrc = sv_icrc(&s->f, ib, n);
-
-		memcpy(ib + n, &icrc, SV_ICRC_BYTES);
+		s->seg = 0;
+		slot_seal(s);
 	}
 	s->seg = 0;
 	s->solo = 1;
@@ -1119,7 +1129,6 @@ static uint32_t ack_after(struct sv_wire *w, uint32_t idx)
 	uint32_t prev = (idx + SV_WIRE_SLOTS - 1) % SV_WIRE_SLOTS,
 		 spare = (idx + 1) % SV_WIRE_SLOTS;
 	struct sv_wire_slot *a = &w->slot[spare], *r = &w->slot[prev];
-	uint32_t n;
 
 	slot_copy(a, r);
 	slot_copy(r, &w->slot[idx]);
@@ -1127,14 +1136,8 @@ static uint32_t ack_after(struct sv_wire *w, uint32_t idx)
 	slot_copy(&w->slot[idx], a);
 	a = &w->slot[idx];
 	a->seg = train_place(w, idx, a);
-	if (a->seg && !a->f.ipv6) {
-		uint8_t *ib = a->pkt + a->off;
-		uint32_t icrc;
-
-		n = a->len - SV_ICRC_BYTES;
-		icrc = sv_icrc_ipv4(&a->f, ib, n, a->seg, 1);
-		memcpy(ib + n, &icrc, SV_ICRC_BYTES);
-	}
+	if (a->seg && !a->f.ipv6)
+		slot_seal(a);
 	return prev;
 }
 
@@ -1189,10 +1192,7 @@ void sv_wire_commit(struct sv_link *l)
 	if (!s->ext) {
 		memset(ib + len, 0, pad);
 		len += pad;
-		icrc = s->seg && !f.ipv6 ?
-			       sv_icrc_ipv4(&f, ib, len, s->seg, 1) :
-			       sv_icrc(&f, ib, len);
-		memcpy(ib + len, &icrc, SV_ICRC_BYTES);
+		slot_seal(s);
 	} else {
 		/* The pad and the ICRC right after the headers, the payload
 		 * between them on the way out (flush_upto). */

@@ -560,6 +560,8 @@ void sv_cap_commit(struct sv_link *l, struct sv_qp *qp);
 int sv_link_cur(struct sv_link *l, uint8_t **p, uint32_t *len, uint32_t *type);
 
 /* eng_progress.c */
+/* Rings the progress thread's doorbell (wakes it, if it sleeps). */
+void sv_eng_ring(struct sv_engine *eng);
 /* Asks the progress thread to come back soon (ring full, timers). */
 void sv_eng_want_work(struct sv_engine *eng);
 /* A timer of some QP now expires at `when` (ns): wakes the progress

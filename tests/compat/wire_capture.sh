@@ -68,6 +68,19 @@ for _ in $(seq 1 100); do
 done
 
 fail=0
+# acks_behind PCAP MIN WHAT: at least MIN ACKs in PCAP left as the second
+# segment of their answer's train (eng_wire.c ack_behind): IPv4
+# identification 1, their ICRCs made for it (the decoders check those).
+acks_behind() {
+	local n
+	n=$(tshark -r "$1" -Y "infiniband.bth.opcode == 17 && ip.id == 1" 2>/dev/null | wc -l)
+	if [ "$n" -ge "$2" ]; then
+		echo "ok $3: $n ACKs as the second segment of a train"
+	else
+		echo "FAIL $3: $n ACKs as a train's second segment, want at least $2"
+		fail=1
+	fi
+}
 pair() { # NAME PROGRAM ARGS...
 	local name=$1
 	shift
@@ -152,15 +165,8 @@ else
 	echo "FAIL veth capture: $n segments of trains (want some), $big datagrams above the MTU $NS_MTU"
 	fail=1
 fi
-# The ping-pong's ACKs behind their answers: identification 1, their
-# ICRCs made for it (checked above).
-n=$(tshark -r "$TMP/veth.pcap" -Y "infiniband.bth.opcode == 17 && ip.id == 1" 2>/dev/null | wc -l)
-if [ "$n" -ge 20 ]; then
-	echo "ok veth capture: $n ACKs as the second segment of a train"
-else
-	echo "FAIL veth capture: $n ACKs as a train's second segment, want the ping-pong's"
-	fail=1
-fi
+# The ping-pong's ACKs behind their answers.
+acks_behind "$TMP/veth.pcap" 20 "veth capture"
 # Trains handed over whole (the veths as they come: no gso_max_segs), so
 # A's port reads aggregates (UDP_GRO): the kernel counts fewer UDP
 # datagrams than softverbs counts packets, and `softverbs capture` still
@@ -220,13 +226,7 @@ if command -v fi_pingpong >/dev/null; then
 	netns_capture_stop
 	/usr/bin/python3 "$here/wire_decode.py" "$TMP/fi.pcap" --min 300 \
 		--opcodes 4,17 --name "fi_pingpong capture" || fail=1
-	n=$(tshark -r "$TMP/fi.pcap" -Y "infiniband.bth.opcode == 17 && ip.id == 1" 2>/dev/null | wc -l)
-	if [ "$n" -ge 100 ]; then
-		echo "ok fi_pingpong: $n ACKs as the second segment of a train"
-	else
-		echo "FAIL fi_pingpong: $n ACKs as a train's second segment, want at least 100 (one per answer)"
-		fail=1
-	fi
+	acks_behind "$TMP/fi.pcap" 100 fi_pingpong
 fi
 [ $fail = 0 ] && echo "all decoded"
 exit $fail
