@@ -7,7 +7,9 @@
 # list), man-db and bash-completion (its man pages and completion, tested);
 # for the wire (issue 9): tshark and python3-scapy (the independent
 # decoders of tests/compat/capture.sh), and iproute2, nftables, tcpdump
-# and iputils-ping for the network namespaces of tests/compat/netns_*.sh.
+# and iputils-ping for the network namespaces of tests/compat/netns_*.sh;
+# gdb, with which the test runner shows a hung case's stacks
+# (tests/lib/sv_test.c).
 set -euo pipefail
 
 pkgs=(cmake make gcc libc6-dev pkg-config binutils procps iproute2
@@ -15,7 +17,7 @@ pkgs=(cmake make gcc libc6-dev pkg-config binutils procps iproute2
       python3-pyverbs rdmacm-utils librdmacm1 librdmacm-dev qperf
       libfabric-bin ucx-utils openmpi-bin libopenmpi-dev infiniband-diags
       dpkg-dev file man-db groff-base bsdextrautils bash-completion util-linux
-      tshark python3-scapy nftables tcpdump iputils-ping)
+      tshark python3-scapy nftables tcpdump iputils-ping gdb)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -3,6 +3,8 @@
 #include "sv_client.h"
 #include "sv_sock.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -238,27 +240,159 @@ struct ibv_context *sv_test_recv_context(int sock, void *data, size_t len)
 	return ctx;
 }
 
+/* Whether process pid belongs to the case: in its process group, or
+ * started with our SOFTVERBS_SOCKET (the daemon, and what the case's
+ * helpers started). */
+static int belongs(pid_t pid, pid_t group, const char *sock_env)
+{
+	char path[64], env[65536];
+	ssize_t n;
+	int fd;
+
+	if (getpgid(pid) == group)
+		return 1;
+	if (!sock_env)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, env, sizeof(env) - 1);
+	close(fd);
+	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(env + i) + 1) {
+		env[n] = 0;
+		if (!strcmp(env + i, sock_env))
+			return 1;
+	}
+	return 0;
+}
+
+/* A case that ran out of time: every thread's stack of its processes and
+ * of its daemon, on stderr (ctest shows a failing test's output), when gdb
+ * is there -- a hang in a loaded CI run is seen once and must say where. */
+static void dump_stacks(pid_t group)
+{
+	const char *sock = getenv("SOFTVERBS_SOCKET");
+	char sock_env[160], cmd[256];
+	pid_t pids[64];
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	if (access("/usr/bin/gdb", X_OK) || !(d = opendir("/proc")))
+		return;
+	if (sock)
+		snprintf(sock_env, sizeof(sock_env), "SOFTVERBS_SOCKET=%s", sock);
+	/* Listed first, dumped after: /proc changes under gdb's processes. */
+	while ((e = readdir(d)) && n < 64) {
+		pid_t pid = (pid_t)atoi(e->d_name);
+
+		if (pid > 0 && pid != getpid() &&
+		    belongs(pid, group, sock ? sock_env : NULL))
+			pids[n++] = pid;
+	}
+	closedir(d);
+	for (int i = 0; i < n; i++) {
+		snprintf(cmd, sizeof(cmd),
+			 "echo '--- stacks of %d:' $(tr '\\0' ' ' < /proc/%d/cmdline) >&2;"
+			 " gdb -batch -nx -p %d -ex 'thread apply all bt' </dev/null 2>&1"
+			 " | grep -v '^\\[New LWP\\|^$' >&2",
+			 (int)pids[i], (int)pids[i], (int)pids[i]);
+		if (system(cmd) == -1)
+			break;
+	}
+}
+
+/* Whole seconds since the runner started. */
+static long runner_secs(void)
+{
+	static struct timespec t0;
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	if (!t0.tv_sec && !t0.tv_nsec)
+		t0 = t;
+	return (long)(t.tv_sec - t0.tv_sec);
+}
+
+/*
+ * How long a case may run: its own timeout, but no longer than the
+ * program's budget (SV_TEST_BUDGET seconds, 560 by default: under the 600
+ * ctest gives a program, so a hang is reported with its stacks here rather
+ * than killed silently by ctest).  SV_TEST_BUDGET=0 lifts the budget, for
+ * long fuzz runs (SV_FUZZ_SECONDS).
+ */
+static long case_secs(const struct sv_test_case *t)
+{
+	const char *env = getenv("SV_TEST_BUDGET");
+	long budget = env ? atol(env) : 560, left;
+
+	if (budget <= 0)
+		return t->timeout;
+	left = budget - runner_secs();
+	return left < t->timeout ? (left > 1 ? left : 1) : t->timeout;
+}
+
 /* 0 passed, 1 failed, 2 skipped. */
 static int run_case(const struct sv_test_case *t)
 {
-	int status;
+	long secs = case_secs(t);
+	struct timespec t0, now;
+	int status, timed_out = 0;
+	sigset_t chld, old;
 	pid_t pid;
 
 	current = t->name;
+	fflush(NULL);
+	/* The case's end wakes us (SIGCHLD, taken by sigtimedwait). */
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
 	pid = fork();
-	if (pid < 0)
+	if (pid < 0) {
+		sigprocmask(SIG_SETMASK, &old, NULL);
 		return 1;
+	}
 	if (pid == 0) {
+		sigprocmask(SIG_SETMASK, &old, NULL);
 		setpgid(0, 0);
-		alarm(t->timeout);
 		t->fn();
 		_exit(0);
 	}
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
+	setpgid(pid, pid); /* both sides: the group exists before we look */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct timespec tick = { 1, 0 };
+		pid_t r = waitpid(pid, &status, WNOHANG);
+
+		if (r == pid)
+			break;
+		if (r < 0 && errno != EINTR) {
+			sigprocmask(SIG_SETMASK, &old, NULL);
 			return 1;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec - t0.tv_sec >= secs) {
+			fprintf(stderr, "FAIL %s: still running after %ld s; "
+				"the stacks of its processes:\n", t->name, secs);
+			/* gdb needs SIGCHLD: it learns of the stops by it. */
+			sigprocmask(SIG_SETMASK, &old, NULL);
+			dump_stacks(pid);
+			kill(-pid, SIGKILL);
+			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+				;
+			timed_out = 1;
+			break;
+		}
+		sigtimedwait(&chld, NULL, &tick);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	/* Helpers the case forked live in its process group. */
 	kill(-pid, SIGKILL);
+	if (timed_out) {
+		printf("FAIL %s: timeout (%ld s)\n", t->name, secs);
+		return 1;
+	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
 		printf("ok %s\n", t->name);
 		return 0;
@@ -266,8 +400,7 @@ static int run_case(const struct sv_test_case *t)
 	if (WIFEXITED(status) && WEXITSTATUS(status) == SV_TEST_SKIPPED)
 		return 2; /* the case said why */
 	if (WIFSIGNALED(status))
-		printf("FAIL %s: %s%s\n", t->name, strsignal(WTERMSIG(status)),
-		       WTERMSIG(status) == SIGALRM ? " (timeout)" : "");
+		printf("FAIL %s: %s\n", t->name, strsignal(WTERMSIG(status)));
 	else
 		printf("FAIL %s\n", t->name);
 	return 1;
@@ -285,6 +418,7 @@ int sv_test_main(int argc, char **argv)
 		return 0;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	runner_secs(); /* the budget counts from here */
 	/* A daemon of our own, named after this program and pid. */
 	if (!getenv("SV_TEST_SHARED_DAEMON")) {
 		const char *base = strrchr(argv[0], '/');

@@ -2,9 +2,11 @@
 /*
  * A small test runner in the manner of libuv's test/runner.c: every case
  * runs in its own child process with a timeout, so a crash or a hang fails
- * that case only.  Each test program gets its own daemon: the runner sets
- * SOFTVERBS_SOCKET to a name unique to the program and shuts that daemon
- * down at the end.
+ * that case only; a case still running at its timeout (or when the
+ * program's budget, SV_TEST_BUDGET seconds, 560 by default, runs out) is
+ * killed after its processes' and its daemon's stacks are printed (gdb).
+ * Each test program gets its own daemon: the runner sets SOFTVERBS_SOCKET
+ * to a name unique to the program and shuts that daemon down at the end.
  *
  *   SV_TEST(name) { ... CHECK(...); ... }
  *   SV_TEST_MAIN()
