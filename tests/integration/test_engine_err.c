@@ -8,6 +8,7 @@
 #include "engine_util.h"
 
 #include <dirent.h>
+#include <sys/mman.h>
 
 static void pair_local(struct ep *a, struct ep *b, uint8_t rnr_retry,
 		       uint8_t min_rnr)
@@ -366,6 +367,78 @@ SV_TEST_T(peer_death_is_retry_exceeded, 60)
 	CHECK_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);
 	CHECK_EQ(wc.wr_id, 2);
 	ep_close(&a);
+}
+
+/*
+ * What reached the QP before it leaves its working states is taken, as a
+ * NIC takes it: an ACK already in our ring completes its SEND with
+ * success when the application moves the QP to ERR before anything
+ * drained the ring -- rdma_cm's peer disconnects right after its last
+ * completion, and its DREQ could overtake that ACK (fi_pingpong's last
+ * message ended in a flush error, one run in ten beside busy loops).  The
+ * peer takes our SEND in its poll loop (so it travels as a packet and the
+ * ACK as one back) and says so through shared memory, and we, having
+ * polled a moment before (our progress thread naps, our ring unarmed:
+ * nobody takes the ACK but a poll), move the QP to ERR at once.
+ */
+SV_TEST_T(ack_in_ring_taken_before_err, 60)
+{
+	enum { ROUNDS = 5 };
+	volatile int *got = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int sv[2];
+	pid_t pid;
+
+	CHECK(got != MAP_FAILED);
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		close(sv[0]);
+		for (int r = 0; r < ROUNDS; r++) {
+			struct ep e;
+			struct ibv_wc wc;
+			int n;
+
+			eu_exchange_as_peer(&e, sv[1]);
+			post_recv(&e, 1, e.buf, 64);
+			xsend(sv[1], "r", 1);
+			while (!(n = ibv_poll_cq(e.cq, 1, &wc)))
+				;
+			CHECK_EQ(n, 1);
+			CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+			__atomic_store_n(&got[0], r + 1, __ATOMIC_RELEASE);
+			xrecv(sv[1], &n, 1); /* the round is over */
+			ep_close(&e);
+		}
+		_exit(0);
+	}
+	close(sv[1]);
+	for (int r = 0; r < ROUNDS; r++) {
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+		struct ep_info theirs;
+		struct ibv_wc wc;
+		struct ep e;
+		char c;
+
+		theirs = eu_exchange_as_test(&e, sv[0]);
+		ep_connect(&e, theirs.qpn);
+		xrecv(sv[0], &c, 1); /* its receive is posted */
+		/* We poll (the application takes the packets itself). */
+		for (int i = 0; i < 100; i++)
+			CHECK_EQ(ibv_poll_cq(e.cq, 1, &wc), 0);
+		post_send_op(&e, 7, IBV_WR_SEND, e.buf, 8, 0, 0);
+		while (__atomic_load_n(&got[0], __ATOMIC_ACQUIRE) != r + 1)
+			;
+		CHECK_EQ(ibv_modify_qp(e.qp, &a, IBV_QP_STATE), 0);
+		EXPECT_WC(e.cq, &wc, IBV_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, 7);
+		CHECK_EQ(wc.opcode, IBV_WC_SEND);
+		xsend(sv[0], "n", 1);
+		ep_close(&e);
+	}
+	CHECK_EQ(waitpid(pid, NULL, 0), pid);
+	munmap((void *)got, 4096);
 }
 
 /* utime + stime (ticks) of every thread of this process but the main. */

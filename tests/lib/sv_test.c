@@ -22,6 +22,9 @@ struct sv_test_case sv_test_cases[SV_TEST_MAX];
 int sv_test_ncases;
 static const char *current = "?";
 
+static void dump_stacks(pid_t group);
+static pid_t runner_pid; /* sv_test_main's process */
+
 void sv_test_register(const char *name, void (*fn)(void), int timeout)
 {
 	if (sv_test_ncases < SV_TEST_MAX)
@@ -39,6 +42,8 @@ void sv_test_fail(const char *file, int line, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "FAIL %s: %s:%d: %s\n", current, file, line, buf);
 	fflush(stderr);
+	if (getenv("SV_TEST_STACKS"))
+		dump_stacks(getpgrp());
 	_exit(1);
 }
 
@@ -287,7 +292,7 @@ static void dump_stacks(pid_t group)
 	while ((e = readdir(d)) && n < 64) {
 		pid_t pid = (pid_t)atoi(e->d_name);
 
-		if (pid > 0 && pid != getpid() &&
+		if (pid > 0 && pid != runner_pid &&
 		    belongs(pid, group, sock ? sock_env : NULL))
 			pids[n++] = pid;
 	}
@@ -419,6 +424,7 @@ int sv_test_main(int argc, char **argv)
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	runner_secs(); /* the budget counts from here */
+	runner_pid = getpid();
 	/* A daemon of our own, named after this program and pid. */
 	if (!getenv("SV_TEST_SHARED_DAEMON")) {
 		const char *base = strrchr(argv[0], '/');
