@@ -7,6 +7,10 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/deps.sh"
 jobs=$(nproc)
+# A failing check prints the stacks of its processes and daemon (gdb), as a
+# case that runs out of time does: a failure seen once on a loaded machine
+# must say where it was (tests/lib/sv_test.c).
+export SV_TEST_STACKS=1
 
 echo "== build"
 "$top/scripts/build.sh" "$top/build"

@@ -1114,7 +1114,7 @@ static void async_events(struct victim *v)
  * may go out instead of that ACK: the SEND again, a duplicate now, is
  * ACKed with the same PSN.)
  */
-static void fence(struct victim *v)
+static int fence(struct victim *v)
 {
 	static struct fake_pkt k;
 	struct fake_fields f;
@@ -1126,6 +1126,16 @@ static void fence(struct victim *v)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0;; i++) {
 		if (i % 25 == 0) {
+			/* Out of RTS before its first ACK: the old epoch's
+			 * packets, read in this one, ended it as they would
+			 * have ended the old one (counted as a reset, and
+			 * another epoch; a fatal request is NAKed first, and
+			 * that NAK ends the fence as an ACK does). */
+			if (i && qp_state(v) != IBV_QPS_RTS) {
+				z.fencing = 0;
+				z.resets++;
+				return -1;
+			}
 			pkt_new(&k, v);
 			build(&k, 0x04, v->rq_psn, 1, &f, 0);
 			send_pkt(&k);
@@ -1137,32 +1147,41 @@ static void fence(struct victim *v)
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		if (t.tv_sec - t0.tv_sec > 10)
 			sv_test_fail(__FILE__, __LINE__,
-				     "no ACK from the QP in RTS in 10 s (seed %llu)",
-				     (unsigned long long)seed);
+				     "no ACK from the QP in RTS in 10 s (state %d, "
+				     "epoch %u, seed %llu)", (int)qp_state(v),
+				     v->epoch, (unsigned long long)seed);
 	}
 	z.fencing = 0;
 	z.guess = PSN(v->rq_psn + 1);
+	return 0;
 }
 
 /* The QP back to RTS from whatever state it is in, a new epoch. */
 static void recover(struct victim *v)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+	int tries = 0;
 
-	trace_note("reset", v->epoch, 0);
-	CHECK_EQ(ibv_modify_qp(v->qp, &a, IBV_QP_STATE), 0);
-	reap(v);
-	v->epoch++;
-	memset(v->recv_on, 0, sizeof(v->recv_on));
-	memset(v->read_on, 0, sizeof(v->read_on));
-	memset(v->atom_on, 0, sizeof(v->atom_on));
-	v->sends_out = 0;
-	/* Some epochs run out of receives: RNR NAKs. */
-	v->lazy = !calm && chance(15);
-	connect_qp(v);
-	model_reset(v);
-	post_recvs(v);
-	fence(v);
+	do {
+		if (++tries > 20)
+			sv_test_fail(__FILE__, __LINE__,
+				     "20 epochs in a row left RTS before their "
+				     "first ACK (seed %llu)",
+				     (unsigned long long)seed);
+		trace_note("reset", v->epoch, 0);
+		CHECK_EQ(ibv_modify_qp(v->qp, &a, IBV_QP_STATE), 0);
+		reap(v);
+		v->epoch++;
+		memset(v->recv_on, 0, sizeof(v->recv_on));
+		memset(v->read_on, 0, sizeof(v->read_on));
+		memset(v->atom_on, 0, sizeof(v->atom_on));
+		v->sends_out = 0;
+		/* Some epochs run out of receives: RNR NAKs. */
+		v->lazy = !calm && chance(15);
+		connect_qp(v);
+		model_reset(v);
+		post_recvs(v);
+	} while (fence(v) < 0);
 	v->frozen = !(v->access & (IBV_ACCESS_REMOTE_WRITE |
 				   IBV_ACCESS_REMOTE_ATOMIC));
 	memcpy(v->snap, v->buf + OFF_A, LEN_A);
