@@ -362,7 +362,8 @@ struct sv_engine *sv_engine_get(const struct sv_ctx_ref *cref);
  *    the CQs of the QP's completions, ERR flushes, RTS starts sending);
  *  - sv_engine_qp_del before the QP is freed (no packet for it after);
  *  - sv_engine_take_arrived before a QP or context goes (ibv_destroy_qp,
- *    ibv_close_device): what reached us before is taken.
+ *    ibv_close_device) and before a QP leaves its working states for ERR
+ *    or RESET (ibv_modify_qp): what reached us before is taken.
  */
 struct sv_peer;
 int sv_engine_qp_add(struct sv_engine *eng, struct sv_qp *qp);
