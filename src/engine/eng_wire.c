@@ -980,6 +980,14 @@ void sv_wire_flush_polled(struct sv_engine *eng)
 	flush_now(eng, w);
 }
 
+void sv_wire_flush_all(struct sv_engine *eng)
+{
+	struct sv_wire *w = __atomic_load_n(&eng->wire, __ATOMIC_ACQUIRE);
+
+	if (w && __atomic_load_n(&w->n, __ATOMIC_RELAXED))
+		flush_now(eng, w);
+}
+
 void sv_wire_drain(struct sv_engine *eng)
 {
 	struct sv_wire *w = __atomic_load_n(&eng->wire, __ATOMIC_ACQUIRE);

@@ -513,6 +513,25 @@ static void atfork_parent(void)
 	fork_held = NULL;
 }
 
+/*
+ * At exit: the ACKs the application's last poll kept, to leave with its
+ * answer (sv_wire_hold_acks), leave now -- a NIC has sent them, and a
+ * program that exits after its last completion without tearing down
+ * would leave its peer's last SEND unacknowledged (RETRY_EXC_ERR there).
+ * exit() runs this before the progress thread dies with the process.
+ */
+__attribute__((destructor)) static void flush_at_exit(void)
+{
+	struct sv_engine *eng = __atomic_load_n(&the_engine, __ATOMIC_ACQUIRE);
+
+	if (!eng || !eng->attached ||
+	    sv_trylock_read(&eng->attach_lock, SV_LOCK_ATTACH))
+		return;
+	if (eng->attached)
+		sv_wire_flush_all(eng);
+	sv_unlock_rw(&eng->attach_lock);
+}
+
 static void register_atfork(void)
 {
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);

@@ -498,7 +498,7 @@ void sv_wire_flush(struct sv_engine *eng);
 /* While on (this thread): a batch of plain ACKs only is not sent by
  * sv_wire_flush but left for the next flush -- the application's next
  * verbs call, or the progress thread's next pass, which sv_eng_deadline
- * brings within nap_ns.  The application's poll drains with it on, and
+ * brings within nap_max_ns (and the process's exit: sv_wire_flush_all).  The application's poll drains with it on, and
  * the drain turns it off unless it took one short message
  * (sv_eng_drain_all): the ACK of a SEND it just received leaves with
  * its answer.  Off for good with SOFTVERBS_TUNE=wire_ack_hold=0. */
@@ -508,6 +508,8 @@ void sv_wire_hold_acks(int on);
  * poll again before it answers (libfabric's rxm reads its CQ until it is
  * empty, then the application answers). */
 void sv_wire_flush_polled(struct sv_engine *eng);
+/* Sends all the batch holds now, kept ACKs too (the library's exit). */
+void sv_wire_flush_all(struct sv_engine *eng);
 /* sv_wire_hold_acks is on for this thread. */
 int sv_wire_acks_held(void);
 /* Sends what waits before the sockets close (detach): a send that

@@ -456,6 +456,63 @@ SV_TEST_T(rc_ack_leaves_without_the_app, 120)
 	a_done();
 }
 
+/* B: a child of its own (its engine is not B's) receives the SEND in a
+ * poll and exits at once, without tearing anything down; B waits for it
+ * and shuts its daemon down as usual. */
+static void ack_exit_b(int in, int out)
+{
+	pid_t pid = fork();
+	int st;
+
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct side s;
+		struct card peer;
+		struct ibv_wc wc;
+		uint8_t ok = 1;
+
+		side_open(&s, IBV_QPT_RC, IP4_B);
+		b_swap_cards(in, out, &s, &peer);
+		side_connect(&s, &peer, 20, 0);
+		post_recv(&s, 7, 0, 4096);
+		put(out, &ok, 1); /* the receive is posted */
+		wc1(&s, &wc);
+		ok = wc.status == IBV_WC_SUCCESS && wc.wr_id == 7;
+		put(out, &ok, 1);
+		exit(0); /* exit(), not _exit(): what a program does */
+	}
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* The same ACK, kept by B's poll for its answer, when B's program exits
+ * right after that poll: it leaves on the way out (the library's exit
+ * handler), as a NIC has sent it -- A's SEND completes with success,
+ * though A allows no retransmission. */
+SV_TEST_T(rc_ack_leaves_when_the_app_exits, 120)
+{
+	struct host h;
+	struct side s;
+	struct card peer;
+	struct ibv_wc wc;
+	uint8_t c;
+
+	two_hosts(&h, ack_exit_b);
+	side_open(&s, IBV_QPT_RC, IP4_A);
+	a_swap_cards(&h, &s, &peer);
+	side_connect(&s, &peer, 20, 0);
+	get(h.from, &c, 1);
+	post(&s, 1, IBV_WR_SEND, 0, 64, NULL, 0, 0);
+	get(h.from, &c, 1);
+	CHECK_EQ(c, 1);
+	wc1(&s, &wc);
+	CHECK_EQ(wc.wr_id, 1);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	side_close(&s);
+	CHECK_EQ(host_done(&h), 0);
+	a_done();
+}
+
 /* ----------------------------------------------- a stopped receiver -- */
 
 /* UC SENDs to a process that is stopped while they arrive: more than the
