@@ -344,8 +344,8 @@ static int modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	 * states: an ACK already in our ring completes its send rather than
 	 * be flushed with it.  rdma_cm's peer disconnects right after its
 	 * last completion, and the DREQ can overtake that ACK here (the
-	 * daemon carries it, our engine drains the ring): fi_pingpong's last
-	 * "fin" ended in a flush error in one run of ten on a busy machine. */
+	 * daemon carries it, our engine drains the ring; pinned by
+	 * test_engine_err ack_in_ring_taken_before_err). */
 	if ((mask & IBV_QP_STATE) &&
 	    (attr->qp_state == IBV_QPS_ERR || attr->qp_state == IBV_QPS_RESET) &&
 	    sv_qp_state(qp) >= IBV_QPS_RTR && sv_qp_state(qp) != IBV_QPS_ERR)
