@@ -272,9 +272,10 @@ static int belongs(pid_t pid, pid_t group, const char *sock_env)
 	return 0;
 }
 
-/* A case that ran out of time: every thread's stack of its processes and
- * of its daemon, on stderr (ctest shows a failing test's output), when gdb
- * is there -- a hang in a loaded CI run is seen once and must say where. */
+/* A case that ran out of time (or failed, with SV_TEST_STACKS): every
+ * thread's stack of its processes and of its daemon, on stderr (ctest
+ * shows a failing test's output), when gdb is there -- a hang in a loaded
+ * CI run is seen once and must say where. */
 static void dump_stacks(pid_t group)
 {
 	const char *sock = getenv("SOFTVERBS_SOCKET");
