@@ -374,8 +374,8 @@ SV_TEST_T(peer_death_is_retry_exceeded, 60)
  * NIC takes it: an ACK already in our ring completes its SEND with
  * success when the application moves the QP to ERR before anything
  * drained the ring -- rdma_cm's peer disconnects right after its last
- * completion, and its DREQ could overtake that ACK (fi_pingpong's last
- * message ended in a flush error, one run in ten beside busy loops).  The
+ * completion, and its DREQ could overtake that ACK (rdmacm_fi_rdm_rxm's
+ * last message ended flushed in 3 runs of 20 beside busy loops).  The
  * peer takes our SEND in its poll loop (so it travels as a packet and the
  * ACK as one back) and says so through shared memory, and we, having
  * polled a moment before (our progress thread naps, our ring unarmed:
@@ -398,17 +398,15 @@ SV_TEST_T(ack_in_ring_taken_before_err, 60)
 		for (int r = 0; r < ROUNDS; r++) {
 			struct ep e;
 			struct ibv_wc wc;
-			int n;
+			char c;
 
 			eu_exchange_as_peer(&e, sv[1]);
 			post_recv(&e, 1, e.buf, 64);
 			xsend(sv[1], "r", 1);
-			while (!(n = ibv_poll_cq(e.cq, 1, &wc)))
-				;
-			CHECK_EQ(n, 1);
+			CHECK(poll1(e.cq, &wc, 20000));
 			CHECK_EQ(wc.status, IBV_WC_SUCCESS);
 			__atomic_store_n(&got[0], r + 1, __ATOMIC_RELEASE);
-			xrecv(sv[1], &n, 1); /* the round is over */
+			xrecv(sv[1], &c, 1); /* the round is over */
 			ep_close(&e);
 		}
 		_exit(0);
@@ -428,8 +426,17 @@ SV_TEST_T(ack_in_ring_taken_before_err, 60)
 		for (int i = 0; i < 100; i++)
 			CHECK_EQ(ibv_poll_cq(e.cq, 1, &wc), 0);
 		post_send_op(&e, 7, IBV_WR_SEND, e.buf, 8, 0, 0);
-		while (__atomic_load_n(&got[0], __ATOMIC_ACQUIRE) != r + 1)
-			;
+		{
+			struct timespec t0, t;
+
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			while (__atomic_load_n(&got[0], __ATOMIC_ACQUIRE) != r + 1) {
+				clock_gettime(CLOCK_MONOTONIC, &t);
+				if (t.tv_sec - t0.tv_sec > 20)
+					sv_test_fail(__FILE__, __LINE__,
+						     "the peer took no SEND in 20 s");
+			}
+		}
 		CHECK_EQ(ibv_modify_qp(e.qp, &a, IBV_QP_STATE), 0);
 		EXPECT_WC(e.cq, &wc, IBV_WC_SUCCESS);
 		CHECK_EQ(wc.wr_id, 7);
