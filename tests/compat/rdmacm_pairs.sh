@@ -136,11 +136,24 @@ one() {
 	qperf_rc)
 		qperf_rc 2 ;;
 	fi_msg | fi_rdm_rxm)
-		local prov=verbs ep=msg
+		local prov=verbs ep=msg attempt
 		[ "$name" = fi_rdm_rxm ] && prov="verbs;ofi_rxm" ep=rdm
-		pairs_pick_port && port=$PAIR_PORT
-		run_pair "fi_pingpong -p $prov -e $ep -B $port -c -I 100" \
-			"fi_pingpong -p $prov -e $ep -P $port -c -I 100 127.0.0.1" tcp "$port"
+		for attempt in 1 2; do
+			pairs_pick_port && port=$PAIR_PORT
+			run_pair "fi_pingpong -p $prov -e $ep -B $port -c -I 100" \
+				"fi_pingpong -p $prov -e $ep -P $port -c -I 100 127.0.0.1" tcp "$port"
+			[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] && break
+			# rxm's teardown race (docs/differences.md, "rdma_cm"):
+			# every size passed its data check on both sides, then
+			# the first side done closed, and rxm on the other handled
+			# the DISCONNECTED before its last completion -- flushed
+			# or never seen.  Beside busy loops, about one run in
+			# thirty: run again, once.
+			[ "$attempt" = 1 ] && [ "$name" = fi_rdm_rxm ] &&
+				grep -Eq '^1m +100 +=100 ' "$D/client.out" &&
+				grep -Eq '^1m +100 +=100 ' "$D/server.out" || break
+			echo "   (rxm's teardown race after the last size: again)"
+		done
 		[ "$SRV_RC" = 0 ] && [ "$CLI_RC" = 0 ] &&
 			expect "$D/client.out" '^1m +100 +=100 ' 1 ;;
 	ucx_info)
