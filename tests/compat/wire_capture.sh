@@ -223,6 +223,16 @@ if command -v fi_pingpong >/dev/null; then
 		fail=1
 	fi
 	wait "$fs" 2>/dev/null
+	# tcpdump drops what it has not read when stopped (netns_lib.sh):
+	# on a loaded machine it lags, so wait for what the check wants
+	# and for the count to stop growing (10 s at most).
+	last=-1
+	for _ in $(seq 1 50); do
+		n=$(netns_capture_count "$TMP/fi.pcap")
+		[ "$n" -ge 300 ] && [ "$n" = "$last" ] && break
+		last=$n
+		sleep 0.2
+	done
 	netns_capture_stop
 	/usr/bin/python3 "$here/wire_decode.py" "$TMP/fi.pcap" --min 300 \
 		--opcodes 4,17 --name "fi_pingpong capture" || fail=1
