@@ -120,14 +120,21 @@ else
 fi
 wait "$rs" 2>/dev/null
 
+# capture_settle FILE [MIN]: waits (10 s at most) until tcpdump has
+# written at least MIN packets to FILE and its count stops growing: it
+# drops what it has not read when stopped (netns_lib.sh).
+capture_settle() {
+	local last=-1 n
+	for _ in $(seq 1 50); do
+		n=$(netns_capture_count "$1")
+		[ "$n" -ge "${2:-0}" ] && [ "$n" = "$last" ] && return 0
+		last=$n
+		sleep 0.2
+	done
+}
+
 # Everything sent has been seen: the veth's count stops growing.
-last=-1
-for _ in $(seq 1 50); do
-	n=$(netns_capture_count "$TMP/veth.pcap")
-	[ "$n" = "$last" ] && break
-	last=$n
-	sleep 0.2
-done
+capture_settle "$TMP/veth.pcap"
 netns_capture_stop
 stop_capture
 echo "   tcpdump on B's veth: $(netns_capture_count "$TMP/veth.pcap") packets;" \
@@ -223,16 +230,8 @@ if command -v fi_pingpong >/dev/null; then
 		fail=1
 	fi
 	wait "$fs" 2>/dev/null
-	# tcpdump drops what it has not read when stopped (netns_lib.sh):
-	# on a loaded machine it lags, so wait for what the check wants
-	# and for the count to stop growing (10 s at most).
-	last=-1
-	for _ in $(seq 1 50); do
-		n=$(netns_capture_count "$TMP/fi.pcap")
-		[ "$n" -ge 300 ] && [ "$n" = "$last" ] && break
-		last=$n
-		sleep 0.2
-	done
+	# On a loaded machine tcpdump lags: what the check wants first.
+	capture_settle "$TMP/fi.pcap" 300
 	netns_capture_stop
 	/usr/bin/python3 "$here/wire_decode.py" "$TMP/fi.pcap" --min 300 \
 		--opcodes 4,17 --name "fi_pingpong capture" || fail=1

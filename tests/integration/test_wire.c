@@ -405,33 +405,39 @@ SV_TEST_T(rc_peer_killed_is_retry_exceeded, 120)
 
 /* --------------------------------------- an ACK a poll left behind -- */
 
-/* B: polls until its receive completes, then calls nothing more (it waits
- * on the pipe) until A is done. */
-static void ack_b(int in, int out)
+/* B's half: an RC side connected to A, a receive posted (A hears so), and
+ * polled until A's SEND completes it; 1 when it came whole. */
+static uint8_t b_take_send(int in, int out, struct side *s)
 {
-	struct side s;
 	struct card peer;
 	struct ibv_wc wc;
 	uint8_t ok = 1;
 
-	side_open(&s, IBV_QPT_RC, IP4_B);
-	b_swap_cards(in, out, &s, &peer);
-	side_connect(&s, &peer, 20, 0);
-	post_recv(&s, 7, 0, 4096);
+	side_open(s, IBV_QPT_RC, IP4_B);
+	b_swap_cards(in, out, s, &peer);
+	side_connect(s, &peer, 20, 0);
+	post_recv(s, 7, 0, 4096);
 	put(out, &ok, 1); /* the receive is posted */
-	wc1(&s, &wc);
-	ok = wc.status == IBV_WC_SUCCESS && wc.wr_id == 7 && wc.byte_len == 64;
+	wc1(s, &wc);
+	return wc.status == IBV_WC_SUCCESS && wc.wr_id == 7 && wc.byte_len == 64;
+}
+
+/* B: takes the SEND, then calls nothing more (it waits on the pipe)
+ * until A is done. */
+static void ack_b(int in, int out)
+{
+	struct side s;
+	uint8_t ok = b_take_send(in, out, &s);
+
 	put(out, &ok, 1);
 	get(in, &ok, 1); /* A has its completion */
 	side_close(&s);
 }
 
-/* The ACK of a SEND that B's poll received waits for B's next verbs call
- * (to leave with its answer, in one system call); B makes none, and the
- * ACK still leaves (B's progress thread sends it): A's SEND completes
- * with success, though A allows no retransmission (retry_cnt 0, a
- * timeout of ~4 s: a lost ACK would end it in RETRY_EXC_ERR). */
-SV_TEST_T(rc_ack_leaves_without_the_app, 120)
+/* A: a SEND to B (fn), which must complete with success though A allows
+ * no retransmission (retry_cnt 0, a timeout of ~4 s: a lost ACK would end
+ * it in RETRY_EXC_ERR); B hears when A has its completion. */
+static void ack_across(void (*fn)(int in, int out))
 {
 	struct host h;
 	struct side s;
@@ -439,7 +445,7 @@ SV_TEST_T(rc_ack_leaves_without_the_app, 120)
 	struct ibv_wc wc;
 	uint8_t c;
 
-	two_hosts(&h, ack_b);
+	two_hosts(&h, fn);
 	side_open(&s, IBV_QPT_RC, IP4_A);
 	a_swap_cards(&h, &s, &peer);
 	side_connect(&s, &peer, 20, 0);
@@ -456,61 +462,42 @@ SV_TEST_T(rc_ack_leaves_without_the_app, 120)
 	a_done();
 }
 
+/* The ACK of a SEND that B's poll received waits for B's next verbs call
+ * (to leave with its answer, in one system call); B makes none, and the
+ * ACK still leaves (B's progress thread sends it). */
+SV_TEST_T(rc_ack_leaves_without_the_app, 120)
+{
+	ack_across(ack_b);
+}
+
 /* B: a child of its own (its engine is not B's) receives the SEND in a
  * poll and exits at once, without tearing anything down; B waits for it
  * and shuts its daemon down as usual. */
 static void ack_exit_b(int in, int out)
 {
 	pid_t pid = fork();
+	uint8_t ok;
 	int st;
 
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		struct side s;
-		struct card peer;
-		struct ibv_wc wc;
-		uint8_t ok = 1;
 
-		side_open(&s, IBV_QPT_RC, IP4_B);
-		b_swap_cards(in, out, &s, &peer);
-		side_connect(&s, &peer, 20, 0);
-		post_recv(&s, 7, 0, 4096);
-		put(out, &ok, 1); /* the receive is posted */
-		wc1(&s, &wc);
-		ok = wc.status == IBV_WC_SUCCESS && wc.wr_id == 7;
+		ok = b_take_send(in, out, &s);
 		put(out, &ok, 1);
 		exit(0); /* exit(), not _exit(): what a program does */
 	}
 	CHECK_EQ(waitpid(pid, &st, 0), pid);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	get(in, &ok, 1); /* A has its completion */
 }
 
 /* The same ACK, kept by B's poll for its answer, when B's program exits
  * right after that poll: it leaves on the way out (the library's exit
- * handler), as a NIC has sent it -- A's SEND completes with success,
- * though A allows no retransmission. */
+ * handler), as a NIC has sent it. */
 SV_TEST_T(rc_ack_leaves_when_the_app_exits, 120)
 {
-	struct host h;
-	struct side s;
-	struct card peer;
-	struct ibv_wc wc;
-	uint8_t c;
-
-	two_hosts(&h, ack_exit_b);
-	side_open(&s, IBV_QPT_RC, IP4_A);
-	a_swap_cards(&h, &s, &peer);
-	side_connect(&s, &peer, 20, 0);
-	get(h.from, &c, 1);
-	post(&s, 1, IBV_WR_SEND, 0, 64, NULL, 0, 0);
-	get(h.from, &c, 1);
-	CHECK_EQ(c, 1);
-	wc1(&s, &wc);
-	CHECK_EQ(wc.wr_id, 1);
-	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
-	side_close(&s);
-	CHECK_EQ(host_done(&h), 0);
-	a_done();
+	ack_across(ack_exit_b);
 }
 
 /* ----------------------------------------------- a stopped receiver -- */
