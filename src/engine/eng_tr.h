@@ -37,6 +37,11 @@ struct sv_tr {
 	int stopped;	   /* a WQE failed: start nothing after it */
 	uint64_t timer_at; /* retransmission deadline (ns), 0 = off */
 	uint64_t rnr_at;   /* RNR wait until (ns), 0 = none */
+	uint64_t probe_ns; /* wire, after a NAK's rewind: the interval after
+			      which the resend goes again, 0 = off
+			      (sv_comp.c probe_start) */
+	uint64_t probe_end; /* ... while it ends before this: the QP's own
+			       timer (ns) */
 	uint32_t retry_left, rnr_left;
 	uint32_t last_ack_psn;
 	uint32_t since_ackreq; /* packets sent since the last AckReq */

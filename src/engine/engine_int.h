@@ -63,6 +63,7 @@
  * atomic (a lost response) is answered from here, never re-executed. */
 #define SV_ENG_ATOMIC_CACHE 1024
 #define SV_ENG_MIN_TIMEOUT_NS 10000000ull /* transport timer floor: 10 ms */
+#define SV_ENG_PROBE_NS 1000000ull /* a NAK's resend again after 1 ms (sv_comp.c) */
 #define SV_ENG_MAX_MSG 0x80000000ull	/* SV_MAX_MSG_SZ */
 #define SV_RMEM_CHUNK 65536		/* bytes of one remote memory request */
 #define SV_RMEM_TIMEOUT_NS 30000000000ull /* a living owner that never answers */

@@ -196,6 +196,63 @@ SV_TEST_T(rc_across_dup_and_reorder, 300)
 	CHECK_EQ(unsetenv("SOFTVERBS_FAULT"), 0);
 }
 
+/* B: an RC side connected to A that does nothing until A is done. */
+static void idle_b(int in, int out)
+{
+	struct side s;
+	struct card peer;
+	uint8_t up = 1;
+
+	side_open(&s, IBV_QPT_RC, IP4_B);
+	b_swap_cards(in, out, &s, &peer);
+	side_connect(&s, &peer, 0, 7);
+	put(out, &up, 1);
+	get(in, &up, 1);
+	side_close(&s);
+}
+
+/* Two one-packet WRITEs; the first is lost, and B's NAK asks for it
+ * again -- and that resend is lost too (A's 1st and 3rd packets: two drop
+ * plans, the second counting what the first let pass).  B says nothing more until it comes (one NAK per gap), and A's
+ * timeout is 0, infinite: only the requester's own second resend
+ * (docs/wire.md, "Reliability") completes the WRITEs -- before, it waited
+ * for the QP's timer, here forever. */
+SV_TEST_T(rc_lost_resend_is_sent_again, 120)
+{
+	struct host h;
+	struct side s;
+	struct card peer;
+	struct ibv_wc wc;
+	uint8_t c = 1;
+
+	two_hosts(&h, idle_b);
+	/* Ours only: the other host forked before. */
+	CHECK_EQ(setenv("SOFTVERBS_FAULT", "qp=#1,drop,nth=1;qp=#1,drop,nth=2", 1), 0);
+	side_open(&s, IBV_QPT_RC, IP4_A);
+	a_swap_cards(&h, &s, &peer);
+	side_connect(&s, &peer, 0, 7);
+	get(h.from, &c, 1);
+	for (uint32_t i = 0; i < 2048; i++)
+		s.buf[i] = pat(i, 3);
+	post(&s, 1, IBV_WR_RDMA_WRITE, 0, 1024, &peer, 0, 0);
+	post(&s, 2, IBV_WR_RDMA_WRITE, 1024, 1024, &peer, 1024, 0);
+	for (uint64_t id = 1; id <= 2; id++) {
+		wc1(&s, &wc);
+		CHECK_EQ(wc.wr_id, id);
+		CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	}
+	memset(s.buf + BUF / 2, 0, 2048);
+	post(&s, 3, IBV_WR_RDMA_READ, BUF / 2, 2048, &peer, 0, 0);
+	wc1(&s, &wc);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK(!memcmp(s.buf, s.buf + BUF / 2, 2048));
+	CHECK_EQ(unsetenv("SOFTVERBS_FAULT"), 0);
+	put(h.to, &c, 1);
+	side_close(&s);
+	CHECK_EQ(host_done(&h), 0);
+	a_done();
+}
+
 /* ------------------------------------------------------------- UD -- */
 
 /* B: receives 20 datagrams, checks each one's GRH and completion. */
