@@ -213,10 +213,11 @@ static void idle_b(int in, int out)
 
 /* Two one-packet WRITEs; the first is lost, and B's NAK asks for it
  * again -- and that resend is lost too (A's 1st and 3rd packets: two drop
- * plans, the second counting what the first let pass).  B says nothing more until it comes (one NAK per gap), and A's
- * timeout is 0, infinite: only the requester's own second resend
- * (docs/wire.md, "Reliability") completes the WRITEs -- before, it waited
- * for the QP's timer, here forever. */
+ * plans, the second counting what the first let pass).  B says nothing
+ * more until it comes (one NAK per gap), and A's timeout is 0, infinite:
+ * only the requester's own second resend (docs/wire.md, "Reliability")
+ * completes the WRITEs -- before, it waited for the QP's timer, here
+ * forever. */
 SV_TEST_T(rc_lost_resend_is_sent_again, 120)
 {
 	struct host h;
