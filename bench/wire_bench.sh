@@ -19,7 +19,8 @@
 #   messages  ib_write_bw, ib_send_bw 8 B and ib_atomic_bw message rate
 #             vs qperf udp_bw 8 B
 #   loss      ib_write_bw 64 KiB with 1% of B's RoCE packets dropped
-#             (nftables), and 5%: it finishes
+#             (nftables), each round right after its lossless twin; and
+#             5% (once): it finishes
 #   drops     ib_write_bw -q 8 -a across the veth, loss-free: packets
 #             dropped by softverbs and by the kernel's UDP
 #
@@ -216,6 +217,15 @@ msgrate() { # NAME PROG: perftest's MsgRate column (Mpps) as K msgs/s
 	record "$1" "$v" "K msgs/s"
 }
 
+# The 1% loss figure right after its lossless twin of the same round
+# (the ratio is taken round by round: this machine's figures wander by
+# half from one minute to the next).
+loss1() {
+	netns_loss b 1
+	bw write_bw_64k_loss1 ib_write_bw 65536
+	netns_loss_off b
+}
+
 for ROUND in $(seq 1 "$ROUNDS"); do
 	echo "== round $ROUND of $ROUNDS (load $(cut -d' ' -f1-3 /proc/loadavg))"
 	if on bw; then
@@ -224,6 +234,7 @@ for ROUND in $(seq 1 "$ROUNDS"); do
 			floor "udp_floor_m$mtu" $((mtu == 1500 ? 1024 : 4096))
 			qbw "qperf_tcp_bw_64k_m$mtu" 64k
 			bw "write_bw_64k_m$mtu" ib_write_bw 65536
+			[ "$mtu" = 1500 ] && on loss && loss1
 			bw "read_bw_64k_m$mtu" ib_read_bw 65536
 			bw "send_bw_64k_m$mtu" ib_send_bw 65536
 			qbw "qperf_tcp_bw_1m_m$mtu" 1m
@@ -247,14 +258,15 @@ for ROUND in $(seq 1 "$ROUNDS"); do
 		msgrate send_bw_8_rate ib_send_bw
 		msgrate atomic_bw_rate ib_atomic_bw
 	fi
+	if on loss && ! on bw; then
+		bw write_bw_64k_m1500 ib_write_bw 65536
+		loss1
+	fi
 done
 
 if on loss; then
 	ROUND=1
-	echo "== loss"
-	netns_loss b 1
-	bw write_bw_64k_loss1 ib_write_bw 65536
-	netns_loss_off b
+	echo "== 5% loss"
 	netns_loss b 5
 	v=$(pt loss5 65536 4 ib_write_bw -n 2000)
 	record write_bw_64k_loss5 "$v" MB/s
