@@ -15,7 +15,9 @@
 #             (bench/udp_floor.c)
 #   latency   ib_send_lat, ib_read_lat, ib_write_lat, ib_atomic_lat 8 B
 #             typical and 99th percentile vs qperf udp_lat / tcp_lat 8 B
-#             (all one-way: half the round trip)
+#             (all one-way: half the round trip); ib_write_lat's floor,
+#             a UDP ping-pong whose sides spin on memory that a thread
+#             blocked in recv() writes (bench/spin_floor.c)
 #   messages  ib_write_bw, ib_send_bw 8 B and ib_atomic_bw message rate
 #             vs qperf udp_bw 8 B
 #   loss      ib_write_bw 64 KiB with 1% of B's RoCE packets dropped
@@ -181,6 +183,25 @@ floor() { # NAME PAYLOAD: the UDP floor (bench/udp_floor.c), MB/s received
 	record "$1" "${v:-failed}" MB/s
 }
 
+# spin_floor: ib_write_lat's floor (bench/spin_floor.c), a UDP ping-pong
+# in which each side spins on a word that a thread blocked in recv()
+# writes, and acknowledges: typical and 99th percentile, one-way.
+spin_floor() {
+	local v="" i
+	if [ -x "$build/bin/spin_floor" ]; then
+		ns_b timeout 60 "$build/bin/spin_floor" server 4796 5000 >"$TMP/sfloor.out" 2>&1 &
+		for i in $(seq 1 100); do
+			grep -q ready "$TMP/sfloor.out" && break
+			sleep 0.05
+		done
+		v=$(ns_a timeout 60 "$build/bin/spin_floor" client "$NS_B_IP4" 4796 5000 2>/dev/null)
+		wait
+	fi
+	set -- $v
+	record spin_floor_lat_8 "${1:-failed}" us
+	record spin_floor_lat_8_p99 "${2:-failed}" us
+}
+
 qbw() { # NAME SIZE: qperf tcp_bw, with CPU per GB each side
 	local v
 	v=$(qp "$1" tcp_bw -m "$2")
@@ -247,6 +268,7 @@ for ROUND in $(seq 1 "$ROUNDS"); do
 	if on lat; then
 		record qperf_udp_lat_8 "$(qp udp_lat udp_lat -m 8)" us
 		record qperf_tcp_lat_8 "$(qp tcp_lat tcp_lat -m 8)" us
+		spin_floor
 		lat send_lat_8 ib_send_lat
 		lat read_lat_8 ib_read_lat
 		lat write_lat_8 ib_write_lat

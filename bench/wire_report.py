@@ -128,6 +128,23 @@ if floors:
             m, fmt(med("udp_floor_m" + m)), fmt(med("qperf_tcp_bw_1m_m" + m)),
             fmt(max(best)) if best else "n/a"))
 
+if "spin_floor_lat_8" in vals:
+    out += ["", "## The floor under ib_write_lat", "",
+            "ib_write_lat's sides never ask for the message they wait for: each spins "
+            "on a word of its memory until the peer's WRITE lands there, so without a "
+            "NIC a thread of the target process must wake for every message on a CPU "
+            "the spinning application holds.  `bench/spin_floor.c` does only that in "
+            "plain UDP between the same namespaces: each side sends a datagram, polls "
+            "for its acknowledgement, then spins on a word that a thread blocked in "
+            "recv() writes (and acknowledges).  One-way, as perftest's.", "",
+            "| figure | typical | 99th percentile |", "|---|---|---|"]
+    for name, w in (("qperf udp_lat 8 B", "qperf_udp_lat_8"),
+                    ("UDP floor of a spinning target (spin_floor)", "spin_floor_lat_8"),
+                    ("ib_write_lat 8 B", "write_lat_8")):
+        p99 = med(w + "_p99") if w + "_p99" in vals else None
+        out.append("| %s | %s us | %s |" % (name, fmt(med(w)),
+                                            "%s us" % fmt(p99) if p99 is not None else "-"))
+
 cpu = [w for w in vals if w.endswith("_cpu_client")]
 if cpu:
     out += ["", "## CPU seconds per GB", "",

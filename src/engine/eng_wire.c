@@ -106,7 +106,8 @@ struct sv_wire_sock {
 };
 
 struct sv_wire {
-	pthread_spinlock_t lock; /* the batch (SV_LOCK_TX, as a link's tx_lock) */
+	pthread_spinlock_t lock; /* the batch (SV_LOCK_TX, as a link's tx_lock;
+				    held through sendmmsg: sv_lock_spin_long) */
 	uint32_t head, n;	 /* slots [head, head + n) wait to be sent */
 	uint32_t urgent;	 /* ... of them not ACKs (sv_wire_hold_acks) */
 	uint64_t held_at;	 /* when ACKs only were first kept (0: not) */
@@ -937,7 +938,7 @@ static void flush_now(struct sv_engine *eng, struct sv_wire *w)
 {
 	int left;
 
-	sv_lock_spin(&w->lock, SV_LOCK_TX);
+	sv_lock_spin_long(&w->lock, SV_LOCK_TX);
 	flush_locked(w, eng->wshm);
 	left = w->n != 0;
 	sv_unlock_spin(&w->lock);
@@ -997,7 +998,7 @@ void sv_wire_drain(struct sv_engine *eng)
 	for (int i = 0; i < 1000; i++) {
 		int left;
 
-		sv_lock_spin(&w->lock, SV_LOCK_TX);
+		sv_lock_spin_long(&w->lock, SV_LOCK_TX);
 		flush_locked(w, eng->wshm);
 		left = w->n != 0;
 		sv_unlock_spin(&w->lock);
@@ -1025,7 +1026,7 @@ uint8_t *sv_wire_reserve(struct sv_link *l, uint32_t len, uint32_t type,
 	*dead = 0;
 	if (!w || len + 8 > SLOT_BYTES)
 		return NULL;
-	sv_lock_spin(&w->lock, SV_LOCK_TX);
+	sv_lock_spin_long(&w->lock, SV_LOCK_TX);
 	/* Room for a duplicate too (fault injection). */
 	if (w->n + 2 > SV_WIRE_SLOTS)
 		flush_upto(w, l->eng->wshm, complete_trains(w));

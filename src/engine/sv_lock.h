@@ -102,6 +102,8 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
+#include <time.h>
 
 #include "sv_shm.h"
 
@@ -177,6 +179,38 @@ static inline void sv_spin_take(pthread_spinlock_t *l)
 	}
 }
 
+/*
+ * The same for a lock held across a system call (the wire's batch, held
+ * through its sendmmsg, which on a veth runs the receiving namespace's
+ * whole UDP receive: 5-25 us).  Its holder runs on the other CPU most of
+ * the time, so a yield after a few hundred cycles only gave our CPU away:
+ * on a machine where every CPU has a runnable thread, sched_yield puts
+ * the caller behind them for their whole slice, milliseconds.  Spin up
+ * to SV_SPIN_LONG_NS first, then yield as above (the holder may be
+ * preempted on our CPU).
+ */
+#define SV_SPIN_LONG_NS 20000u
+static inline void sv_spin_take_long(pthread_spinlock_t *l)
+{
+	struct timespec ts;
+	uint64_t until = 0, now;
+
+	for (unsigned i = 0; pthread_spin_trylock(l); i++) {
+		if (i >= 64 && (i & 63) == 0) {
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			now = (uint64_t)ts.tv_sec * 1000000000u +
+			      (uint64_t)ts.tv_nsec;
+			if (!until)
+				until = now + SV_SPIN_LONG_NS;
+			else if (now >= until)
+				sched_yield();
+		}
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+	}
+}
+
 /* The helpers: l is the lock's address, r its rank (above).  The shared
  * mutex variant returns what sv_shlock_lock returns (1: the previous
  * holder died, repair what it guards). */
@@ -184,6 +218,11 @@ static inline void sv_spin_take(pthread_spinlock_t *l)
 	do {                                                                   \
 		SV_LOCK_NOTE(l, r, SV_LOCK_EXCL);                              \
 		sv_spin_take(l);                                               \
+	} while (0)
+#define sv_lock_spin_long(l, r)                                                \
+	do {                                                                   \
+		SV_LOCK_NOTE(l, r, SV_LOCK_EXCL);                              \
+		sv_spin_take_long(l);                                          \
 	} while (0)
 /* pthread_spin_trylock: 0 when taken. */
 #define sv_trylock_spin(l, r)                                                  \
