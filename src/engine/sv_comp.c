@@ -742,12 +742,19 @@ void sv_engine_flush(struct sv_qp *qp)
 		tr->probe_ns = 0;
 		tr->rnr_at = 0;
 		tr->blocked = 0;
-		tr->rq_head = tr->rq_tail = 0;
-		tr->ack_pending = 0;
 	}
 	/* The receive side: the receive being filled, then the queue. */
 	sv_rtgt_own(&t, qp);
 	sv_lock_shm(&qp->shm->lock, SV_LOCK_RESP);
+	/* The responder's queue of answers is the responder lock's: another
+	 * thread may be sending it (sv_resp_flush).  Emptied without the
+	 * lock, that sender's next step took its head past the tail and it
+	 * sent 2^32 answers, holding the lock (test_wire_fuzz hung so). */
+	if (tr) {
+		SV_LOCK_HELD(&qp->shm->lock);
+		tr->rq_head = tr->rq_tail = 0;
+		tr->ack_pending = 0;
+	}
 	sv_resp_flush_rq(qp->eng, &t);
 	sv_unlock_shm(&qp->shm->lock);
 	sv_unlock_spin(&qp->sq_lock);

@@ -106,4 +106,15 @@ void sv_lock_unnote(const volatile void *l, const char *what,
 	}
 }
 
+void sv_lock_must_hold(const volatile void *l, const char *what,
+		       const char *where)
+{
+	struct held want = { .l = l, .what = what, .where = where };
+
+	for (int i = 0; i < depth; i++)
+		if (stack[i].l == l)
+			return;
+	die("not held by this thread", "touching what is guarded by", &want,
+	    NULL);
+}
 #endif

@@ -156,9 +156,15 @@ void sv_lock_unnote(const volatile void *l, const char *what,
 #define SV_LOCK_HERE __FILE__ ":" SV_LOCK_STR(__LINE__)
 #define SV_LOCK_NOTE(l, r, how) sv_lock_note((l), (r), (how), #l, SV_LOCK_HERE)
 #define SV_LOCK_UNNOTE(l) sv_lock_unnote((l), #l, SV_LOCK_HERE)
+/* Aborts unless this thread holds lock l: where a lock's data is
+ * touched. */
+void sv_lock_must_hold(const volatile void *l, const char *what,
+		       const char *where);
+#define SV_LOCK_HELD(l) sv_lock_must_hold((l), #l, SV_LOCK_HERE)
 #else
 #define SV_LOCK_NOTE(l, r, how) ((void)(r))
 #define SV_LOCK_UNNOTE(l) ((void)0)
+#define SV_LOCK_HELD(l) ((void)0)
 #endif
 
 /*

@@ -27,6 +27,7 @@ static int send_queued(struct sv_qp *qp, struct sv_tr *tr)
 	uint8_t tp = sv_opc_transport(qp->type);
 	int dead = 0;
 
+	SV_LOCK_HELD(&q->lock);
 	while (tr->rq_head != tr->rq_tail) {
 		struct sv_respq_ent *e = &tr->respq[tr->rq_head % SV_ENG_RESPQ];
 

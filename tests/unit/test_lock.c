@@ -4,7 +4,7 @@
  * built here with SV_LOCK_CHECK=1 whatever the build's option: locks
  * taken in the order's ranks pass; one taken out of order aborts, in a
  * child, with a message naming both locks, their ranks and where each was
- * taken.
+ * taken; so does touching what a lock guards without it (SV_LOCK_HELD).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -129,6 +129,20 @@ static void unlock_unheld(void)
 	sv_unlock_mutex(&eng_lock);
 }
 
+/* What a lock guards, touched with it held, then without. */
+static void guarded_held(void)
+{
+	sv_lock_shm(&resp, SV_LOCK_RESP);
+	SV_LOCK_HELD(&resp);
+	sv_unlock_shm(&resp);
+}
+
+static void guarded_unheld(void)
+{
+	sv_lock_spin(&sq, SV_LOCK_SQ);
+	SV_LOCK_HELD(&resp);
+}
+
 static void check_passes(void (*fn)(void), const char *name)
 {
 	char err[1024];
@@ -178,5 +192,8 @@ int main(void)
 		     "&sq (rank 30)");
 	check_aborts(unlock_unheld, "not held by this thread", "releasing &eng_lock",
 		     NULL);
+	check_passes(guarded_held, "guarded_held");
+	check_aborts(guarded_unheld, "not held by this thread",
+		     "touching what is guarded by &resp", NULL);
 	return unit_result();
 }
