@@ -32,8 +32,7 @@
  *     about to sleep);
  *   - it polls a CQ but leaves packets to the thread (it waits on its
  *     memory between polls: ib_write_lat's target over packets): the
- *     thread sleeps armed, so the next packet wakes it at once, and
- *     with no nap (only a deadline ends that sleep).
+ *     thread sleeps armed, so the next packet wakes it at once.
  * The thread never spins next to a polling application: on a small
  * machine it would take that application's CPU.  struct policy and
  * policy_decide below hold this policy; the tunables it reads are
@@ -586,15 +585,7 @@ static void sleep_once(struct sv_engine *eng, struct policy *p, uint64_t now,
 		       int n, enum policy_step step)
 {
 	int armed = step == POLICY_SLEEP_ARMED, ready = 0, wsock;
-	/* Armed, packets and doorbells wake us and deadlines bound the
-	 * sleep: no nap.  A look every nap_ns while the application polls
-	 * and waits on its memory (ib_write_lat's target) was 3,000
-	 * wake-ups a second, each taking a polling application's CPU, and
-	 * a thread that wakes that often is less likely to preempt the
-	 * application when its packet comes (between two namespaces traces
-	 * showed the woken thread waiting behind a spinning application
-	 * until the next tick, milliseconds). */
-	uint64_t tmo = p->app && !armed ? p->nap : UINT64_MAX;
+	uint64_t tmo = p->app ? p->nap : UINT64_MAX;
 	struct epoll_event evs[4];
 	struct timespec ts;
 
