@@ -117,4 +117,5 @@ void sv_lock_must_hold(const volatile void *l, const char *what,
 	die("not held by this thread", "touching what is guarded by", &want,
 	    NULL);
 }
+
 #endif
