@@ -41,7 +41,7 @@
 static int data_fd, ack_fd, use_ack = 1;
 static uint16_t port;
 static _Atomic uint32_t word;	       /* the target's memory */
-static _Atomic uint32_t acked;	       /* the last acknowledged */
+static _Atomic uint32_t acked;	       /* the last placed (and acknowledged) */
 static struct sockaddr_in peer;	       /* where our data goes */
 static _Atomic int peer_known;
 
