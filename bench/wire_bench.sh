@@ -168,14 +168,20 @@ qp() {
 	echo "${v:-failed}"
 }
 
+serve_b() { # OUT CMD...: CMD in the background in B, once it printed "ready"
+	local out=$1 i
+	shift
+	ns_b "$@" >"$out" 2>&1 &
+	for i in $(seq 1 100); do
+		grep -q ready "$out" && break
+		sleep 0.05
+	done
+}
+
 floor() { # NAME PAYLOAD: the UDP floor (bench/udp_floor.c), MB/s received
-	local v=failed i
+	local v=failed
 	if [ -x "$build/bin/udp_floor" ]; then
-		ns_b "$build/bin/udp_floor" recv 4792 "$SECS" >"$TMP/floor.out" 2>&1 &
-		for i in $(seq 1 100); do
-			grep -q ready "$TMP/floor.out" && break
-			sleep 0.05
-		done
+		serve_b "$TMP/floor.out" "$build/bin/udp_floor" recv 4792 "$SECS"
 		ns_a "$build/bin/udp_floor" send "$NS_B_IP4" 4792 "$SECS" "$2" >/dev/null 2>&1
 		wait
 		v=$(tail -1 "$TMP/floor.out" | awk 'NF == 2 { print $1 }')
@@ -187,13 +193,9 @@ floor() { # NAME PAYLOAD: the UDP floor (bench/udp_floor.c), MB/s received
 # in which each side spins on a word that a thread blocked in recv()
 # writes, and acknowledges: typical and 99th percentile, one-way.
 spin_floor() {
-	local v="" i
+	local v=""
 	if [ -x "$build/bin/spin_floor" ]; then
-		ns_b timeout 60 "$build/bin/spin_floor" server 4796 5000 >"$TMP/sfloor.out" 2>&1 &
-		for i in $(seq 1 100); do
-			grep -q ready "$TMP/sfloor.out" && break
-			sleep 0.05
-		done
+		serve_b "$TMP/sfloor.out" timeout 60 "$build/bin/spin_floor" server 4796 5000
 		v=$(ns_a timeout 60 "$build/bin/spin_floor" client "$NS_B_IP4" 4796 5000 2>/dev/null)
 		wait
 	fi

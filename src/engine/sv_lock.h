@@ -171,48 +171,36 @@ void sv_lock_must_hold(const volatile void *l, const char *what,
  * Takes a spinlock the way a small machine needs: a holder preempted by
  * us on our own CPU (the application, by the progress thread) releases
  * it only if we give the CPU back, so after a short spin we yield instead
- * of burning a whole time slice.
- */
-static inline void sv_spin_take(pthread_spinlock_t *l)
-{
-	for (unsigned i = 0; pthread_spin_trylock(l); i++) {
-		if (i >= 64)
-			sched_yield();
-#if defined(__x86_64__) || defined(__i386__)
-		else
-			__builtin_ia32_pause();
-#endif
-	}
-}
-
-/*
- * The same for a lock held across a system call (the wire's batch, held
- * through its sendmmsg, which on a veth runs the receiving namespace's
- * whole UDP receive: 5-25 us).  Its holder runs on the other CPU most of
- * the time, so a yield after a few hundred cycles only gave our CPU away:
- * on a machine where every CPU has a runnable thread, sched_yield puts
- * the caller behind them for their whole slice, milliseconds.  Spin up
- * to SV_SPIN_LONG_NS first, then yield as above (the holder may be
- * preempted on our CPU).
+ * of burning a whole time slice.  spin_ns: keep spinning that long first,
+ * for a lock held across a system call (the wire's batch, held through
+ * its sendmmsg, which on a veth runs the receiving namespace's whole UDP
+ * receive: 5-25 us).  Its holder runs on the other CPU most of the time,
+ * and on a machine where every CPU has a runnable thread sched_yield
+ * puts the caller behind them for their whole slice, milliseconds.
  */
 #define SV_SPIN_LONG_NS 20000u
-static inline void sv_spin_take_long(pthread_spinlock_t *l)
+static inline void sv_spin_take_for(pthread_spinlock_t *l, uint64_t spin_ns)
 {
-	struct timespec ts;
-	uint64_t until = 0, now;
+	uint64_t until = 0;
 
 	for (unsigned i = 0; pthread_spin_trylock(l); i++) {
-		if (i >= 64 && (i & 63) == 0) {
+		if (i >= 64 && spin_ns && (i & 63) == 0) {
+			struct timespec ts;
+			uint64_t now;
+
 			clock_gettime(CLOCK_MONOTONIC, &ts);
 			now = (uint64_t)ts.tv_sec * 1000000000u +
 			      (uint64_t)ts.tv_nsec;
 			if (!until)
-				until = now + SV_SPIN_LONG_NS;
+				until = now + spin_ns;
 			else if (now >= until)
-				sched_yield();
+				spin_ns = 0; /* spun enough: yield from now on */
 		}
+		if (i >= 64 && !spin_ns)
+			sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
-		__builtin_ia32_pause();
+		else
+			__builtin_ia32_pause();
 #endif
 	}
 }
@@ -223,12 +211,12 @@ static inline void sv_spin_take_long(pthread_spinlock_t *l)
 #define sv_lock_spin(l, r)                                                     \
 	do {                                                                   \
 		SV_LOCK_NOTE(l, r, SV_LOCK_EXCL);                              \
-		sv_spin_take(l);                                               \
+		sv_spin_take_for(l, 0);                                        \
 	} while (0)
 #define sv_lock_spin_long(l, r)                                                \
 	do {                                                                   \
 		SV_LOCK_NOTE(l, r, SV_LOCK_EXCL);                              \
-		sv_spin_take_long(l);                                          \
+		sv_spin_take_for(l, SV_SPIN_LONG_NS);                          \
 	} while (0)
 /* pthread_spin_trylock: 0 when taken. */
 #define sv_trylock_spin(l, r)                                                  \
