@@ -216,7 +216,7 @@ static void peer_gone(struct sv_engine *eng, uint32_t peer)
 	atomic_store(&eng->work, 1);
 }
 
-static void sock_readable(struct sv_engine *eng)
+static void sock_read_all(struct sv_engine *eng)
 {
 	for (;;) {
 		struct sv_engine_msg m;
@@ -305,6 +305,17 @@ static void sock_readable(struct sv_engine *eng)
 		}
 		sv_unlock_mutex(&eng->lock);
 	}
+}
+
+/* What the daemon sent us, all of it, by whichever thread asks first: the
+ * progress thread when the socket wakes it, or sv_engine_take_arrived,
+ * which must see a ring whose first packets are already there. */
+static void sock_readable(struct sv_engine *eng)
+{
+	sv_lock_mutex(&eng->sock_lock, SV_LOCK_SOCK);
+	if (!atomic_load(&eng->device_gone))
+		sock_read_all(eng);
+	sv_unlock_mutex(&eng->sock_lock);
 }
 
 /* -------------------------------------------------- progress thread -- */
@@ -769,6 +780,12 @@ void sv_engine_take_arrived(struct sv_engine *eng)
 
 	if (!eng || !eng->attached || sv_trylock_read(&eng->attach_lock, SV_LOCK_ATTACH))
 		return;
+	/* A peer's first packets can be in a ring we do not know yet: the
+	 * daemon hands it to us (SV_ENGINE_LINK_NEW) and its producer writes
+	 * at once.  The message may still be in the socket, or the progress
+	 * thread mapping the ring: read the socket, or wait for it to finish
+	 * (test_engine_err ack_in_ring_taken_before_err lost its ACK so). */
+	sock_readable(eng);
 	/* Until the rings are empty (a few batches at most: a ring holds
 	 * what the peer sent before it saw our last answers).  A ring
 	 * another thread of ours drains is done when it lets go: wait for

@@ -437,6 +437,7 @@ static void detach(struct sv_engine *eng)
 static void init_locks(struct sv_engine *eng)
 {
 	pthread_mutex_init(&eng->lock, NULL);
+	pthread_mutex_init(&eng->sock_lock, NULL);
 	pthread_mutex_init(&eng->rmem_lock, NULL);
 	pthread_mutex_init(&eng->async_lock, NULL);
 	pthread_mutex_init(&eng->peer_lock, NULL);

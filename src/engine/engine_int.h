@@ -243,6 +243,8 @@ struct sv_engine {
 	pthread_mutex_t lock; /* attach state, links list, object tables */
 	pthread_rwlock_t attach_lock; /* write: attach/detach; read: users of
 					 rings and links */
+	pthread_mutex_t sock_lock; /* one reader of the engine socket
+				      (sock_readable, eng_progress.c) */
 	int attached;
 	uint32_t id;
 	pid_t pid;

@@ -18,6 +18,12 @@
  *   SV_LOCK_ATTACH    eng->attach_lock (rwlock)    read by every engine
  *                                                  entry that uses rings and
  *                                                  links; written by detach
+ *   SV_LOCK_SOCK      eng->sock_lock               one reader of the
+ *                                                  daemon's messages (new
+ *                                                  rings, peers gone):
+ *                                                  the progress thread,
+ *                                                  or a take of what
+ *                                                  arrived
  *   SV_LOCK_QPTAB     eng->qp_lock (rwlock)        see below
  *   SV_LOCK_SQ        qp->sq_lock                  the requester and the
  *                                                  completer of one QP
@@ -115,6 +121,7 @@ enum sv_lock_rank {
 	SV_LOCK_OBJ = 4, /* ibv_qp/ibv_cq ->mutex (src/verbs) */
 	SV_LOCK_CTX = 6, /* ibv_context->mutex (src/verbs) */
 	SV_LOCK_ATTACH = 10,
+	SV_LOCK_SOCK = 15,
 	SV_LOCK_QPTAB = 20,
 	SV_LOCK_SQ = 30,
 	SV_LOCK_RQ_POST = 40,

@@ -9,9 +9,12 @@
 
 #include <infiniband/verbs.h>
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -387,6 +390,143 @@ static inline const struct sv_ring_hdr *eu_ring_to(pid_t pid)
 	}
 	fclose(f);
 	return found;
+}
+
+/*
+ * The sum of the tails of every ring this process's engine produces (its
+ * packets to other engines, and its loopback ring): it moves when the
+ * engine publishes a packet, whether or not the consumer has mapped the
+ * ring yet -- a new ring's first packets can be there before the daemon's
+ * word of it reaches the other engine.
+ */
+static inline uint64_t eu_own_ring_tails(void)
+{
+	unsigned long start, end, off, inode;
+	char line[512], perms[8];
+	uint64_t sum = 0;
+	FILE *f = fopen("/proc/self/maps", "r");
+	int pos;
+
+	CHECK(f);
+	while (fgets(line, sizeof(line), f)) {
+		const struct sv_ring_hdr *h;
+
+		if (sscanf(line, "%lx-%lx %7s %lx %*s %lu %n", &start, &end,
+			   perms, &off, &inode, &pos) != 5 || off ||
+		    !strstr(line + pos, "/memfd:softverbs-ring") ||
+		    end - start < sizeof(*h))
+			continue;
+		h = (const struct sv_ring_hdr *)start;
+		if (h->magic == SV_RING_MAGIC &&
+		    h->owner_pid == (uint32_t)getpid())
+			sum += atomic_load(&h->tail);
+	}
+	fclose(f);
+	return sum;
+}
+
+/* The tids of this process's threads named comm ("sv-progress\n" as
+ * /proc prints it): how many, the first in *tid. */
+static inline int eu_threads_named(const char *comm, pid_t *tid)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int n = 0;
+
+	CHECK(d);
+	while ((de = readdir(d))) {
+		char path[300], c[32] = "";
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
+			 de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(c, sizeof(c), f) && !strcmp(c, comm) && !n++)
+			*tid = (pid_t)atoi(de->d_name);
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * One thread of this process stopped, the others running: a helper
+ * process traces it (ptrace stops only the task it is told to) until
+ * eu_thaw.  It is stopped only where it sleeps in system call sysno,
+ * holding no lock of ours (the progress thread waits in epoll_pwait2 so):
+ * stopped elsewhere it is let go and tried again.
+ */
+struct eu_frozen {
+	pid_t helper;
+	int sock;
+};
+
+/* 0 with tid stopped, or -1 where this machine refuses the tracing. */
+static inline int eu_freeze(struct eu_frozen *z, pid_t tid, long sysno)
+{
+	int sv[2];
+	char c = 0;
+
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	z->helper = fork();
+	CHECK(z->helper >= 0);
+	if (z->helper == 0) {
+		int frozen = 0;
+
+		close(sv[0]);
+		(void)!read(sv[1], &c, 1); /* allowed to trace, below */
+		if (ptrace(PTRACE_SEIZE, tid, NULL, NULL)) {
+			(void)!write(sv[1], "n", 1);
+			_exit(0);
+		}
+		for (int i = 0; i < 20000 && !frozen; i++) {
+			char path[64], line[64] = "";
+			int st;
+			FILE *f;
+
+			if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) ||
+			    waitpid(tid, &st, __WALL) != tid)
+				break;
+			snprintf(path, sizeof(path), "/proc/%d/syscall", (int)tid);
+			f = fopen(path, "r");
+			frozen = f && fgets(line, sizeof(line), f) &&
+				 atol(line) == sysno;
+			if (f)
+				fclose(f);
+			if (!frozen) {
+				ptrace(PTRACE_CONT, tid, NULL, NULL);
+				usleep(100);
+			}
+		}
+		(void)!write(sv[1], frozen ? "y" : "n", 1);
+		if (frozen)
+			(void)!read(sv[1], &c, 1); /* eu_thaw */
+		ptrace(PTRACE_DETACH, tid, NULL, NULL);
+		_exit(0);
+	}
+	close(sv[1]);
+	z->sock = sv[0];
+	/* Where Yama restricts tracing to descendants, allow our helper. */
+	(void)prctl(PR_SET_PTRACER, (unsigned long)z->helper, 0, 0, 0);
+	xsend(z->sock, "g", 1);
+	xrecv(z->sock, &c, 1);
+	if (c != 'y') {
+		close(z->sock);
+		CHECK_EQ(waitpid(z->helper, NULL, 0), z->helper);
+		return -1;
+	}
+	return 0;
+}
+
+static inline void eu_thaw(struct eu_frozen *z)
+{
+	xsend(z->sock, "t", 1);
+	close(z->sock);
+	CHECK_EQ(waitpid(z->helper, NULL, 0), z->helper);
 }
 
 /* The peer process's half of the out-of-band exchange on socket s: a new

@@ -542,34 +542,6 @@ SV_TEST(rc_arrived_before_destroy_acked)
 
 /* ------------------------------------------- the progress thread -- */
 
-/* The tids of this process's threads named comm ("sv-progress\n" as
- * /proc prints it): how many, the first in *tid. */
-static int threads_named(const char *comm, pid_t *tid)
-{
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *de;
-	int n = 0;
-
-	CHECK(d);
-	while ((de = readdir(d))) {
-		char path[300], c[32] = "";
-		FILE *f;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
-			 de->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fgets(c, sizeof(c), f) && !strcmp(c, comm) && !n++)
-			*tid = (pid_t)atoi(de->d_name);
-		fclose(f);
-	}
-	closedir(d);
-	return n;
-}
-
 /* The progress thread shows as sv-progress (top -H, perf): one per
  * attached engine, running once a QP has moved a message, gone with the
  * last context. */
@@ -580,7 +552,7 @@ SV_TEST(progress_thread_named)
 	pid_t tid = 0;
 	int n = 0;
 
-	CHECK_EQ(threads_named("sv-progress\n", &tid), 0);
+	CHECK_EQ(eu_threads_named("sv-progress\n", &tid), 0);
 	ep_open(&a, NULL, IBV_QPT_RC);
 	ep_open(&b, a.ctx, IBV_QPT_RC);
 	ep_connect(&a, b.qp->qp_num);
@@ -589,7 +561,7 @@ SV_TEST(progress_thread_named)
 	post_send_op(&a, 2, IBV_WR_SEND, a.buf, 16, 0, 0);
 	EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
 	EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
-	for (int t = 0; t < 1000 && !(n = threads_named("sv-progress\n", &tid));
+	for (int t = 0; t < 1000 && !(n = eu_threads_named("sv-progress\n", &tid));
 	     t++)
 		usleep(10000);
 	CHECK_EQ(n, 1);
@@ -597,9 +569,9 @@ SV_TEST(progress_thread_named)
 	ep_close(&b);
 	ep_close(&a);
 	CHECK_EQ(ibv_close_device(a.ctx), 0);
-	for (int t = 0; t < 1000 && threads_named("sv-progress\n", &tid); t++)
+	for (int t = 0; t < 1000 && eu_threads_named("sv-progress\n", &tid); t++)
 		usleep(10000);
-	CHECK_EQ(threads_named("sv-progress\n", &tid), 0);
+	CHECK_EQ(eu_threads_named("sv-progress\n", &tid), 0);
 }
 
 SV_TEST_MAIN()
