@@ -435,10 +435,16 @@ void sv_engine_posted(struct sv_qp *qp)
 		 * doorbell that woke the thread for it would cost a system
 		 * call on every stream and a wake-up beside it.  If it
 		 * stops polling, the thread's nap (nap_ns) bounds the wait;
-		 * if it asks for an event, sv_engine_note_notify runs it. */
-		if (!atomic_exchange(&eng->deferred, 1) &&
-		    !sv_eng_app_polling(eng, k.now))
-			sv_eng_deadline(eng, k.due);
+		 * if it asks for an event, sv_engine_note_notify runs it.
+		 * A thread asleep armed beside a polling application takes
+		 * no nap while nothing is held (eng_progress.c sleep_once):
+		 * ring it, once, so it takes one now. */
+		if (!atomic_exchange(&eng->deferred, 1)) {
+			if (!sv_eng_app_polling(eng, k.now))
+				sv_eng_deadline(eng, k.due);
+			else if (atomic_load(&eng->sleep_until) == UINT64_MAX)
+				sv_eng_ring(eng);
+		}
 		return;
 	case SV_POST_RUN:
 		sv_req_kick(qp, &k);

@@ -57,8 +57,10 @@ static inline struct ibv_context *eu_open(void)
 	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
 
 /* An endpoint on ctx (NULL: a new context) with a registered buffer. */
-static inline void ep_open(struct ep *e, struct ibv_context *ctx,
-			   enum ibv_qp_type type)
+/* An endpoint whose CQ reports to completion channel ch (or none). */
+static inline void ep_open_chan(struct ep *e, struct ibv_context *ctx,
+				enum ibv_qp_type type,
+				struct ibv_comp_channel *ch)
 {
 	struct ibv_qp_init_attr ia;
 
@@ -66,7 +68,7 @@ static inline void ep_open(struct ep *e, struct ibv_context *ctx,
 	e->ctx = ctx ? ctx : eu_open();
 	e->pd = ibv_alloc_pd(e->ctx);
 	CHECK(e->pd);
-	e->cq = ibv_create_cq(e->ctx, 256, NULL, NULL, 0);
+	e->cq = ibv_create_cq(e->ctx, 256, NULL, ch, 0);
 	CHECK(e->cq);
 	CHECK(posix_memalign((void **)&e->buf, 4096, EP_BUF) == 0);
 	memset(e->buf, 0, EP_BUF);
@@ -83,6 +85,12 @@ static inline void ep_open(struct ep *e, struct ibv_context *ctx,
 	ia.cap.max_inline_data = 64;
 	e->qp = ibv_create_qp(e->pd, &ia);
 	CHECK(e->qp);
+}
+
+static inline void ep_open(struct ep *e, struct ibv_context *ctx,
+			   enum ibv_qp_type type)
+{
+	ep_open_chan(e, ctx, type, NULL);
 }
 
 static inline struct ep_info ep_info(const struct ep *e)

@@ -236,6 +236,75 @@ SV_TEST(rc_loopback_stream)
 	ep_close(&b);
 }
 
+/*
+ * A stream held for an application that polls (sv_path.c: posts that
+ * follow one another within burst_ns wait for its next poll) still runs
+ * when the application, instead of polling again, waits on a completion
+ * channel it armed before posting -- rping's pattern.  Only the progress
+ * thread can run it then; it must not sleep past it (eng_progress.c
+ * sleep_once, eng_qp.c: a stream held beside a thread asleep with no nap
+ * rings it).  The last SEND is solicited and b's CQ asks for solicited
+ * events only, so the event needs the whole stream to have run.
+ */
+SV_TEST(held_stream_runs_for_a_channel_waiter)
+{
+	enum { N = 8, ROUNDS = 20 };
+	struct ibv_comp_channel *ch;
+	struct ep a, b;
+	struct ibv_wc wc;
+
+	ep_open(&a, NULL, IBV_QPT_RC);
+	ch = ibv_create_comp_channel(a.ctx);
+	CHECK(ch);
+	ep_open_chan(&b, a.ctx, IBV_QPT_RC, ch);
+	ep_connect(&a, b.qp->qp_num);
+	ep_connect(&b, a.qp->qp_num);
+	for (int r = 0; r < ROUNDS; r++) {
+		struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+		struct ibv_cq *ev_cq;
+		void *ev_ctx;
+		int got = 0;
+
+		for (int i = 0; i < N; i++)
+			post_recv(&b, i, b.buf + i * 64, 64);
+		CHECK_EQ(ibv_req_notify_cq(b.cq, 1), 0);
+		/* We poll (an empty CQ), then post a burst. */
+		CHECK_EQ(ibv_poll_cq(a.cq, 1, &wc), 0);
+		for (int i = 0; i < N; i++) {
+			struct ibv_sge sg = { (uintptr_t)a.buf + i * 64, 64,
+					      a.mr->lkey };
+			struct ibv_send_wr wr, *bad;
+
+			memset(&wr, 0, sizeof(wr));
+			wr.wr_id = i;
+			wr.sg_list = &sg;
+			wr.num_sge = 1;
+			wr.opcode = IBV_WR_SEND;
+			wr.send_flags = IBV_SEND_SIGNALED |
+					(i == N - 1 ? IBV_SEND_SOLICITED : 0);
+			CHECK_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+		}
+		/* And wait for the event, polling nothing. */
+		CHECK_EQ(poll(&pfd, 1, 20000), 1);
+		CHECK_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+		CHECK(ev_cq == b.cq);
+		ibv_ack_cq_events(b.cq, 1);
+		while (got < N) {
+			CHECK(poll1(b.cq, &wc, 20000));
+			CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+			CHECK_EQ(wc.wr_id, got);
+			got++;
+		}
+		for (int i = 0; i < N; i++) {
+			CHECK(poll1(a.cq, &wc, 20000));
+			CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+		}
+	}
+	ep_close(&a);
+	ep_close(&b);
+	CHECK_EQ(ibv_destroy_comp_channel(ch), 0);
+}
+
 /* ------------------------------------------------ two processes -- */
 
 #define PINGS 2000
