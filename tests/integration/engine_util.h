@@ -56,8 +56,8 @@ static inline struct ibv_context *eu_open(void)
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                   \
 	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
 
-/* An endpoint on ctx (NULL: a new context) with a registered buffer. */
-/* An endpoint whose CQ reports to completion channel ch (or none). */
+/* An endpoint on ctx (NULL: a new context) with a registered buffer, its
+ * CQ reporting to completion channel ch (or none). */
 static inline void ep_open_chan(struct ep *e, struct ibv_context *ctx,
 				enum ibv_qp_type type,
 				struct ibv_comp_channel *ch)
@@ -87,6 +87,7 @@ static inline void ep_open_chan(struct ep *e, struct ibv_context *ctx,
 	CHECK(e->qp);
 }
 
+/* The same with no channel. */
 static inline void ep_open(struct ep *e, struct ibv_context *ctx,
 			   enum ibv_qp_type type)
 {
