@@ -32,8 +32,8 @@
  *     about to sleep);
  *   - it polls a CQ but leaves packets to the thread (it waits on its
  *     memory between polls: ib_write_lat's target over packets): the
- *     thread sleeps armed, so the next packet wakes it at once, and takes
- *     no nap unless streams are held (sleep_once).
+ *     thread sleeps armed, so the next packet wakes it at once, and looks
+ *     again only after nap_max_ns unless streams are held (sleep_once).
  * The thread never spins next to a polling application: on a small
  * machine it would take that application's CPU.  struct policy and
  * policy_decide below hold this policy; the tunables it reads are
@@ -597,13 +597,19 @@ static void sleep_once(struct sv_engine *eng, struct policy *p, uint64_t now,
 		       int n, enum policy_step step)
 {
 	int armed = step == POLICY_SLEEP_ARMED, ready = 0, wsock;
-	/* Armed, packets, doorbells and deadlines wake us: no nap, unless
-	 * streams are held (below).  A look every nap_ns while the
-	 * application polls and waits on its memory (ib_write_lat's target)
-	 * was thousands of wake-ups a second, each taking a polling
-	 * application's CPU, and the woken thread then waited behind that
-	 * application for the CPU when its packet came. */
-	uint64_t tmo = p->app && !armed ? p->nap : UINT64_MAX;
+	/* Armed, packets and doorbells wake us: beside an application that
+	 * polls, a look every nap_max_ns, or every nap_ns while streams are
+	 * held (below).  A look every nap_ns while the application polls and
+	 * waits on its memory (ib_write_lat's target) was thousands of
+	 * wake-ups a second, each taking a polling application's CPU, and
+	 * the woken thread then waited behind that application for the CPU
+	 * when its packet came.  Not no look at all: then every deadline set
+	 * meanwhile rings us -- the ACKs a poll keeps for the application's
+	 * answer set one nap_max_ns away (eng_wire.c), and a ping-pong of
+	 * SENDs (rsockets) then woke us once a message. */
+	uint64_t tmo = !p->app ? UINT64_MAX :
+		       armed	? sv_tune.nap_max_ns :
+				  p->nap;
 	struct epoll_event evs[4];
 	struct timespec ts;
 
@@ -632,10 +638,10 @@ static void sleep_once(struct sv_engine *eng, struct policy *p, uint64_t now,
 	/* Streams held for an application that polls: its next poll runs
 	 * them, but it may instead go on to wait on a completion channel
 	 * (rping does), and only we run them then -- after a nap.  A stream
-	 * held from now on while we sleep with none rings us (eng_qp.c):
-	 * its look at sleep_until after setting deferred, ours at deferred
-	 * after setting sleep_until, one sees the other. */
-	if (tmo == UINT64_MAX && p->app && atomic_load(&eng->deferred)) {
+	 * held from now on while we sleep longer rings us (eng_qp.c): its
+	 * look at sleep_until after setting deferred, ours at deferred after
+	 * setting sleep_until, one sees the other. */
+	if (tmo > p->nap && p->app && atomic_load(&eng->deferred)) {
 		tmo = p->nap;
 		atomic_store(&eng->sleep_until, now + tmo);
 	}

@@ -436,13 +436,15 @@ void sv_engine_posted(struct sv_qp *qp)
 		 * call on every stream and a wake-up beside it.  If it
 		 * stops polling, the thread's nap (nap_ns) bounds the wait;
 		 * if it asks for an event, sv_engine_note_notify runs it.
-		 * A thread asleep armed beside a polling application takes
-		 * no nap while nothing is held (eng_progress.c sleep_once):
-		 * ring it, once, so it takes one now. */
+		 * A thread asleep armed beside a polling application looks
+		 * again only after nap_max_ns while nothing is held
+		 * (eng_progress.c sleep_once): ring it, once, so it takes
+		 * the shorter nap now. */
 		if (!atomic_exchange(&eng->deferred, 1)) {
 			if (!sv_eng_app_polling(eng, k.now))
 				sv_eng_deadline(eng, k.due);
-			else if (atomic_load(&eng->sleep_until) == UINT64_MAX)
+			else if (atomic_load(&eng->sleep_until) >
+				 k.now + sv_tune.nap_ns)
 				sv_eng_ring(eng);
 		}
 		return;
