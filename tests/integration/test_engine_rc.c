@@ -241,10 +241,11 @@ SV_TEST(rc_loopback_stream)
  * follow one another within burst_ns wait for its next poll) still runs
  * when the application, instead of polling again, waits on a completion
  * channel it armed before posting -- rping's pattern.  Only the progress
- * thread can run it then; it must not sleep past it (eng_progress.c
- * sleep_once, eng_qp.c: a stream held beside a thread asleep with no nap
- * rings it).  The last SEND is solicited and b's CQ asks for solicited
- * events only, so the event needs the whole stream to have run.
+ * thread can run it then; it must not sleep past it for good
+ * (eng_progress.c sleep_once: a short nap while streams are held, and
+ * eng_qp.c: a stream held beside a thread asleep longer rings it).  The
+ * last SEND is solicited and b's CQ asks for solicited events only, so
+ * the event needs the whole stream to have run.
  */
 SV_TEST(held_stream_runs_for_a_channel_waiter)
 {
