@@ -351,6 +351,31 @@ static inline void xrecv(int s, void *p, size_t n)
 	CHECK_EQ(read(s, p, n), (ssize_t)n);
 }
 
+/* The next mapping in f (/proc/self/maps) that is a ring this process's
+ * engine produces, with its inode in *inode; NULL at the end. */
+static inline const struct sv_ring_hdr *eu_next_own_ring(FILE *f,
+							unsigned long *inode)
+{
+	unsigned long start, end, off;
+	char line[512], perms[8];
+	int pos;
+
+	while (fgets(line, sizeof(line), f)) {
+		const struct sv_ring_hdr *h;
+
+		if (sscanf(line, "%lx-%lx %7s %lx %*s %lu %n", &start, &end,
+			   perms, &off, inode, &pos) != 5 || off ||
+		    !strstr(line + pos, "/memfd:softverbs-ring") ||
+		    end - start < sizeof(*h))
+			continue;
+		h = (const struct sv_ring_hdr *)start;
+		if (h->magic == SV_RING_MAGIC &&
+		    h->owner_pid == (uint32_t)getpid())
+			return h;
+	}
+	return NULL;
+}
+
 /*
  * The header of the ring on which this process's engine sends packets to
  * the engine of process pid (src/engine/eng_link.c: one "softverbs-ring"
@@ -366,7 +391,7 @@ static inline const struct sv_ring_hdr *eu_ring_to(pid_t pid)
 {
 	unsigned long ino[64], start, end, off, inode;
 	char path[64], line[512], perms[8];
-	const struct sv_ring_hdr *found = NULL;
+	const struct sv_ring_hdr *h, *found = NULL;
 	size_t n = 0;
 	FILE *f;
 	int pos;
@@ -382,21 +407,10 @@ static inline const struct sv_ring_hdr *eu_ring_to(pid_t pid)
 	fclose(f);
 	f = fopen("/proc/self/maps", "r");
 	CHECK(f);
-	while (!found && fgets(line, sizeof(line), f)) {
-		const struct sv_ring_hdr *h;
-
-		if (sscanf(line, "%lx-%lx %7s %lx %*s %lu %n", &start, &end,
-			   perms, &off, &inode, &pos) != 5 || off ||
-		    !strstr(line + pos, "/memfd:softverbs-ring") ||
-		    end - start < sizeof(*h))
-			continue;
-		h = (const struct sv_ring_hdr *)start;
-		if (h->magic != SV_RING_MAGIC || h->owner_pid != (uint32_t)getpid())
-			continue;
+	while (!found && (h = eu_next_own_ring(f, &inode)))
 		for (size_t k = 0; k < n; k++)
 			if (ino[k] == inode)
 				found = h;
-	}
 	fclose(f);
 	return found;
 }
@@ -410,26 +424,14 @@ static inline const struct sv_ring_hdr *eu_ring_to(pid_t pid)
  */
 static inline uint64_t eu_own_ring_tails(void)
 {
-	unsigned long start, end, off, inode;
-	char line[512], perms[8];
+	const struct sv_ring_hdr *h;
+	unsigned long inode;
 	uint64_t sum = 0;
 	FILE *f = fopen("/proc/self/maps", "r");
-	int pos;
 
 	CHECK(f);
-	while (fgets(line, sizeof(line), f)) {
-		const struct sv_ring_hdr *h;
-
-		if (sscanf(line, "%lx-%lx %7s %lx %*s %lu %n", &start, &end,
-			   perms, &off, &inode, &pos) != 5 || off ||
-		    !strstr(line + pos, "/memfd:softverbs-ring") ||
-		    end - start < sizeof(*h))
-			continue;
-		h = (const struct sv_ring_hdr *)start;
-		if (h->magic == SV_RING_MAGIC &&
-		    h->owner_pid == (uint32_t)getpid())
-			sum += atomic_load(&h->tail);
-	}
+	while ((h = eu_next_own_ring(f, &inode)))
+		sum += atomic_load(&h->tail);
 	fclose(f);
 	return sum;
 }
