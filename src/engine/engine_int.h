@@ -504,7 +504,7 @@ void sv_wire_flush(struct sv_engine *eng);
  * brings within nap_max_ns (and the process's exit: sv_wire_flush_all).
  * The application's poll drains with it on, and the drain turns it off
  * unless it took one short message (sv_eng_drain_all): the ACK of a SEND
- * it just received leaves with its answer.  Off for good with
+ * or a WRITE it just received leaves with its answer.  Off for good with
  * SOFTVERBS_TUNE=wire_ack_hold=0. */
 void sv_wire_hold_acks(int on);
 /* sv_wire_flush at the start of an application's poll: ACKs an earlier

@@ -237,5 +237,21 @@ if command -v fi_pingpong >/dev/null; then
 		--opcodes 4,17 --name "fi_pingpong capture" || fail=1
 	acks_behind "$TMP/fi.pcap" 100 fi_pingpong
 fi
+# ib_write_lat: each side spins on its memory and never asks for the
+# WRITE it waits for, but polls its send CQ for its own WRITE's ACK, and
+# that ACK comes with the peer's WRITE: a poll that takes the WRITE keeps
+# its ACK for the WRITE the program answers with, as the second segment
+# of its train (eng_inbound.c sv_eng_drain_all), as for a SEND.  (A WRITE
+# the progress thread takes -- the program was preempted -- is ACKed at
+# once: a share of them only, more on a loaded machine.)  The hold of
+# 1 ms as above.
+netns_capture b "$TMP/wl.pcap" || exit 1
+SOFTVERBS_TUNE=wire_ack_hold_ns=1000000 pair write_lat ib_write_lat \
+	-x "$G" -n 300 -s 8
+capture_settle "$TMP/wl.pcap" 400
+netns_capture_stop
+/usr/bin/python3 "$here/wire_decode.py" "$TMP/wl.pcap" --min 400 \
+	--opcodes 10,17 --name "write_lat capture" || fail=1
+acks_behind "$TMP/wl.pcap" 20 write_lat
 [ $fail = 0 ] && echo "all decoded"
 exit $fail
