@@ -469,6 +469,7 @@ struct policy {
 	uint64_t notify_seen;	/* ... or asked for a completion event */
 	uint32_t poll_seq;	/* eng->poll_seq as last seen */
 	uint32_t notify_seq;	/* eng->notify_seq as last seen */
+	uint32_t app_silent_seq; /* eng->app_silent_seq as last seen */
 	int spinning;		/* the producers know we poll (spin_all) */
 	int app;		/* this pass: the application polls a CQ */
 };
@@ -494,6 +495,7 @@ static void policy_init(struct policy *p, struct sv_engine *eng, uint64_t now)
 		.notify_seen = now - sv_tune.inline_ns,
 		.poll_seq = atomic_load(&eng->poll_seq),
 		.notify_seq = atomic_load(&eng->notify_seq),
+		.app_silent_seq = atomic_load(&eng->app_silent_seq),
 	};
 }
 
@@ -536,15 +538,26 @@ static enum policy_step policy_decide(struct policy *p, struct sv_engine *eng,
 			 sv_tune.inline_ns;
 	note_moved(&eng->notify_seq, now, &p->notify_seq, &p->notify_seen);
 	if (n) {
+		uint32_t as = atomic_load_explicit(&eng->app_silent_seq,
+						   memory_order_relaxed);
+
 		p->last_work = now;
 		/* Packets the application left, though it polls: it waits
 		 * elsewhere between polls -- on a completion channel (it asks
 		 * for events), or on its memory (the packets were requests
 		 * that end in no completion of its own).  Other packets it
 		 * left were there while it was preempted: its next poll takes
-		 * them. */
-		if (p->app && (silent || now - p->notify_seen < sv_tune.inline_ns))
+		 * them -- and so were such requests when its own polls took
+		 * some since our last find (ib_write_lat's side polls its
+		 * send CQ and takes the peer's WRITE with its ACK; armed
+		 * after each WRITE we took while it was preempted, we woke
+		 * for every datagram for target_ns, took more of them, and
+		 * each waited for our wake-up on a CPU the application held:
+		 * its 99th percentile). */
+		if (p->app && (now - p->notify_seen < sv_tune.inline_ns ||
+			       (silent && as == p->app_silent_seq)))
 			p->last_found = now;
+		p->app_silent_seq = as;
 	}
 	if ((uint64_t)n >= sv_tune.ring_batch)
 		return POLICY_AGAIN;
@@ -838,7 +851,7 @@ static __thread unsigned contended_polls;
 
 void sv_engine_progress(struct sv_engine *eng)
 {
-	int contended = 0;
+	int contended = 0, silent = 0;
 	uint64_t now;
 
 	if (!eng || !eng->attached || sv_trylock_read(&eng->attach_lock, SV_LOCK_ATTACH))
@@ -854,8 +867,11 @@ void sv_engine_progress(struct sv_engine *eng)
 		if (atomic_load_explicit(&eng->deferred, memory_order_relaxed))
 			sv_eng_run_deferred(eng, 0);
 		sv_wire_hold_acks(1);
-		sv_eng_drain_all(eng, now, &contended, NULL);
+		sv_eng_drain_all(eng, now, &contended, &silent);
 		sv_wire_hold_acks(0);
+		if (silent)
+			atomic_fetch_add_explicit(&eng->app_silent_seq, 1,
+						  memory_order_relaxed);
 		if (atomic_load_explicit(&eng->work, memory_order_relaxed)) {
 			int busy = 0;
 

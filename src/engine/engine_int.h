@@ -352,6 +352,10 @@ struct sv_engine {
 	 * stream, not a ping-pong (sv_engine_posted). */
 	_Atomic uint32_t got_seq;
 	_Atomic uint32_t notify_seq; /* bumped by every ibv_req_notify_cq */
+	/* Bumped by every poll (sv_engine_progress) that took requests that
+	 * end in no completion (a WRITE): the application's polls read the
+	 * port for them themselves (policy_decide). */
+	_Atomic uint32_t app_silent_seq;
 	_Atomic uint64_t sleep_until; /* progress thread asleep until (ns) */
 	/* The progress thread sleeps with its rings armed because nobody
 	 * polled: the next poll wakes it, so that it leaves the rings to
