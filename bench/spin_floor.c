@@ -6,7 +6,9 @@
  * message it waits for: it spins on a word of its memory until the
  * peer's WRITE lands there.  With no NIC to place it, a thread of the
  * target process must wake for each message, on a CPU the spinning
- * application holds.  This program does only that, in plain UDP: on each
+ * application holds -- unless the application's poll of its send CQ takes
+ * it, as softverbs' does (docs/wire.md).  This program does only the
+ * wake-up, in plain UDP: on each
  * side the main thread sends a datagram, polls a second socket for its
  * acknowledgement (as perftest polls its CQ for the WRITE's completion)
  * and then spins on a word; a receiver thread, blocked in recv(), stores

@@ -131,12 +131,17 @@ if floors:
 if "spin_floor_lat_8" in vals:
     out += ["", "## The floor under ib_write_lat", "",
             "ib_write_lat's sides never ask for the message they wait for: each spins "
-            "on a word of its memory until the peer's WRITE lands there, so without a "
-            "NIC a thread of the target process must wake for every message on a CPU "
-            "the spinning application holds.  `bench/spin_floor.c` does only that in "
-            "plain UDP between the same namespaces: each side sends a datagram, polls "
-            "for its acknowledgement, then spins on a word that a thread blocked in "
-            "recv() writes (and acknowledges).  One-way, as perftest's.", "",
+            "on a word of its memory until the peer's WRITE lands there.  Without a NIC "
+            "a thread of the target process would wake for every message on a CPU the "
+            "spinning application holds; `bench/spin_floor.c` does only that in plain UDP "
+            "between the same namespaces: each side sends a datagram, polls for its "
+            "acknowledgement, then spins on a word that a thread blocked in recv() writes "
+            "(and acknowledges).  One-way, as perftest's.  softverbs goes below it: each "
+            "side polls its send CQ for its own WRITE's ACK first, the peer's WRITE comes "
+            "in the same datagram, so that poll places it and its ACK leaves with the "
+            "answer (docs/wire.md, \"Where a one-sided ping-pong's time goes\"): one "
+            "datagram each way and no wake-up, but when the poll missed it (the "
+            "application was preempted).", "",
             "| figure | typical | 99th percentile |", "|---|---|---|"]
     for name, w in (("qperf udp_lat 8 B", "qperf_udp_lat_8"),
                     ("UDP floor of a spinning target (spin_floor)", "spin_floor_lat_8"),
