@@ -139,7 +139,7 @@ if "spin_floor_lat_8" in vals:
             "(and acknowledges).  One-way, as perftest's.  softverbs goes below it: each "
             "side polls its send CQ for its own WRITE's ACK first, the peer's WRITE comes "
             "in the same datagram, so that poll places it and its ACK leaves with the "
-            "answer (docs/wire.md, \"Where a one-sided ping-pong's time goes\"): one "
+            "answer (docs/wire.md, \"Speed\"): one "
             "datagram each way and no wake-up, but when the poll missed it (the "
             "application was preempted).", "",
             "| figure | typical | 99th percentile |", "|---|---|---|"]

@@ -433,17 +433,19 @@ static void wire_rx_end(struct sv_engine *eng)
  * After a read of the port that found nw datagrams (-1: not read).
  * Empty: rest a while, since an empty read costs a system call.  The
  * longer the port has been quiet, the longer the rest (a sixteenth of the
- * quiet, from wire_rest_ns up to wire_quiet_rest_ns, sv_tune.h): a program
- * that talks only on this host (UCX's ud_verbs QPs keep the port open)
- * polls it rarely and its polls stay short, while a conversation on the
- * wire keeps it read every few microseconds.  A few packets of a stream:
+ * quiet, up to wire_quiet_rest_ns, sv_tune.h): a requester waiting for
+ * the answer to a READ or an atomic a few microseconds after the last
+ * datagram reads again within a microsecond (a floor of 2 us cost
+ * ib_read_lat between namespaces 1 us of its 14), and a program that
+ * talks only on this host (UCX's ud_verbs QPs keep the port open) polls
+ * it rarely and its polls stay short.  A few packets of a stream:
  * let more gather (a NIC's interrupt moderation), so a read takes a
  * batch, not two packets.  One packet or a full batch: read again at
  * once -- unless it was a ping-pong's message (asked, 1: one short
  * message that the application is to answer, its ACK kept for the
- * answer), whose next one comes after the answer: rest as after an
- * empty read (libfabric's rxm polls its CQ several times before the
- * application answers, each an empty read of the port).
+ * answer), whose next one comes after the answer: rest wire_rest_ns
+ * (libfabric's rxm polls its CQ several times before the application
+ * answers, each an empty read of the port).
  */
 static void wire_rest(struct sv_engine *eng, int nw, int asked)
 {
@@ -467,8 +469,6 @@ static void wire_rest(struct sv_engine *eng, int nw, int asked)
 		rest = quiet / 16;
 		if (rest > sv_tune.wire_quiet_rest_ns)
 			rest = sv_tune.wire_quiet_rest_ns;
-		if (rest < sv_tune.wire_rest_ns)
-			rest = sv_tune.wire_rest_ns;
 	}
 	atomic_store_explicit(&eng->wire_idle_until, now + rest,
 			      memory_order_relaxed);

@@ -74,9 +74,9 @@
 	X(wire_gso, 1, "bool", 0, 1,                                           \
 	  "packets of one flow leave in trains (UDP_SEGMENT), eng_wire.c")    \
 	X(wire_rest_ns, 2000, "ns", 0, 1000000000,                             \
-	  "after an empty read the port rests this long (eng_inbound.c)")     \
+	  "after a ping-pong's message the port rests this long")             \
 	X(wire_quiet_rest_ns, 20000, "ns", 0, 1000000000,                      \
-	  "... up to this once it has been quiet a while")                     \
+	  "after an empty read, a 16th of the quiet time, up to this")        \
 	X(wire_gather_ns, 5000, "ns", 0, 1000000000,                           \
 	  "after a read of a few packets it rests this long (more gather)")    \
 	X(spin_ns, 100000, "ns", 0, 1000000000,                                \
