@@ -139,9 +139,9 @@ if "spin_floor_lat_8" in vals:
             "(and acknowledges).  One-way, as perftest's.  softverbs goes below it: each "
             "side polls its send CQ for its own WRITE's ACK first, the peer's WRITE comes "
             "in the same datagram, so that poll places it and its ACK leaves with the "
-            "answer (docs/wire.md, \"Speed\"): one "
-            "datagram each way and no wake-up, but when the poll missed it (the "
-            "application was preempted).", "",
+            "answer (docs/wire.md, \"Speed\"): one datagram each way and no "
+            "wake-up, except when the poll missed it (the application was "
+            "preempted).", "",
             "| figure | typical | 99th percentile |", "|---|---|---|"]
     for name, w in (("qperf udp_lat 8 B", "qperf_udp_lat_8"),
                     ("UDP floor of a spinning target (spin_floor)", "spin_floor_lat_8"),
