@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Exported by libibverbs but declared only in rdma-core's driver.h. */
@@ -307,6 +308,56 @@ SV_TEST(dofork_of_freed_memory_succeeds)
 	CHECK_EQ(ibv_dofork_range(p, 3 * pg), 0);
 	CHECK_EQ(child_reads(p), 0);
 	CHECK_EQ(child_reads(p + 2 * pg), 0);
+}
+
+/* Whether a fork()ed child reads every page of [p, p + n pages) that
+ * hole[] (n bytes, 1: unmapped) does not mark: 0, or the signal that
+ * killed it at the first page it did not inherit. */
+static int child_reads_all(const char *p, int n, const char *hole)
+{
+	int st;
+	pid_t pid = fork();
+
+	if (!pid) {
+		for (int i = 0; i < n; i++)
+			if (!hole[i] &&
+			    *(volatile const char *)(p + i * pg) != 'a' + i % 26)
+				_exit(3);
+		_exit(0);
+	}
+	CHECK(pid > 0);
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	return WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st);
+}
+
+SV_TEST(dofork_of_a_large_range_with_holes)
+{
+	/* 1000 pages, freed in places before the deregistration: a page in
+	 * the middle, a run crossing the range's halves, the last pages.
+	 * Every page still mapped is the child's again, each of them: one
+	 * MADV_DOFORK over the whole range, which Linux applies to every
+	 * mapping in it and answers ENOMEM for the holes (fork.c,
+	 * dofork_all: no retry page by page). */
+	enum { N = 1000 };
+	static char hole[N];
+	char *p;
+
+	pg = (size_t)sysconf(_SC_PAGESIZE);
+	p = mmap(NULL, N * pg, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(p != MAP_FAILED);
+	for (int i = 0; i < N; i++)
+		memset(p + i * pg, 'a' + i % 26, pg);
+	CHECK_EQ(ibv_fork_init(), 0);
+	CHECK_EQ(ibv_dontfork_range(p, N * pg), 0);
+	CHECK_EQ(child_reads_all(p, N, hole), SIGSEGV);
+	for (int i = 0; i < N; i++)
+		hole[i] = i == 101 || (i >= 437 && i < 613) || i >= N - 23;
+	for (int i = 0; i < N; i++)
+		if (hole[i])
+			CHECK_EQ(munmap(p + i * pg, pg), 0);
+	CHECK_EQ(ibv_dofork_range(p, N * pg), 0);
+	CHECK_EQ(child_reads_all(p, N, hole), 0);
 }
 
 SV_TEST(hugepages_safe_rounding)
