@@ -475,7 +475,7 @@ static void wire_rest(struct sv_engine *eng, int nw, int asked)
 }
 
 int sv_eng_drain_all(struct sv_engine *eng, uint64_t now, int *contended,
-		     int *silent)
+		     int *silent, int port)
 {
 	unsigned nin = atomic_load_explicit(&eng->nin, memory_order_acquire);
 	struct touched t;
@@ -483,7 +483,7 @@ int sv_eng_drain_all(struct sv_engine *eng, uint64_t now, int *contended,
 	int n, wire, nw = 0, nfwd = 0, npk = 0;
 
 	memset(&t, 0, offsetof(struct touched, qp));
-	wire = wire_rx_begin(eng, now);
+	wire = port && wire_rx_begin(eng, now);
 	n = 0;
 
 	n += sv_rmem_serve(eng);

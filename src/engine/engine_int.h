@@ -591,8 +591,10 @@ void sv_eng_async_xrc(struct sv_engine *eng, uint64_t instance, uint32_t qpn,
 void sv_eng_async_drain(struct sv_engine *eng);
 /* The progress thread's body and its inline share. */
 void *sv_progress_main(void *arg);
+/* Drains our rings and, when port (and the namespace's port is free),
+ * reads the wire's port; the records taken. */
 int sv_eng_drain_all(struct sv_engine *eng, uint64_t now, int *contended,
-		     int *silent);
+		     int *silent, int port);
 uint64_t sv_eng_scan_qps(struct sv_engine *eng, uint64_t now, int app,
 			 int *busy);
 /* Dispatches a wire record (GRH first) to QP qpn if it is ours, as a read
