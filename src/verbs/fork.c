@@ -97,9 +97,9 @@ static uintptr_t range_page_size(uintptr_t addr)
  * (freed before ibv_dereg_mr) is ENOMEM, and Linux has advised every page
  * still mapped by then (madvise(2), "Linux notes"): nothing is left to do.
  * Any other failure stopped at a mapping the advice does not apply to
- * (VM_IO): the pages after it are retried one by one.  ENOMEM retried page
- * by page cost 9728 calls (10 ms) for a 38 MiB registration whose tail UCX
- * had unmapped before it deregistered. */
+ * (VM_IO): the range is retried page by page.  ENOMEM retried so cost
+ * 9728 calls (10 ms) for a 38 MiB range half unmapped; UCX's registration
+ * cache deregistered a 38 MiB range partly unmapped in an MPI run. */
 static void dofork_all(uintptr_t start, uintptr_t end, uintptr_t ps)
 {
 	if (!madvise((void *)start, end - start, MADV_DOFORK) ||
