@@ -310,9 +310,10 @@ SV_TEST(dofork_of_freed_memory_succeeds)
 	CHECK_EQ(child_reads(p + 2 * pg), 0);
 }
 
-/* Whether a fork()ed child reads every page of [p, p + n pages) that
- * hole[] (n bytes, 1: unmapped) does not mark: 0, or the signal that
- * killed it at the first page it did not inherit. */
+/* Whether a fork()ed child reads every page of [p, p + n pages) from
+ * map_pages that hole[] (n bytes, 1: unmapped) does not mark, each with
+ * its bytes: 0, or the signal that killed it at the first page it did
+ * not inherit. */
 static int child_reads_all(const char *p, int n, const char *hole)
 {
 	struct rlimit no_core = { 0, 0 };
@@ -326,7 +327,7 @@ static int child_reads_all(const char *p, int n, const char *hole)
 		signal(SIGSEGV, SIG_DFL);
 		for (int i = 0; i < n; i++)
 			if (!hole[i] &&
-			    *(volatile const char *)(p + i * pg) != 'a' + i % 26)
+			    *(volatile const char *)(p + i * pg) != (char)('a' + i))
 				_exit(3);
 		_exit(0);
 	}
@@ -346,14 +347,8 @@ SV_TEST(dofork_of_a_large_range_with_holes)
 	 * dofork_all: no retry page by page). */
 	enum { N = 1000 };
 	static char hole[N];
-	char *p;
+	char *p = map_pages(N);
 
-	pg = (size_t)sysconf(_SC_PAGESIZE);
-	p = mmap(NULL, N * pg, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	CHECK(p != MAP_FAILED);
-	for (int i = 0; i < N; i++)
-		memset(p + i * pg, 'a' + i % 26, pg);
 	CHECK_EQ(ibv_fork_init(), 0);
 	CHECK_EQ(ibv_dontfork_range(p, N * pg), 0);
 	CHECK_EQ(child_reads_all(p, N, hole), SIGSEGV);
