@@ -111,6 +111,7 @@ struct rsock {
 	struct ibv_mr *smr, *rmr;
 	uint32_t s_head, s_free; /* send slots: next to use, free */
 	uint32_t ncomp;		 /* completions handled (rs_wait) */
+	uint64_t cm_at;		 /* when the event channel was last read */
 	uint8_t *stage;		 /* bytes accepted while no credit: sent as */
 	uint32_t stage_len;	 /* one message when one comes (msgmax) */
 	int credits;		 /* peer receive buffers we may fill */
@@ -130,6 +131,9 @@ struct rsock *rs_get(int index);
 void rs_set_error(struct rsock *rs, int err);
 /* Handles the CM events waiting on rs's channel (must hold rs->lock). */
 void rs_cm_progress(struct rsock *rs);
+/* The same after a sleep that the channel may have ended (must hold
+ * rs->lock): rs_progress reads the channel at most every RS_CM_POLL_NS. */
+void rs_cm_progress_now(struct rsock *rs);
 /* rsocket.c: the active side's connection steps, as far as events allow
  * (all of them when blocking).  0 connected, -1 with errno (EINPROGRESS:
  * not yet). */

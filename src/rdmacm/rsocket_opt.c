@@ -168,6 +168,7 @@ SV_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 			pthread_mutex_lock(&rs->lock);
 			while (rs->cc && !ibv_get_cq_event(rs->cc, &cq, &ctx))
 				ibv_ack_cq_events(cq, 1);
+			rs_cm_progress_now(rs);
 			pthread_mutex_unlock(&rs->lock);
 		}
 	}

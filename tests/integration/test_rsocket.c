@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TOTAL (4u << 20) /* bytes of the stream */
@@ -243,6 +244,56 @@ SV_TEST_T(tiny_blocking_writes_then_shutdown, 120)
 	CHECK_EQ(rshutdown(s, SHUT_WR), 0);
 	end_server(&p);
 	CHECK_EQ(rclose(s), 0);
+}
+
+/*
+ * A peer killed without a word -- no shutdown message, no rclose -- ends
+ * the stream: rpoll reports it and rrecv sees the end (EOF, or
+ * ECONNRESET), whether the reader sleeps in rpoll or spins on rpoll(0)
+ * (a spinner reads the connection's events only every so often: each
+ * read is a system call).
+ */
+static void killed_peer(int spin)
+{
+	struct pollfd pf;
+	struct peer p;
+	struct timespec t0, t;
+	uint8_t c, b;
+	ssize_t r;
+	int s, st;
+
+	start_server(&p);
+	s = connect_to(p.port);
+	xread(p.from, &c, 1); /* accepted; it waits for the word */
+	CHECK_EQ(kill(p.pid, SIGKILL), 0);
+	CHECK_EQ(waitpid(p.pid, &st, 0), p.pid);
+	pf = (struct pollfd){ .fd = s, .events = POLLIN };
+	if (spin) {
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do {
+			CHECK(rpoll(&pf, 1, 0) >= 0);
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			CHECK(t.tv_sec - t0.tv_sec < 30); /* it does come */
+		} while (!pf.revents);
+	} else {
+		CHECK_EQ(rpoll(&pf, 1, 30000), 1);
+	}
+	CHECK(pf.revents & (POLLIN | POLLHUP | POLLERR));
+	r = rrecv(s, &b, 1, MSG_DONTWAIT);
+	CHECK(r == 0 || (r < 0 && errno == ECONNRESET));
+	close(p.to);
+	close(p.from);
+	rclose(s);
+}
+
+SV_TEST_T(a_killed_peer_ends_a_sleeping_reader, 60)
+{
+	killed_peer(0);
+}
+
+SV_TEST_T(a_killed_peer_ends_a_spinning_reader, 60)
+{
+	killed_peer(1);
 }
 
 SV_TEST_MAIN()
