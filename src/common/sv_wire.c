@@ -37,6 +37,7 @@ int sv_wire_rx_trylock(struct sv_wire_shm *s, uint32_t pid, uint64_t now)
 {
 	uint32_t now_ms = (uint32_t)(now / 1000000u), holder;
 	uint64_t cur = 0, mine = (uint64_t)pid << 32 | now_ms;
+	int32_t age;
 
 	if (atomic_compare_exchange_strong(&s->rx_owner, &cur, mine))
 		return 1;
@@ -49,9 +50,11 @@ int sv_wire_rx_trylock(struct sv_wire_shm *s, uint32_t pid, uint64_t now)
 	 * never robbed on the strength of an older take.  The age is signed:
 	 * our `now` was read before the holder took the port, so a take a
 	 * moment younger than it is a negative age, not a huge one. */
-	if (((kill((pid_t)holder, 0) < 0 && errno == ESRCH) ||
-	     (int32_t)(now_ms - (uint32_t)cur) >
-		     (int32_t)(SV_WIRE_STEAL_NS / 1000000u)) &&
+	age = (int32_t)(now_ms - (uint32_t)cur);
+	if (age < (int32_t)(SV_WIRE_ALIVE_NS / 1000000u))
+		return 0;
+	if ((age > (int32_t)(SV_WIRE_STEAL_NS / 1000000u) ||
+	     (kill((pid_t)holder, 0) < 0 && errno == ESRCH)) &&
 	    atomic_compare_exchange_strong(&s->rx_owner, &cur, mine))
 		return 1;
 	return 0;

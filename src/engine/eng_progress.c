@@ -447,6 +447,9 @@ void sv_engine_note_poll(struct sv_engine *eng)
 		 * doorbell or a system call to reach us. */
 		sv_eng_ring(eng);
 	}
+	if (atomic_load_explicit(&eng->deferred, memory_order_relaxed))
+		atomic_store_explicit(&eng->app_ran_held, sv_now_ns(),
+				      memory_order_relaxed);
 	run_held(eng);
 }
 

@@ -6,8 +6,9 @@
  * holder lives and took it less than SV_WIRE_STEAL_NS ago -- a take a
  * moment younger than the caller's clock reading included (the caller
  * read the clock, then the holder took the port: that age is negative,
- * never a huge unsigned one); a holder that died or kept it too long is
- * robbed; only the holder gives it up.
+ * never a huge unsigned one); a holder that died (asked about once its
+ * take is SV_WIRE_ALIVE_NS old) or kept it too long is robbed; only the
+ * holder gives it up.
  */
 #include "sv_wire.h"
 #include "unit_test.h"
@@ -56,11 +57,14 @@ static void turn(struct sv_wire_shm *s)
 	EXPECT((uint32_t)(atomic_load(&s->rx_owner) >> 32) == me);
 	sv_wire_rx_unlock(s, me);
 	EXPECT(atomic_load(&s->rx_owner) == 0);
-	/* A dead holder, however recent: robbed at once. */
+	/* A dead holder: robbed once its take is SV_WIRE_ALIVE_NS old (a
+	 * younger one is not asked about: that costs a system call). */
 	gone = dead_pid();
 	EXPECT(gone != 0);
 	EXPECT(sv_wire_rx_trylock(s, gone, t) == 1);
-	EXPECT(sv_wire_rx_trylock(s, me, t) == 1);
+	EXPECT(sv_wire_rx_trylock(s, me, t) == 0);
+	EXPECT(sv_wire_rx_trylock(s, me, t + SV_WIRE_ALIVE_NS / 2) == 0);
+	EXPECT(sv_wire_rx_trylock(s, me, t + SV_WIRE_ALIVE_NS) == 1);
 	sv_wire_rx_unlock(s, me);
 	/* The clock's low 32 bits of ms wrap (every 49.7 days): a take
 	 * just before the wrap is young just after it. */
