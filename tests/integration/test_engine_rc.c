@@ -256,7 +256,8 @@ static void post_burst(struct ep *a, int n, int solicit)
 	}
 }
 
-/* Takes n completions of cq in order of wr_id, all successful. */
+/* Takes n completions of cq, all successful (in order of wr_id when
+ * ordered). */
 static void take_all(struct ibv_cq *cq, int n, int ordered)
 {
 	struct ibv_wc wc;
