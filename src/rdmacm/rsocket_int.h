@@ -62,6 +62,11 @@ enum rs_op {
  * an iperf3 stream moved 260 MB/s with 8 buffers of 16 KiB, 400 with 64
  * of 16 KiB, 700 with 16 of 64 KiB, no more with 64 of 64 KiB. */
 #define DEF_BUF (1024 * 1024)
+/* A waiting rsocket (rs_wait, rpoll) polls this long before it sleeps.
+ * A reader that sleeps is woken by the progress thread, which read the
+ * port for it: between two namespaces an iperf3 stream moved 781 MB/s
+ * (median of 6 runs) with 50 us, 967 MB/s with 200 us (alternating). */
+#define RS_SPIN_NS 200000
 
 /* The connection's private data (big endian). */
 struct rs_conn {

@@ -14,7 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SPIN_NS 50000 /* poll the CQ this long before sleeping */
 /* The event channel is a socket: reading it is a system call, which every
  * rs_progress made -- each pass of a spin in rs_wait and rpoll, and every
  * rsend and rrecv: 23,000-28,000 a second on each side of an iperf3
@@ -371,7 +370,7 @@ void rs_wait(struct rsock *rs, int timeout_ms)
 	int n = 0;
 
 	/* Poll first: the peer's engine answers within microseconds. */
-	while (now_ns() - t0 < SPIN_NS) {
+	while (now_ns() - t0 < RS_SPIN_NS) {
 		pthread_mutex_unlock(&rs->lock);
 		pthread_mutex_lock(&rs->lock);
 		rs_progress(rs);

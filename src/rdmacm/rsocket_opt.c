@@ -106,12 +106,12 @@ SV_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 
 	if (!fds && nfds)
 		return cma_err(EFAULT);
-	/* Poll first: a few tens of microseconds catch most answers. */
+	/* Poll first (RS_SPIN_NS): most answers come within it. */
 	do {
 		ret = check(fds, nfds);
 		if (ret || !timeout)
 			return ret;
-	} while (now_us() - start < 50);
+	} while (now_us() - start < RS_SPIN_NS / 1000);
 
 	p = calloc(nfds * 2 + 1, sizeof(*p));
 	if (!p)
