@@ -444,17 +444,25 @@ void sv_engine_posted(struct sv_qp *qp)
 		 * will run this one too, and a ring would only wake the
 		 * thread for nothing, a system call and a wake-up on every
 		 * stream (UCX's stream_bw on one host: 1.09 GB/s with them,
-		 * 1.5-1.6 without).  An application that stops polling
-		 * then has its stream run within nap_max_ns. */
-		if (!atomic_exchange(&eng->deferred, 1)) {
+		 * 1.5-1.6 without).  The same holds for an application
+		 * whose polls ran them but that did not poll in the last
+		 * live_ns, as libfabric's rxm between a message's arrival
+		 * and its answer (20-30 us): there the deadline rang the
+		 * thread on every stream, and the thread, woken on the
+		 * CPU of the application, took the stream from it -- so
+		 * the polls never ran one again, and the ring went on
+		 * (fi_pingpong 64 KiB between two namespaces: 99 us a
+		 * message with it, 72 without).  An application that
+		 * stops polling then has its stream run within
+		 * nap_max_ns. */
+		if (!atomic_exchange(&eng->deferred, 1) &&
+		    k.now - atomic_load_explicit(&eng->app_ran_held,
+						 memory_order_relaxed) >
+			    sv_tune.nap_max_ns) {
 			if (!sv_eng_app_polling(eng, k.now))
 				sv_eng_deadline(eng, k.due);
 			else if (atomic_load(&eng->sleep_until) >
-					 k.now + sv_tune.nap_ns &&
-				 k.now - atomic_load_explicit(
-						 &eng->app_ran_held,
-						 memory_order_relaxed) >
-					 sv_tune.nap_max_ns)
+				 k.now + sv_tune.nap_ns)
 				sv_eng_ring(eng);
 		}
 		return;

@@ -340,6 +340,60 @@ SV_TEST(held_stream_runs_for_a_channel_waiter_that_polled)
 	held_stream_channel(1);
 }
 
+/*
+ * A stream held for an application whose polls ran the held streams
+ * before (a post then rings no progress thread: eng_qp.c) still runs
+ * when the application makes no verbs call at all after posting it --
+ * no poll, no event asked for: it spins on the memory the WRITEs fill.
+ * Only the progress thread's next look can run it then (within
+ * nap_max_ns); without that look the WRITEs would never land.
+ */
+SV_TEST(held_stream_runs_for_an_app_that_stops_polling)
+{
+	enum { N = 8, ROUNDS = 20, AT = 8192 };
+	struct ep a, b;
+
+	ep_open(&a, NULL, IBV_QPT_RC);
+	ep_open(&b, a.ctx, IBV_QPT_RC);
+	ep_connect(&a, b.qp->qp_num);
+	ep_connect(&b, a.qp->qp_num);
+	for (int r = 0; r < ROUNDS; r++) {
+		volatile unsigned char *last =
+			(volatile unsigned char *)b.buf + AT + (N - 1) * 64;
+		unsigned char want = (unsigned char)(r + 1);
+		struct timespec t0, t;
+
+		/* A stream that our polls run. */
+		for (int i = 0; i < N; i++)
+			post_recv(&b, i, b.buf + i * 64, 64);
+		post_burst(&a, N, 0);
+		take_all(a.cq, N, 0);
+		take_all(b.cq, N, 1);
+		/* Then WRITEs in a burst, and no verbs call until the last
+		 * one's bytes are in b's memory. */
+		for (int i = 0; i < N; i++) {
+			memset(a.buf + 4096 + i * 64, want, 64);
+			post_send_op(&a, i, IBV_WR_RDMA_WRITE,
+				     a.buf + 4096 + i * 64, 64,
+				     (uintptr_t)b.buf + AT + i * 64,
+				     b.mr->rkey);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do {
+			if (last[0] == want && last[63] == want)
+				break;
+			clock_gettime(CLOCK_MONOTONIC, &t);
+		} while (t.tv_sec - t0.tv_sec < 20);
+		CHECK_EQ(last[0], want);
+		CHECK_EQ(last[63], want);
+		for (int i = 0; i < N; i++)
+			CHECK_EQ(((unsigned char *)b.buf)[AT + i * 64], want);
+		take_all(a.cq, N, 1);
+	}
+	ep_close(&a);
+	ep_close(&b);
+}
+
 /* ------------------------------------------------ two processes -- */
 
 #define PINGS 2000
