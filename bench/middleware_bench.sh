@@ -20,7 +20,10 @@
 #         root): UCX rc_verbs beside UCX tcp (UCX_TLS=tcp,self) for
 #         tag_lat 8 B, tag_bw, ucp_put_bw, ucp_get 64 KiB; libfabric's
 #         fi_pingpong over verbs;ofi_rxm beside tcp;ofi_rxm, 8 B and
-#         64 KiB (Debian 12 packages no fabtests, so no fi_rdm_tagged_bw);
+#         64 KiB (Debian 12 packages no fabtests, so no fi_rdm_tagged_bw),
+#         as it times (from the first message) and without the
+#         connection's setup (fabtests time after their warm-up: see
+#         fi_steady below);
 #         unmodified TCP programs under rdma-core's librspreload (rsockets
 #         on our librdmacm) beside the same programs over TCP: sockperf
 #         ping-pong (p50, its 14-byte messages) and throughput (1 KiB
@@ -133,6 +136,50 @@ fi_pp() {
 	v=$(awk -v s="$s" '($1 == s || $1 == s / 1024 "k") && $2 ~ /^[0-9]+k?$/ {
 		print $7, $6; exit }' "$d/client.out")
 	echo "${v:-failed}"
+}
+
+# fi_steady SECTION WHAT SIZE ROUND N US MBS US0: records fi_pingpong's
+# figure of N iterations as it gives it (WHAT: usec/xfer for 8 B, MB/s
+# above), and the same without the connection's setup (WHAT_steady):
+# fi_pingpong starts its clock before the first message, and rxm connects
+# at the first message -- over verbs it then allocates, clears and
+# registers buffer pools for the connection (three of about 17 MB in each
+# process: about 250 ms in all on this VM, whose page faults are slow),
+# over tcp the same short run takes about 25 ms.  fabtests, fi_rdm_tagged_bw
+# among them, start theirs after a warm-up.  A run of FI_SHORT
+# iterations (US0 usec/xfer) is that setup and FI_SHORT messages; the
+# difference of the two runs' times over the difference of their
+# messages is the time of a message (usec/xfer = elapsed / iterations
+# / 2 in fi_pingpong).  WHAT_setup: the short run's time, in ms.
+FI_SHORT=10
+fi_steady() {
+	local sec=$1 what=$2 s=$3 r=$4 n=$5 us=$6 mbs=$7 us0=$8 st
+	if [ "$us" = failed ]; then
+		val "$sec" "$what" "$s" - "$r" failed
+		val "$sec" "${what}_steady" "$s" - "$r" failed
+		return
+	fi
+	if [ "$s" = 8 ]; then
+		val "$sec" "$what" "$s" usec "$r" "$us"
+	else
+		val "$sec" "$what" "$s" MB/s "$r" "$mbs"
+	fi
+	if [ "${us0:-failed}" = failed ]; then
+		val "$sec" "${what}_steady" "$s" - "$r" failed
+		return
+	fi
+	val "$sec" "${what}_setup" "$s" ms "$r" \
+		"$(awk -v u="$us0" -v k="$FI_SHORT" 'BEGIN { printf "%.1f", u * k * 2 / 1000 }')"
+	st=$(awk -v u="$us" -v n="$n" -v u0="$us0" -v k="$FI_SHORT" 'BEGIN {
+		t = (u * n - u0 * k) / (n - k); if (t > 0) printf "%.3f", t }')
+	if [ -z "$st" ]; then
+		val "$sec" "${what}_steady" "$s" - "$r" failed
+	elif [ "$s" = 8 ]; then
+		val "$sec" "${what}_steady" "$s" usec "$r" "$st"
+	else
+		val "$sec" "${what}_steady" "$s" MB/s "$r" \
+			"$(awk -v s="$s" -v t="$st" 'BEGIN { printf "%.1f", s / t }')"
+	fi
 }
 
 # rsock DIR KIND WHAT: one unmodified TCP program pair across the
@@ -318,13 +365,10 @@ if on ns; then
 					n=$((s > 8 ? 2000 : 10000))
 					read -r us mbs < <(fi_pp "$TMP/fi.${p%%;*}.$s.$r" \
 						"$p" "$s" $n)
-					if [ "$us" = failed ]; then
-						val ns "fi_pingpong_${p%%;*}" "$s" - "$r" failed
-					elif [ "$s" = 8 ]; then
-						val ns "fi_pingpong_${p%%;*}" "$s" usec "$r" "$us"
-					else
-						val ns "fi_pingpong_${p%%;*}" "$s" MB/s "$r" "$mbs"
-					fi
+					read -r us0 _ < <(fi_pp "$TMP/fi0.${p%%;*}.$s.$r" \
+						"$p" "$s" $FI_SHORT)
+					fi_steady ns "fi_pingpong_${p%%;*}" "$s" "$r" \
+						"$n" "$us" "$mbs" "$us0"
 				done
 			done
 			if [ -x "$MPIBIN" ] && command -v mpirun >/dev/null; then
