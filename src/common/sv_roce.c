@@ -534,8 +534,6 @@ static int basis_solve(const struct id_basis *B, uint32_t d)
 	return x;
 }
 
-/* sv_icrc_ipv4_id given c0, the packet's sv_icrc (identification 0,
- * DF): the CRC is not computed again. */
 /* The bases a thread made last, one per length: a message's packets
  * come in two or three lengths (full ones, a shorter last one, a first
  * one with a RETH), and a basis costs far more to make than to use --
@@ -543,6 +541,8 @@ static int basis_solve(const struct id_basis *B, uint32_t d)
  * every second packet, 6% of its receiver's time. */
 #define ID_BASES 4
 
+/* sv_icrc_ipv4_id given c0, the packet's sv_icrc (identification 0,
+ * DF): the CRC is not computed again. */
 static int solve_id(const struct sv_roce_flow *f, size_t ib_len, uint32_t c0,
 		    uint32_t icrc, uint16_t *id, int *df)
 {
