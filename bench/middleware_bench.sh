@@ -146,8 +146,8 @@ fi_pp() {
 # registers buffer pools for the connection (three of about 17 MB in each
 # process: about 250 ms in all on this VM, whose page faults are slow),
 # over tcp a short run of 8 B takes about 25 ms (of 64 KiB, 200 ms: not
-# traced).  fabtests, fi_rdm_tagged_bw
-# among them, start theirs after a warm-up.  A run of FI_SHORT
+# traced).  fabtests, fi_rdm_tagged_bw among them, start theirs after a
+# warm-up.  A run of FI_SHORT
 # iterations (US0 usec/xfer) is that setup and FI_SHORT messages; the
 # difference of the two runs' times over the difference of their
 # messages is the time of a message (usec/xfer = elapsed / iterations

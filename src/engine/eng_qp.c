@@ -451,8 +451,8 @@ void sv_engine_posted(struct sv_qp *qp)
 		 * thread on every stream, and the thread, woken on the
 		 * CPU of the application, took the stream from it -- so
 		 * the polls never ran one again, and the ring went on
-		 * (fi_pingpong 64 KiB between two namespaces: 113-155 us
-		 * a message with it, 105-118 without).  An application that
+		 * (fi_pingpong 64 KiB between two namespaces: 110-155 us
+		 * a message with it, 103-118 without).  An application that
 		 * stops polling then has its stream run within
 		 * nap_max_ns. */
 		if (!atomic_exchange(&eng->deferred, 1) &&
