@@ -447,9 +447,14 @@ void sv_engine_note_poll(struct sv_engine *eng)
 		 * doorbell or a system call to reach us. */
 		sv_eng_ring(eng);
 	}
-	if (atomic_load_explicit(&eng->deferred, memory_order_relaxed))
+	if (atomic_load_explicit(&eng->deferred, memory_order_relaxed)) {
+		atomic_store_explicit(&eng->ran_held_notify,
+				      atomic_load_explicit(&eng->notify_seq,
+							   memory_order_relaxed),
+				      memory_order_relaxed);
 		atomic_store_explicit(&eng->app_ran_held, sv_now_ns(),
 				      memory_order_relaxed);
+	}
 	run_held(eng);
 }
 

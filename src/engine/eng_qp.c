@@ -454,11 +454,18 @@ void sv_engine_posted(struct sv_qp *qp)
 		 * (fi_pingpong 64 KiB between two namespaces: 110-155 us
 		 * a message with it, 103-118 without).  An application that
 		 * stops polling then has its stream run within
-		 * nap_max_ns. */
+		 * nap_max_ns -- unless it asked for an event since that
+		 * poll (ibv_req_notify_cq): it is about to wait on a
+		 * channel (in poll() as often as in ibv_get_cq_event), and
+		 * its stream has the deadline or the ring as before. */
 		if (!atomic_exchange(&eng->deferred, 1) &&
-		    k.now - atomic_load_explicit(&eng->app_ran_held,
-						 memory_order_relaxed) >
-			    sv_tune.nap_max_ns) {
+		    (k.now - atomic_load_explicit(&eng->app_ran_held,
+						  memory_order_relaxed) >
+			     sv_tune.nap_max_ns ||
+		     atomic_load_explicit(&eng->notify_seq,
+					  memory_order_relaxed) !=
+			     atomic_load_explicit(&eng->ran_held_notify,
+						  memory_order_relaxed))) {
 			if (!sv_eng_app_polling(eng, k.now))
 				sv_eng_deadline(eng, k.due);
 			else if (atomic_load(&eng->sleep_until) >

@@ -343,9 +343,11 @@ struct sv_engine {
 	atomic_int work; /* something for the progress thread to retry */
 	atomic_int deferred; /* some QP holds back posted WQEs (batching) */
 	/* When a poll of the application last ran held streams itself
-	 * (sv_engine_note_poll): a post that holds one then rings no
-	 * sleeping thread for it (sv_engine_posted). */
+	 * (sv_engine_note_poll), and notify_seq then: a post that holds one
+	 * rings no sleeping thread for it while the application has asked
+	 * for no event since (sv_engine_posted). */
 	_Atomic uint64_t app_ran_held;
+	_Atomic uint32_t ran_held_notify;
 	_Atomic uint64_t last_inline; /* last sv_engine_progress (ns) */
 	/* Bumped by every ibv_poll_cq (sv_engine_note_poll): the progress
 	 * thread tells an application that polls from one that does not
