@@ -455,6 +455,23 @@ static uint32_t icrc_ref(const uint8_t *fr, size_t len)
 
 /* A receiver without the IPv4 header finds the identification and DF the
  * sender used (rxe: __ip_select_ident), and refuses a corrupt packet. */
+/* A SEND of n bytes (ib, filled from seed) in flow f, and the ICRC a
+ * sender that set this IPv4 identification and DF gives it
+ * (icrc_ref over the whole frame). */
+static uint32_t ipv4_send(const struct sv_roce_flow *f, uint8_t *ib,
+			  size_t n, unsigned seed, uint16_t id, int df)
+{
+	uint8_t fr[256];
+	size_t len;
+
+	fill(ib, n, seed);
+	bth(ib, 0x04, 0, 5, 0, 6);
+	len = sv_roce_frame(fr, sizeof(fr), f, ib, n);
+	fr[4] = (uint8_t)(id >> 8), fr[5] = (uint8_t)id;
+	fr[6] = df ? 0x40 : 0;
+	return icrc_ref(fr, len);
+}
+
 static void test_ipv4_id(void)
 {
 	unsigned seed = 42;
@@ -462,19 +479,14 @@ static void test_ipv4_id(void)
 
 	for (int t = 0; t < 400; t++) {
 		struct sv_roce_flow f;
-		uint8_t ib[200], fr[256];
-		size_t n = 12 + rnd(&seed) % 180, len;
+		uint8_t ib[200];
+		size_t n = 12 + rnd(&seed) % 180;
 		uint16_t id = (uint16_t)rnd(&seed), got;
 		int df = t % 3 != 0, gdf;
 		uint32_t icrc;
 
 		flow_init(&f, 0, seed);
-		fill(ib, n, seed);
-		bth(ib, 0x04, 0, 5, 0, 6);
-		len = sv_roce_frame(fr, sizeof(fr), &f, ib, n);
-		fr[4] = (uint8_t)(id >> 8), fr[5] = (uint8_t)id;
-		fr[6] = df ? 0x40 : 0;
-		icrc = icrc_ref(fr, len);
+		icrc = ipv4_send(&f, ib, n, seed, id, df);
 		EXPECT(sv_icrc_ipv4(&f, ib, n, id, df) == icrc);
 		EXPECT(sv_icrc_ipv4_id(&f, ib, n, icrc, &got, &gdf) == 0);
 		EXPECT(got == id && gdf == df);
@@ -502,18 +514,12 @@ static void test_ipv4_id(void)
 
 		flow_init(&f, 0, 7);
 		for (int t = 0; t < 60; t++) {
-			uint8_t ib[200], fr[256];
-			size_t n = 16 + (size_t)(t % kinds) * 28, len;
+			uint8_t ib[200];
+			size_t n = 16 + (size_t)(t % kinds) * 28;
 			uint16_t id = (uint16_t)rnd(&seed), got;
 			int df = t % 4 != 0, gdf;
-			uint32_t icrc;
+			uint32_t icrc = ipv4_send(&f, ib, n, seed, id, df);
 
-			fill(ib, n, seed);
-			bth(ib, 0x04, 0, 5, 0, 6);
-			len = sv_roce_frame(fr, sizeof(fr), &f, ib, n);
-			fr[4] = (uint8_t)(id >> 8), fr[5] = (uint8_t)id;
-			fr[6] = df ? 0x40 : 0;
-			icrc = icrc_ref(fr, len);
 			EXPECT(sv_icrc_ipv4_id(&f, ib, n, icrc, &got, &gdf) == 0);
 			EXPECT(got == id && gdf == df);
 			EXPECT(sv_icrc_check(&f, ib, n, icrc) == 0);
