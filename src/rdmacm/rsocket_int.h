@@ -139,6 +139,8 @@ void rs_cm_progress(struct rsock *rs);
 /* The same after a sleep that the channel may have ended (must hold
  * rs->lock): rs_progress reads the channel at most every RS_CM_POLL_NS. */
 void rs_cm_progress_now(struct rsock *rs);
+/* CLOCK_MONOTONIC in ns (the spins and timeouts of rs_wait and rpoll). */
+uint64_t rs_now_ns(void);
 /* rsocket.c: the active side's connection steps, as far as events allow
  * (all of them when blocking).  0 connected, -1 with errno (EINPROGRESS:
  * not yet). */

@@ -306,7 +306,7 @@ static void completion(struct rsock *rs, const struct ibv_wc *wc)
 	}
 }
 
-static uint64_t now_ns(void)
+uint64_t rs_now_ns(void)
 {
 	struct timespec ts;
 
@@ -316,7 +316,7 @@ static uint64_t now_ns(void)
 
 void rs_cm_progress_now(struct rsock *rs)
 {
-	rs->cm_at = now_ns();
+	rs->cm_at = rs_now_ns();
 	rs_cm_progress(rs);
 }
 
@@ -325,7 +325,7 @@ void rs_progress(struct rsock *rs)
 	struct ibv_wc wc[16];
 	int n;
 
-	if (now_ns() - rs->cm_at >= RS_CM_POLL_NS)
+	if (rs_now_ns() - rs->cm_at >= RS_CM_POLL_NS)
 		rs_cm_progress_now(rs);
 	if (!rs->cq)
 		return;
@@ -363,14 +363,14 @@ int rs_can_recv(const struct rsock *rs)
 void rs_wait(struct rsock *rs, int timeout_ms)
 {
 	struct pollfd p[2];
-	uint64_t t0 = now_ns();
+	uint64_t t0 = rs_now_ns();
 	/* Whatever a completion changed -- data, a free slot, credits, the
 	 * peer's shutdown, a map -- is what the caller waits for. */
 	uint32_t before = rs->ncomp;
 	int n = 0;
 
 	/* Poll first: the peer's engine answers within microseconds. */
-	while (now_ns() - t0 < RS_SPIN_NS) {
+	while (rs_now_ns() - t0 < RS_SPIN_NS) {
 		pthread_mutex_unlock(&rs->lock);
 		pthread_mutex_lock(&rs->lock);
 		rs_progress(rs);
@@ -402,7 +402,7 @@ void rs_wait(struct rsock *rs, int timeout_ms)
 
 void rs_shutdown_wr(struct rsock *rs)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = rs_now_ns();
 
 	if (rs->shut_wr)
 		return;
@@ -411,21 +411,23 @@ void rs_shutdown_wr(struct rsock *rs)
 		return;
 	/* Staged bytes first: they were written before the shutdown. */
 	while (flush_stage(rs)) {
-		if (rs->state != RS_CONNECTED || now_ns() - t0 > 5000000000ULL)
+		if (rs->state != RS_CONNECTED ||
+		    rs_now_ns() - t0 > 5000000000ULL)
 			return;
 		rs_wait(rs, 100);
 		rs_progress(rs);
 	}
 	/* The shutdown message may wait for a credit or a slot. */
 	while (post_ctl(rs, RS_OP_SHUTDOWN, NULL, 0)) {
-		if (rs->state != RS_CONNECTED || now_ns() - t0 > 5000000000ULL)
+		if (rs->state != RS_CONNECTED ||
+		    rs_now_ns() - t0 > 5000000000ULL)
 			return;
 		rs_wait(rs, 100);
 		rs_progress(rs);
 	}
 	/* Everything sent arrives before the QP goes to the error state. */
 	while (rs->s_free < rs->nsend && rs->state == RS_CONNECTED &&
-	       now_ns() - t0 < 5000000000ULL) {
+	       rs_now_ns() - t0 < 5000000000ULL) {
 		rs_progress(rs);
 		if (rs->s_free < rs->nsend)
 			rs_wait(rs, 100);

@@ -62,14 +62,6 @@ static short rs_revents(struct rsock *rs)
 	return r;
 }
 
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 /* One pass: the ready count, revents filled. */
 static int check(struct pollfd *fds, nfds_t nfds)
 {
@@ -100,7 +92,7 @@ static int check(struct pollfd *fds, nfds_t nfds)
 
 SV_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
-	uint64_t start = now_us();
+	uint64_t start = rs_now_ns();
 	struct pollfd *p;
 	int ret;
 
@@ -111,7 +103,7 @@ SV_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 		ret = check(fds, nfds);
 		if (ret || !timeout)
 			return ret;
-	} while (now_us() - start < RS_SPIN_NS / 1000);
+	} while (rs_now_ns() - start < RS_SPIN_NS);
 
 	p = calloc(nfds * 2 + 1, sizeof(*p));
 	if (!p)
@@ -148,7 +140,7 @@ SV_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 		if (ret)
 			break;
 		if (timeout >= 0) {
-			uint64_t el = (now_us() - start) / 1000;
+			uint64_t el = (rs_now_ns() - start) / 1000000;
 
 			if (el >= (uint64_t)timeout)
 				break;
