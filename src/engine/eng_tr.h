@@ -139,10 +139,11 @@ enum sv_direct_out {
  * Must hold sq_lock. */
 enum sv_direct_out sv_direct_wqe(struct sv_qp *qp, struct sv_tr *tr,
 				 struct sv_send_wqe *w);
-/* Executes the run of RDMA WRITEs or READs at sq.next as one batch, as
- * sv_path_choose decided (SV_PATH_DIRECT_BATCH); returns how many it
- * completed (0: declined, go one by one).  Must hold sq_lock. */
-int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr);
+/* Executes the run of RDMA WRITEs, READs or SENDs at sq.next as one
+ * batch, as sv_path_choose decided (SV_PATH_DIRECT_BATCH); returns how
+ * many it completed and moved sq.next past (0: declined, go one by one).
+ * Must hold sq_lock. */
+int sv_direct_batch(struct sv_qp *qp, struct sv_tr *tr);
 /* eng_link.c: packets committed between these two calls (this thread)
  * are published together at the end (nested: the outermost end). */
 void sv_link_batch_begin(void);
@@ -228,11 +229,13 @@ void sv_resp_direct(struct sv_engine *eng, struct sv_rtgt *t,
 /* One RDMA WRITE or READ of a batch: its remote range and the local
  * ranges it moves from (WRITE) or into (READ). */
 struct sv_drw {
-	uint64_t va;
+	uint64_t va;	 /* WRITE, READ: the target's range */
 	uint32_t rkey;
 	uint32_t nseg;
 	uint64_t len;
 	const struct sv_seg *local;
+	uint32_t imm;	 /* SEND: the immediate data (with_imm) */
+	uint8_t with_imm, se; /* SEND: with immediate; solicited event */
 };
 /* Executes the longest prefix of n whole RDMA WRITEs (no immediate) or,
  * with read, RDMA READs on t that succeeds, in one transfer; returns its
@@ -240,6 +243,17 @@ struct sv_drw {
  * the initiator's mtu gives it.  Takes t->q->lock. */
 int sv_resp_rw_batch(struct sv_engine *eng, struct sv_rtgt *t,
 		     const struct sv_drw *ws, int n, int read, uint32_t mtu);
+/* Executes the longest prefix of n whole SENDs (with immediate or none)
+ * on t that succeeds, each into the next receive of t's queue or SRQ, in
+ * one transfer; returns its length (0: none -- run them with
+ * sv_resp_direct).  Each takes the PSNs the initiator's mtu gives it.
+ * sent(arg, k) runs once the data is placed, before the receive CQEs are
+ * pushed (the initiator completes its WQEs there, as an ACK comes back
+ * before the target's application sees the message).  Takes t->q->lock,
+ * and t->srq's. */
+int sv_resp_send_batch(struct sv_engine *eng, struct sv_rtgt *t,
+		       const struct sv_drw *ws, int n, uint32_t mtu,
+		       void (*sent)(void *arg, int k), void *arg);
 /* Flushes the receive side of t (the receive being filled, then the
  * queue; an SRQ QP reports LAST_WQE).  Must hold t->q->lock. */
 void sv_resp_flush_rq(struct sv_engine *eng, struct sv_rtgt *t);

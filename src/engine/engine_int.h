@@ -682,6 +682,12 @@ void *sv_shm_map(int fd, uint32_t magic, uint64_t cookie);
 void sv_shm_unmap(void *region);
 void sv_rq_shm_init(struct sv_rq_shm *q, uint32_t max_wr, uint32_t max_sge,
 		    uint64_t slots_off);
+/* Consumer: copies the WQE i places after the oldest of q (at most out_sge
+ * SGEs) without taking it; sv_rq_drop then takes the n oldest.  Must hold
+ * the queue's lock.  0 or -EAGAIN. */
+int sv_rq_peek(void *region, struct sv_rq_shm *q, uint32_t i,
+	       struct sv_recv_wqe *out, uint32_t out_sge);
+void sv_rq_drop(struct sv_rq_shm *q, uint32_t n);
 /* Consumer: takes the oldest WQE of q (at most out_sge SGEs copied).  Must
  * hold the queue's lock.  0 or -EAGAIN. */
 int sv_rq_take(void *region, struct sv_rq_shm *q, struct sv_recv_wqe *out,
@@ -690,5 +696,8 @@ int sv_rq_take(void *region, struct sv_rq_shm *q, struct sv_recv_wqe *out,
  * limit was crossed (the limit is disarmed). */
 int sv_srq_take(struct sv_srq_shm *s, struct sv_recv_wqe *out,
 		uint32_t out_sge, int *limit_event);
+/* After WQEs were dropped from s under s->lock: 1 when that crossed the
+ * armed limit (now disarmed), as sv_srq_take's limit_event. */
+int sv_srq_dropped(struct sv_srq_shm *s);
 
 #endif

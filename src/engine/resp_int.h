@@ -151,6 +151,11 @@ static inline uint32_t resp_mtu(const struct sv_qp_shm *q)
 	return q->mtu ? q->mtu : 4096;
 }
 
+/* After t's lock is dropped: its owner hears what it must (the receive
+ * CQ's bits, the SRQ's limit crossed, the QP's events).  sv_resp.c */
+void sv_resp_notify(struct sv_engine *eng, struct sv_rtgt *t,
+		    unsigned cq_bits, int srq_limit);
+
 /* Locks q, repairing what a dead holder left half done: a message in
  * progress is abandoned (its packets are resent or lost as on a wire). */
 static inline void resp_lock(struct sv_qp_shm *q)

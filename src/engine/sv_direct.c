@@ -395,18 +395,72 @@ out:
 	return out;
 }
 
+/* The first k WQEs of a batch at sq.next (ws: their messages) went
+ * through: each takes its PSNs, RC's wait for nothing more (as acked),
+ * UC's are done; sq.next moves past them. */
+static void batch_went(struct sv_qp *qp, struct sv_tr *tr,
+		       const struct sv_drw *ws, int k, uint32_t mtu)
+{
+	for (int i = 0; i < k; i++) {
+		uint32_t idx = qp->sq.next + (uint32_t)i;
+		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, idx);
+		uint32_t npk = (uint32_t)((ws[i].len + mtu - 1) / mtu);
+
+		w->bytes_sent = ws[i].len;
+		w->first_psn = tr->psn;
+		w->last_psn = (tr->psn + npk - 1) & PSN_MASK;
+		tr->psn = (tr->psn + npk) & PSN_MASK;
+		if (sv_qpt_rc(qp->type)) {
+			w->state = WQE_SENT;
+			sv_comp_acked(qp, tr, idx);
+		} else {
+			sv_wqe_done(w, IBV_WC_SUCCESS);
+		}
+	}
+	qp->sq.next += (uint32_t)k;
+}
+
+/* A batch of SENDs, from the target's lock once their data is placed
+ * (sv_resp_send_batch's sent): the WQEs complete, and their CQEs are
+ * pushed before the target's receive CQEs when every WQE before them is
+ * retired or done well, as complete_early does for one. */
+struct sends_went {
+	struct sv_qp *qp;
+	struct sv_tr *tr;
+	const struct sv_drw *ws;
+	uint32_t mtu;
+};
+
+static void sends_went(void *arg, int k)
+{
+	struct sends_went *s = arg;
+	struct sv_qp *qp = s->qp;
+	int clean = 1;
+
+	for (uint32_t i = qp->sq.head; i != qp->sq.next && clean; i++) {
+		struct sv_send_wqe *p = sv_wq_slot(&qp->sq, i);
+
+		clean = WQE_STATE(p) == WQE_DONE &&
+			WQE_STATUS(p) == IBV_WC_SUCCESS;
+	}
+	batch_went(qp, s->tr, s->ws, k, s->mtu);
+	if (clean)
+		sv_comp_retire(qp);
+}
+
 /*
- * The RDMA WRITEs (no immediate) or the RDMA READs waiting at sq.next,
- * executed as one batch (sv_resp_rw_batch: one transfer for all of
+ * The RDMA WRITEs (no immediate), the RDMA READs or the SENDs (with
+ * immediate or none) waiting at sq.next, one opcode, executed as one
+ * batch (sv_resp_rw_batch, sv_resp_send_batch: one transfer for all of
  * them), as sv_path_choose decided: RC/UC reaching the peer directly, two
  * WQEs or more queued, no capture, no retry pending.  Must hold sq_lock.
- * Returns how many it completed (the caller moves sq.next past them); 0
- * when there is no run of two or more, or the target would refuse one:
- * the caller then goes one by one.  A READ's
- * ordering rules hold: each is complete before the next starts, so no
- * fence and no max_rd_atomic can be waiting.
+ * Returns how many it completed and moves sq.next past them; 0 when
+ * there is no run of two or more, or the target would refuse one: the
+ * caller then goes one by one.  A READ's ordering rules hold: each is
+ * complete before the next starts, so no fence and no max_rd_atomic can
+ * be waiting.
  */
-int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr)
+int sv_direct_batch(struct sv_qp *qp, struct sv_tr *tr)
 {
 	struct sv_engine *eng = qp->eng;
 	struct sv_drw ws[SV_DIRECT_BATCH];
@@ -417,12 +471,13 @@ int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr)
 	uint64_t bytes = 0;
 	struct sv_qp *lq = NULL;
 	struct sv_rtgt t;
-	int n = 0, nseg = 0, k, read;
+	int n = 0, nseg = 0, k, read, send;
 
 	avail = qp->sq.tail - qp->sq.next;
 	first = sv_wq_slot(&qp->sq, qp->sq.next);
 	op = first->opcode;
 	read = op == IBV_WR_RDMA_READ;
+	send = op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM;
 	for (uint32_t i = 0; i < avail && (uint64_t)n < most; i++) {
 		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, qp->sq.next + i);
 		struct sv_data d;
@@ -448,7 +503,9 @@ int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr)
 			break;
 		ws[n] = (struct sv_drw){ .va = w->remote_addr, .rkey = w->rkey,
 					 .nseg = (uint32_t)d.nseg, .len = len,
-					 .local = &segs[nseg] };
+					 .local = &segs[nseg], .imm = w->imm_data,
+					 .with_imm = op == IBV_WR_SEND_WITH_IMM,
+					 .se = !!(w->send_flags & IBV_SEND_SOLICITED) };
 		nseg += d.nseg;
 		bytes += len;
 		n++;
@@ -468,27 +525,20 @@ int sv_direct_rw_batch(struct sv_qp *qp, struct sv_tr *tr)
 	} else {
 		return 0;
 	}
-	k = !sv_qpt_rc(qp->type) || psn_agrees(tr, t.q) ?
-		    sv_resp_rw_batch(eng, &t, ws, n, read, mtu) : 0;
+	if (sv_qpt_rc(qp->type) && !psn_agrees(tr, t.q)) {
+		k = 0;
+	} else if (send) {
+		struct sends_went sw = { .qp = qp, .tr = tr, .ws = ws,
+					 .mtu = mtu };
+
+		k = sv_resp_send_batch(eng, &t, ws, n, mtu, sends_went, &sw);
+	} else {
+		k = sv_resp_rw_batch(eng, &t, ws, n, read, mtu);
+		batch_went(qp, tr, ws, k, mtu);
+	}
 	if (lq)
 		atomic_fetch_sub(&lq->busy, 1);
 	else
 		sv_path_after_direct(tr->peer->link, op, bytes / (uint64_t)n);
-	for (int i = 0; i < k; i++) {
-		uint32_t idx = qp->sq.next + (uint32_t)i;
-		struct sv_send_wqe *w = sv_wq_slot(&qp->sq, idx);
-		uint32_t npk = (uint32_t)((ws[i].len + mtu - 1) / mtu);
-
-		w->bytes_sent = ws[i].len;
-		w->first_psn = tr->psn;
-		w->last_psn = (tr->psn + npk - 1) & PSN_MASK;
-		tr->psn = (tr->psn + npk) & PSN_MASK;
-		if (sv_qpt_rc(qp->type)) {
-			w->state = WQE_SENT;
-			sv_comp_acked(qp, tr, idx);
-		} else {
-			sv_wqe_done(w, IBV_WC_SUCCESS);
-		}
-	}
 	return k;
 }

@@ -411,7 +411,8 @@ enum sv_wqe_path sv_path_choose(struct sv_qp *qp, struct sv_tr *tr,
 	if (!fresh || pk)
 		return SV_PATH_PACKET;
 	if (from <= SV_PATH_DIRECT_BATCH &&
-	    (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_READ) &&
+	    (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_READ ||
+	     w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM) &&
 	    tr->path.reach == SV_REACH_DIRECT && qp->type != IBV_QPT_UD &&
 	    /* XRC: each WQE names its SRQ, whose PD checks its key */
 	    qp->type != IBV_QPT_XRC_SEND &&

@@ -89,8 +89,8 @@ enum sv_wqe_path {
 	 * decline when it runs, and the next one is asked. */
 	SV_PATH_SMALL_PKT,    /* one small packet to a target that takes it
 				 at once (RC) */
-	SV_PATH_DIRECT_BATCH, /* the run of WRITEs or READs at sq.next in one
-				 transfer (sv_direct_rw_batch) */
+	SV_PATH_DIRECT_BATCH, /* the run of WRITEs, READs or SENDs at sq.next
+				 in one transfer (sv_direct_batch) */
 	SV_PATH_DIRECT,	      /* executed on the target QP (sv_direct_wqe) */
 	SV_PATH_PACKET,	      /* packets on the QP's link (send_wqe) */
 };

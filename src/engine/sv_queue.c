@@ -355,16 +355,16 @@ uint32_t sv_rq_count(struct sv_rq_shm *q)
 	return tail >= head && tail - head <= q->cap ? (uint32_t)(tail - head) : 0;
 }
 
-int sv_rq_take(void *region, struct sv_rq_shm *q, struct sv_recv_wqe *out,
-	       uint32_t out_sge)
+int sv_rq_peek(void *region, struct sv_rq_shm *q, uint32_t i,
+	       struct sv_recv_wqe *out, uint32_t out_sge)
 {
 	uint64_t head = atomic_load_explicit(&q->head, memory_order_relaxed);
 	struct sv_recv_wqe *w;
 	uint32_t n;
 
-	if (!sv_rq_count(q))
+	if (i >= sv_rq_count(q))
 		return -EAGAIN;
-	w = sv_rq_slot(region, q, head);
+	w = sv_rq_slot(region, q, head + i);
 	out->wr_id = w->wr_id;
 	n = w->num_sge;
 	if (n > q->max_sge)
@@ -373,8 +373,24 @@ int sv_rq_take(void *region, struct sv_rq_shm *q, struct sv_recv_wqe *out,
 		n = out_sge;
 	out->num_sge = n;
 	memcpy(out->sge, w->sge, n * sizeof(struct ibv_sge));
-	atomic_store_explicit(&q->head, head + 1, memory_order_release);
 	return 0;
+}
+
+void sv_rq_drop(struct sv_rq_shm *q, uint32_t n)
+{
+	uint64_t head = atomic_load_explicit(&q->head, memory_order_relaxed);
+
+	atomic_store_explicit(&q->head, head + n, memory_order_release);
+}
+
+int sv_rq_take(void *region, struct sv_rq_shm *q, struct sv_recv_wqe *out,
+	       uint32_t out_sge)
+{
+	int err = sv_rq_peek(region, q, 0, out, out_sge);
+
+	if (!err)
+		sv_rq_drop(q, 1);
+	return err;
 }
 
 /* -------------------------------------------------------------- SRQ -- */
@@ -400,6 +416,16 @@ int sv_srq_shm_create(struct sv_srq *srq, uint32_t max_wr, uint32_t max_sge,
 	return 0;
 }
 
+int sv_srq_dropped(struct sv_srq_shm *s)
+{
+	if (s->limit && sv_rq_count(&s->rq) < s->limit) {
+		/* IBTA 10.2.9.3: the event fires once, then disarms. */
+		s->limit = 0;
+		return 1;
+	}
+	return 0;
+}
+
 int sv_srq_take(struct sv_srq_shm *s, struct sv_recv_wqe *out,
 		uint32_t out_sge, int *limit_event)
 {
@@ -408,11 +434,8 @@ int sv_srq_take(struct sv_srq_shm *s, struct sv_recv_wqe *out,
 	*limit_event = 0;
 	sv_lock_shm(&s->lock, SV_LOCK_SRQ);
 	err = sv_rq_take(s, &s->rq, out, out_sge);
-	if (!err && s->limit && sv_rq_count(&s->rq) < s->limit) {
-		/* IBTA 10.2.9.3: the event fires once, then disarms. */
-		s->limit = 0;
-		*limit_event = 1;
-	}
+	if (!err)
+		*limit_event = sv_srq_dropped(s);
 	sv_unlock_shm(&s->lock);
 	return err;
 }

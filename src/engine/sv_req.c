@@ -650,9 +650,8 @@ static enum step req_wqe(struct sv_qp *qp, struct sv_tr *tr,
 					   SV_PATH_DIRECT_BATCH);
 			continue;
 		case SV_PATH_DIRECT_BATCH:
-			k = sv_direct_rw_batch(qp, tr);
+			k = sv_direct_batch(qp, tr);
 			if (k) {
-				qp->sq.next += (uint32_t)k;
 				*budget -= k;
 				return STEP_NEXT;
 			}

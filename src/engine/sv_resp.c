@@ -537,10 +537,8 @@ static const struct resp_ops direct_ops = {
 
 /* ---------------------------------------------------- the callers -- */
 
-/* After target t's lock is dropped: its owner hears what it must (the
- * receive CQ's bits, the SRQ's limit crossed, the QP's events). */
-static void resp_notify(struct sv_engine *eng, struct sv_rtgt *t,
-			unsigned cq_bits, int srq_limit)
+void sv_resp_notify(struct sv_engine *eng, struct sv_rtgt *t,
+		    unsigned cq_bits, int srq_limit)
 {
 	if (cq_bits)
 		sv_rtgt_notify(eng, t, SV_EVK_CQ, cq_bits);
@@ -608,7 +606,7 @@ void sv_resp_release(struct sv_resp_hold *h)
 	h->qp = NULL;
 	h->cq_bits = 0;
 	h->srq_limit = 0;
-	resp_notify(qp->eng, &h->t, cq_bits, srq_limit);
+	sv_resp_notify(qp->eng, &h->t, cq_bits, srq_limit);
 	sv_xsrq_put(h->t.x);
 	h->t.x = NULL;
 }
@@ -632,6 +630,6 @@ void sv_resp_direct(struct sv_engine *eng, struct sv_rtgt *t,
 	p.paylen = (uint32_t)(data->len > UINT32_MAX ? UINT32_MAX : data->len);
 	run(&rs);
 	sv_unlock_shm(&t->q->lock);
-	resp_notify(eng, t, rs.cq_bits, rs.srq_limit);
+	sv_resp_notify(eng, t, rs.cq_bits, rs.srq_limit);
 }
 

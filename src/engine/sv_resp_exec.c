@@ -481,3 +481,112 @@ out:
 	return k;
 }
 
+
+/*
+ * A run of whole SENDs (a stream of them: UCX cuts a 64 KiB stream
+ * message into SENDs of its segment size, 8 KiB), moved in one transfer
+ * into the receives they take.  The receives are looked at in place
+ * (sv_rq_peek) and taken only once the bytes have moved, under the
+ * queue's consumer lock -- the QP's responder lock, or the SRQ's, held
+ * across the transfer -- so a run that fails takes nothing and leaves
+ * sv_resp_direct to take each receive and say why.  Only a run that
+ * would succeed message by message is taken: the QP ready (not RTR
+ * before its first message, which raises COMM_EST), no message in
+ * progress, each receive there and long enough, its lkeys good.
+ */
+int sv_resp_send_batch(struct sv_engine *eng, struct sv_rtgt *t,
+		       const struct sv_drw *ws, int n, uint32_t req_mtu,
+		       void (*sent)(void *arg, int k), void *arg)
+{
+	struct sv_qp_shm *q = t->q;
+	struct sv_srq_shm *srq = t->srq;
+	void *region = srq ? (void *)srq : (void *)q;
+	struct sv_rq_shm *rq = srq ? &srq->rq : &q->rq;
+	struct sv_seg rsegs[SV_DIRECT_BATCH * 2], lsegs[SV_DIRECT_BATCH * 2];
+	struct sv_data rem = { .seg = rsegs }, loc = { .seg = lsegs };
+	union {
+		struct sv_recv_wqe w;
+		uint8_t b[sizeof(struct sv_recv_wqe) +
+			  SV_MAX_SRQ_SGE * sizeof(struct ibv_sge)];
+	} r;
+	uint64_t wr_id[SV_DIRECT_BATCH];
+	uint32_t mtu, npk = 0, state, cap;
+	unsigned cq_bits = 0;
+	int k = 0, limit = 0;
+
+	if (n > SV_DIRECT_BATCH)
+		n = SV_DIRECT_BATCH;
+	resp_lock(q);
+	state = q->state;
+	mtu = req_mtu ? req_mtu : resp_mtu(q);
+	cap = srq ? SV_MAX_SRQ_SGE : q->rq.max_sge;
+	if (cap > SV_MAX_SRQ_SGE)
+		cap = SV_MAX_SRQ_SGE;
+	if (atomic_load_explicit(&q->h.dead, memory_order_relaxed) ||
+	    (state != IBV_QPS_RTS && state != IBV_QPS_SQD &&
+	     state != IBV_QPS_SQE && !(state == IBV_QPS_RTR &&
+				       (q->rflags & SV_RF_COMM_EST))) ||
+	    (q->type != IBV_QPT_RC && q->type != IBV_QPT_UC) || t->x ||
+	    !t->rcq ||
+	    (q->rflags & (SV_RF_IN_SEND | SV_RF_IN_WRITE | SV_RF_UC_DROP |
+			  SV_RF_HAVE_RECV)))
+		goto out;
+	if (srq)
+		sv_lock_shm(&srq->lock, SV_LOCK_SRQ);
+	for (; k < n; k++) {
+		const struct sv_drw *w = &ws[k];
+		struct sv_data d;
+
+		if (!w->len || loc.nseg + w->nseg > SV_DIRECT_BATCH * 2 ||
+		    rem.nseg >= SV_DIRECT_BATCH * 2 ||
+		    sv_rq_peek(region, rq, (uint32_t)k, &r.w, cap) ||
+		    sv_sge_resolve(eng, r.w.sge, (int)r.w.num_sge, q->rx_pd_id,
+				   IBV_ACCESS_LOCAL_WRITE, 0, w->len, &d,
+				   rsegs + rem.nseg,
+				   SV_DIRECT_BATCH * 2 - rem.nseg))
+			break;
+		rem.nseg += d.nseg;
+		rem.len += d.len;
+		memcpy(lsegs + loc.nseg, w->local, (size_t)w->nseg * sizeof(*lsegs));
+		loc.nseg += w->nseg;
+		loc.len += w->len;
+		wr_id[k] = r.w.wr_id;
+		npk += (uint32_t)((w->len + mtu - 1) / mtu);
+	}
+	if (k < 2 || sv_xfer(&rem, 0, &loc, 0, loc.len)) {
+		k = 0; /* one by one, to learn which and why */
+	} else {
+		sv_rq_drop(rq, (uint32_t)k);
+		if (srq)
+			limit = sv_srq_dropped(srq);
+	}
+	if (srq)
+		sv_unlock_shm(&srq->lock);
+	if (!k)
+		goto out;
+	q->epsn = (q->epsn + npk) & PSN_MASK;
+	q->msn += (uint32_t)k;
+	q->rflags &= ~(uint32_t)SV_RF_NAK_SENT; /* the retry came */
+	if (sent)
+		sent(arg, k);
+	for (int i = 0; i < k; i++) {
+		struct ibv_wc wc;
+
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = wr_id[i];
+		wc.status = IBV_WC_SUCCESS;
+		wc.opcode = IBV_WC_RECV;
+		wc.byte_len = (uint32_t)ws[i].len;
+		wc.qp_num = q->qpn;
+		wc.src_qp = q->dest_qpn;
+		if (ws[i].with_imm) {
+			wc.imm_data = ws[i].imm;
+			wc.wc_flags = IBV_WC_WITH_IMM;
+		}
+		cq_bits |= sv_cq_produce(t->rcq, &wc, ws[i].se);
+	}
+out:
+	sv_unlock_shm(&q->lock);
+	sv_resp_notify(eng, t, cq_bits, limit);
+	return k;
+}

@@ -32,6 +32,8 @@ enum {
 	CMD_RECV = 'r',	  /* post n receives of 4 KiB (n follows) */
 	CMD_POLL = 'p',	  /* poll n receives, send back their byte_len + crc */
 	CMD_POLL_TELL = 'P', /* the same, one byte after its first poll */
+	CMD_POLL_ANY = 'a', /* poll n receives of any status, send back
+			       wr_id, byte_len, crc, imm (0: none), status */
 	CMD_SUM = 's',	  /* send back a checksum of its buffer (len follows) */
 	CMD_QUIT = 'q',
 };
@@ -90,6 +92,22 @@ static void peer_main(int s)
 				r[2] = sum32((uint8_t *)e.buf + 32768 +
 						     (wc.wr_id % 8) * 4096,
 					     wc.byte_len);
+				xsend(s, r, sizeof(r));
+			}
+		} else if (c == CMD_POLL_ANY) {
+			for (uint32_t i = 0; i < n; i++) {
+				struct ibv_wc wc;
+				uint32_t r[5];
+
+				CHECK(poll1(e.cq, &wc, 10000));
+				r[0] = (uint32_t)wc.wr_id;
+				r[1] = wc.status ? 0 : wc.byte_len;
+				r[2] = sum32((uint8_t *)e.buf + 32768 +
+						     (wc.wr_id % 8) * 4096,
+					     r[1]);
+				r[3] = wc.status || !(wc.wc_flags & IBV_WC_WITH_IMM) ?
+					       0 : ntohl(wc.imm_data);
+				r[4] = wc.status;
 				xsend(s, r, sizeof(r));
 			}
 		} else if (c == CMD_SUM) {
@@ -387,6 +405,132 @@ SV_TEST(read_runs_complete_each_in_order)
 		EXPECT_WC(a.cq, &wc, IBV_WC_WR_FLUSH_ERR);
 		CHECK_EQ(wc.wr_id, 100 + i);
 	}
+	peer_close(&p, &a);
+}
+
+/* Posts n SENDs of op as one list: SEND i carries len[i] bytes of ours
+ * from 8 KiB in (i * 4 KiB apart), immediate data 0x1000 + i. */
+static void post_sends(struct ep *a, enum ibv_wr_opcode op, uint32_t n,
+		       const uint32_t *len, uint64_t id0)
+{
+	struct ibv_send_wr wr[8], *badwr;
+	struct ibv_sge sg[8];
+
+	CHECK(n <= 8);
+	memset(wr, 0, sizeof(wr));
+	for (uint32_t i = 0; i < n; i++) {
+		sg[i] = (struct ibv_sge){ .addr = (uintptr_t)a->buf + 8192 + i * 4096,
+					  .length = len[i], .lkey = a->mr->lkey };
+		wr[i].wr_id = id0 + i;
+		wr[i].sg_list = &sg[i];
+		wr[i].num_sge = 1;
+		wr[i].opcode = op;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].imm_data = htonl(0x1000 + i);
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+	}
+	CHECK_EQ(ibv_post_send(a->qp, wr, &badwr), 0);
+}
+
+/* The peer's next n receives, as CMD_POLL_ANY reports them: receive
+ * first + i holds SEND i of len (or failed with st[i]). */
+static void expect_recvs(struct peer *p, struct ep *a, uint32_t n,
+			 uint32_t first, const uint32_t *len, int imm,
+			 const enum ibv_wc_status *st)
+{
+	peer_cmd(p, CMD_POLL_ANY, n);
+	for (uint32_t i = 0; i < n; i++) {
+		enum ibv_wc_status want = st ? st[i] : IBV_WC_SUCCESS;
+		uint32_t r[5];
+
+		xrecv(p->s, r, sizeof(r));
+		CHECK_EQ(r[0], first + i);
+		CHECK_EQ(r[4], (uint32_t)want);
+		if (want != IBV_WC_SUCCESS)
+			continue;
+		CHECK_EQ(r[1], len[i]);
+		CHECK_EQ(r[2], sum32((uint8_t *)a->buf + 8192 + i * 4096, len[i]));
+		CHECK_EQ(r[3], imm ? 0x1000 + i : 0);
+	}
+}
+
+/* SENDs posted together run as one batch (one transfer into the
+ * receives they take); each lands whole in its own receive, in order,
+ * with its length and immediate data; a run longer than the receives
+ * posted lands as far as they go and the rest waits for more (RNR); a
+ * SEND too long for its receive fails just itself, after the good ones
+ * before it, as one by one.  With the target stopped the batch is the
+ * only way in (direct); over packets the same holds. */
+SV_TEST(send_runs_land_each_in_its_receive)
+{
+	static const uint32_t len[8] = { 4096, 1, 3000, 4095, 64, 2048, 4096, 777 };
+	static const uint32_t bad[4] = { 1000, 2000, 6000, 1000 };
+	static const enum ibv_wc_status bad_st[4] = {
+		IBV_WC_SUCCESS, IBV_WC_SUCCESS, IBV_WC_LOC_LEN_ERR,
+		IBV_WC_WR_FLUSH_ERR
+	};
+	int stop = !direct_off();
+	struct peer p;
+	struct ep a;
+	struct ibv_wc wc;
+	char k;
+
+	peer_open(&p, &a);
+	eu_pattern((uint8_t *)a.buf + 8192, 8 * 4096, 21);
+	for (int op = 0; op < 2; op++) {
+		peer_cmd(&p, CMD_RECV, 8);
+		xrecv(p.s, &k, 1);
+		if (stop)
+			stop_peer_armed(&p, 1);
+		post_sends(&a, op ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, 8, len,
+			   10 * (uint64_t)op);
+		for (uint32_t i = 0; i < 8; i++) {
+			EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+			CHECK_EQ(wc.wr_id, 10 * (uint64_t)op + i);
+			CHECK_EQ(wc.opcode, IBV_WC_SEND);
+		}
+		if (stop)
+			CHECK_EQ(kill(p.pid, SIGCONT), 0);
+		expect_recvs(&p, &a, 8, 8 * (uint32_t)op, len, op, NULL);
+	}
+	/* Two receives for four SENDs: two land (while the target is
+	 * stopped: nobody but us takes them), the others wait for the two
+	 * receives it posts when it runs again. */
+	peer_cmd(&p, CMD_RECV, 2);
+	xrecv(p.s, &k, 1);
+	if (stop)
+		stop_peer_armed(&p, 1);
+	post_sends(&a, IBV_WR_SEND, 4, len, 20);
+	for (uint32_t i = 0; i < 2; i++) {
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, 20 + i);
+	}
+	if (stop)
+		CHECK_EQ(kill(p.pid, SIGCONT), 0);
+	peer_cmd(&p, CMD_RECV, 2);
+	xrecv(p.s, &k, 1);
+	for (uint32_t i = 2; i < 4; i++) {
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, 20 + i);
+	}
+	expect_recvs(&p, &a, 4, 16, len, 0, NULL);
+	/* The third of four does not fit its 4 KiB receive. */
+	peer_cmd(&p, CMD_RECV, 4);
+	xrecv(p.s, &k, 1);
+	if (stop)
+		stop_peer_armed(&p, 1);
+	post_sends(&a, IBV_WR_SEND, 4, bad, 30);
+	for (uint32_t i = 0; i < 2; i++) {
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, 30 + i);
+	}
+	EXPECT_WC(a.cq, &wc, IBV_WC_REM_INV_REQ_ERR);
+	CHECK_EQ(wc.wr_id, 32);
+	EXPECT_WC(a.cq, &wc, IBV_WC_WR_FLUSH_ERR);
+	CHECK_EQ(wc.wr_id, 33);
+	if (stop)
+		CHECK_EQ(kill(p.pid, SIGCONT), 0);
+	expect_recvs(&p, &a, 4, 20, bad, 0, bad_st);
 	peer_close(&p, &a);
 }
 

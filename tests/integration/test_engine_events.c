@@ -149,6 +149,96 @@ SV_TEST(srq_limit_reached_end_to_end)
 	ep_close(&b);
 }
 
+/* SENDs posted together to a QP on an SRQ run as one batch (one
+ * transfer into the receives they take): each lands in its own receive,
+ * in order, scattered over the receive's two SGEs, and the SRQ's limit,
+ * crossed by the run, raises its event once. */
+SV_TEST(srq_limit_reached_by_a_run_of_sends)
+{
+	static const uint32_t len[6] = { 500, 100, 101, 1, 499, 300 };
+	struct ibv_send_wr wr[6], *badw;
+	struct ibv_sge sg[6];
+	struct ep a, b;
+	struct ibv_srq_init_attr sa;
+	struct ibv_srq_attr attr;
+	struct ibv_qp_init_attr ia;
+	struct ibv_srq *srq;
+	struct ibv_wc wc;
+
+	ep_open(&a, NULL, IBV_QPT_RC);
+	ep_open(&b, a.ctx, IBV_QPT_RC);
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 16;
+	sa.attr.max_sge = 2;
+	srq = ibv_create_srq(b.pd, &sa);
+	CHECK(srq);
+	CHECK_EQ(ibv_destroy_qp(b.qp), 0);
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = ia.recv_cq = b.cq;
+	ia.srq = srq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 8;
+	ia.cap.max_send_sge = 1;
+	b.qp = ibv_create_qp(b.pd, &ia);
+	CHECK(b.qp);
+	ep_connect(&a, b.qp->qp_num);
+	ep_connect(&b, a.qp->qp_num);
+	/* Receive i: 100 bytes at i KiB, then 400 at i KiB + 512. */
+	for (int i = 0; i < 8; i++) {
+		struct ibv_sge s[2] = {
+			{ (uintptr_t)b.buf + i * 1024, 100, b.mr->lkey },
+			{ (uintptr_t)b.buf + i * 1024 + 512, 400, b.mr->lkey },
+		};
+		struct ibv_recv_wr rw = { .wr_id = (uint64_t)i, .sg_list = s,
+					  .num_sge = 2 },
+				   *bad;
+
+		CHECK_EQ(ibv_post_srq_recv(srq, &rw, &bad), 0);
+	}
+	memset(&attr, 0, sizeof(attr));
+	attr.srq_limit = 5;
+	CHECK_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT), 0);
+	eu_pattern((uint8_t *)a.buf, 6 * 1024, 17);
+	memset(wr, 0, sizeof(wr));
+	for (int i = 0; i < 6; i++) {
+		sg[i] = (struct ibv_sge){ (uintptr_t)a.buf + i * 1024, len[i],
+					  a.mr->lkey };
+		wr[i].wr_id = 100 + (uint64_t)i;
+		wr[i].sg_list = &sg[i];
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_SEND;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].next = i < 5 ? &wr[i + 1] : NULL;
+	}
+	CHECK_EQ(ibv_post_send(a.qp, wr, &badw), 0);
+	for (int i = 0; i < 6; i++) {
+		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, 100 + (uint64_t)i);
+	}
+	for (int i = 0; i < 6; i++) {
+		const char *m = a.buf + i * 1024, *r = b.buf + i * 1024;
+		uint32_t head = len[i] < 100 ? len[i] : 100;
+
+		EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, (uint64_t)i);
+		CHECK_EQ(wc.opcode, IBV_WC_RECV);
+		CHECK_EQ(wc.byte_len, len[i]);
+		CHECK_EQ(wc.qp_num, b.qp->qp_num);
+		CHECK_EQ(wc.src_qp, a.qp->qp_num);
+		CHECK(!memcmp(r, m, head));
+		CHECK(!memcmp(r + 512, m + head, len[i] - head));
+	}
+	/* 8 - 6 = 2 < 5: once. */
+	expect_event(a.ctx, IBV_EVENT_SRQ_LIMIT_REACHED, srq);
+	expect_no_event(a.ctx);
+
+	CHECK_EQ(ibv_destroy_qp(b.qp), 0);
+	CHECK_EQ(ibv_destroy_srq(srq), 0);
+	plain_qp(&b);
+	ep_close(&a);
+	ep_close(&b);
+}
+
 SV_TEST(cq_overflow_by_traffic)
 {
 	struct ep a, b;
