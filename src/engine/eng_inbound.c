@@ -409,10 +409,13 @@ static int wire_rx_begin(struct sv_engine *eng, uint64_t now)
 		return 0;
 	/* An empty read costs a system call: after one, the port rests a
 	 * moment (an application polling its CQ in a loop would spend its
-	 * time there). */
+	 * time there); while our progress thread waits on it in its nap
+	 * (the port quiet for wire_watch_ns, eng_progress.c), nobody of ours
+	 * reads it: the thread wakes when a datagram comes. */
 	if (!now)
 		now = sv_now_ns();
 	if (now < atomic_load_explicit(&eng->wire_idle_until, memory_order_relaxed) ||
+	    atomic_load_explicit(&eng->wire_watched, memory_order_relaxed) ||
 	    pthread_mutex_trylock(&eng->wire_rx_lock))
 		return 0;
 	if (!sv_wire_rx_trylock(eng->wshm, (uint32_t)eng->pid, now)) {

@@ -275,6 +275,8 @@ struct sv_engine {
 	pthread_mutex_t wire_rx_lock;
 	_Atomic uint64_t wire_idle_until; /* the port was empty: rest till */
 	_Atomic uint64_t wire_last_rx;	  /* when a read of it last found some */
+	_Atomic int wire_watched; /* our napping thread waits on the port:
+				     nobody of ours reads it meanwhile */
 	pthread_mutex_t port_lock;
 	struct sv_keytab_port *port_copy;
 	uint32_t port_seq;
