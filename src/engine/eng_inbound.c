@@ -181,6 +181,12 @@ static int drain_ring(struct sv_engine *eng, struct sv_inring *in,
 
 	if (in->broken)
 		return 0;
+	/* Empty as the shared header says (the head we published is the
+	 * tail): nothing to take the lock for.  A head behind ours (records
+	 * of padding skipped) only sends us to look under the lock. */
+	if (atomic_load_explicit(&in->rx.h->tail, memory_order_acquire) ==
+	    atomic_load_explicit(&in->rx.h->head, memory_order_relaxed))
+		return 0;
 	if (pthread_mutex_trylock(&in->lock)) {
 		/* Another thread drains it; if that thread is preempted
 		 * (by us, on a small machine) the packets wait for it. */
