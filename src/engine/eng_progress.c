@@ -707,9 +707,9 @@ static void sleep_once(struct sv_engine *eng, struct policy *p, uint64_t now,
 	 * (eng_inbound.c wire_rx_begin).  Its polls read an empty port
 	 * every wire_quiet_rest_ns otherwise, each read a system call:
 	 * beside UCX's ud_verbs QPs, which keep the port open on one host,
-	 * an eighth of a CPU, and a fifth of ucx_perftest tag_lat's average
-	 * (1.39-1.56 us against 1.07-1.27 with the reads that rare).  Not
-	 * right after a datagram woke us: the application takes it first. */
+	 * an eighth of a CPU, and ucx_perftest tag_lat's average on one
+	 * host went from 1.06-1.22 us to 0.90-0.94 without them.  Not right
+	 * after a datagram woke us: the application takes it first. */
 	watch = !armed && p->app && !p->wire_woke &&
 		now - atomic_load(&eng->wire_last_rx) >= sv_tune.wire_watch_ns;
 	wsock = armed || watch ? __atomic_load_n(&eng->wire_sock, __ATOMIC_ACQUIRE) :

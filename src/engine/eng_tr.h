@@ -226,8 +226,8 @@ struct sv_resp_res {
 void sv_resp_direct(struct sv_engine *eng, struct sv_rtgt *t,
 		    const struct sv_pkt *pkt, const struct sv_data *data,
 		    struct sv_resp_res *res);
-/* One RDMA WRITE or READ of a batch: its remote range and the local
- * ranges it moves from (WRITE) or into (READ). */
+/* One RDMA WRITE, READ or SEND of a batch: its remote range (WRITE,
+ * READ) and the local ranges it moves from (WRITE, SEND) or into (READ). */
 struct sv_drw {
 	uint64_t va;	 /* WRITE, READ: the target's range */
 	uint32_t rkey;

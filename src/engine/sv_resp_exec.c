@@ -481,7 +481,6 @@ out:
 	return k;
 }
 
-
 /*
  * A run of whole SENDs (a stream of them: UCX cuts a 64 KiB stream
  * message into SENDs of its segment size, 8 KiB), moved in one transfer

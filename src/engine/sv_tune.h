@@ -78,7 +78,7 @@
 	X(wire_quiet_rest_ns, 20000, "ns", 0, 1000000000,                      \
 	  "after an empty read, a 16th of the quiet time, up to this")        \
 	X(wire_watch_ns, 1000000, "ns", 0, 60000000000ull,                     \
-	  "the port quiet this long: the napping thread waits on it"  )       \
+	  "the port quiet this long: the napping thread waits on it")         \
 	X(wire_gather_ns, 5000, "ns", 0, 1000000000,                           \
 	  "after a read of a few packets it rests this long (more gather)")    \
 	X(spin_ns, 100000, "ns", 0, 1000000000,                                \
