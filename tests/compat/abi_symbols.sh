@@ -126,7 +126,7 @@ if on_ref "$BIN/abi_dump" >"$TMP/ref.dump" 2>&1 &&
 	fi
 else
 	fail "abi_dump crashed or failed"
-	tail -5 "$TMP/ref.dump" "$TMP/ours.dump"
+	tail -n 5 "$TMP/ref.dump" "$TMP/ours.dump"
 fi
 # SYSFS_PATH is honoured (trailing slashes dropped) by both.
 r=$(SYSFS_PATH=/tmp/sv-sysfs// on_ref "$BIN/abi_dump" | grep '^sysfs_path')

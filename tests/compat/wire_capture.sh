@@ -115,7 +115,7 @@ if ns_a timeout -k 5 "$TMO" "$SV" run rping -c -a "$NS_B_IP4" -p 7174 -C 5 -V \
 	>"$TMP/rping_c.out" 2>&1 && wait "$rs"; then
 	echo "ok rping (across)"
 else
-	echo "FAIL rping"; tail -5 "$TMP/rping_c.out" "$TMP/rping_s.out"
+	echo "FAIL rping"; tail -n 5 "$TMP/rping_c.out" "$TMP/rping_s.out"
 	fail=1
 fi
 wait "$rs" 2>/dev/null
@@ -226,7 +226,7 @@ if command -v fi_pingpong >/dev/null; then
 		-S 8 -I 200 "$NS_B_IP4" >"$TMP/fi_c.out" 2>&1 && wait "$fs"; then
 		echo "ok fi_pingpong (across)"
 	else
-		echo "FAIL fi_pingpong"; tail -5 "$TMP/fi_c.out" "$TMP/fi_s.out"
+		echo "FAIL fi_pingpong"; tail -n 5 "$TMP/fi_c.out" "$TMP/fi_s.out"
 		fail=1
 	fi
 	wait "$fs" 2>/dev/null
