@@ -217,8 +217,14 @@ if command -v fi_pingpong >/dev/null; then
 		"$SV" run fi_pingpong -p "verbs;ofi_rxm" -e rdm -B "$PAIR_PORT" \
 		-S 8 -I 200 >"$TMP/fi_s.out" 2>&1 &
 	fs=$!
-	for _ in $(seq 1 200); do
-		port_listening "$PAIR_PORT" && break
+	# Until it listens (a loaded machine may take long to start it), for
+	# as long as it may run.
+	end=$((SECONDS + TMO))
+	until port_listening "$PAIR_PORT"; do
+		[ $SECONDS -lt $end ] && kill -0 "$fs" 2>/dev/null || {
+			echo "   fi_pingpong's server is not listening on $PAIR_PORT"
+			break
+		}
 		sleep 0.05
 	done
 	if ns_a env SOFTVERBS_TUNE=wire_ack_hold_ns=1000000 timeout -k 5 "$TMO" \
