@@ -86,6 +86,30 @@ static uint8_t roce_pkt_type(const struct sv_pkt *pkt)
 	return 0x8 | (v4 ? 0x2 : 0x1);
 }
 
+/* The receive completion of WQE wr_id on q, as far as it does not depend
+ * on the packet: status, opcode, length, the QP numbers (RC, UC: the
+ * source is the connected QP) and, with_imm, the immediate data. */
+static void recv_wc(struct ibv_wc *wc, const struct sv_qp_shm *q,
+		    uint64_t wr_id, enum ibv_wc_status st,
+		    enum ibv_wc_opcode opc, uint32_t byte_len, int with_imm,
+		    uint32_t imm)
+{
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = wr_id;
+	wc->status = st;
+	wc->opcode = opc;
+	wc->byte_len = byte_len;
+	wc->qp_num = q->qpn;
+	if (st != IBV_WC_SUCCESS)
+		return;
+	if (with_imm) {
+		wc->imm_data = imm;
+		wc->wc_flags |= IBV_WC_WITH_IMM;
+	}
+	if (q->type != IBV_QPT_UD)
+		wc->src_qp = q->dest_qpn;
+}
+
 void sv_resp_push_recv(struct resp *rs, enum ibv_wc_status st,
 		       enum ibv_wc_opcode opc, uint32_t byte_len, int with_imm,
 		       int with_inv, int solicited)
@@ -94,17 +118,9 @@ void sv_resp_push_recv(struct resp *rs, enum ibv_wc_status st,
 	const struct sv_pkt *pkt = rs->pkt;
 	struct ibv_wc wc;
 
-	memset(&wc, 0, sizeof(wc));
-	wc.wr_id = sv_qp_cur(q)->wr_id;
-	wc.status = st;
-	wc.opcode = opc;
-	wc.byte_len = byte_len;
-	wc.qp_num = q->qpn;
+	recv_wc(&wc, q, sv_qp_cur(q)->wr_id, st, opc, byte_len, with_imm,
+		pkt->imm);
 	if (st == IBV_WC_SUCCESS) {
-		if (with_imm) {
-			wc.imm_data = pkt->imm;
-			wc.wc_flags |= IBV_WC_WITH_IMM;
-		}
 		if (with_inv) {
 			wc.invalidated_rkey = pkt->inv_rkey;
 			wc.wc_flags |= IBV_WC_WITH_INV;
@@ -113,8 +129,6 @@ void sv_resp_push_recv(struct resp *rs, enum ibv_wc_status st,
 			wc.src_qp = pkt->src_qpn;
 			wc.wc_flags |= IBV_WC_GRH;
 			wc.sl = roce_pkt_type(pkt);
-		} else {
-			wc.src_qp = q->dest_qpn;
 		}
 	}
 	qset(rs, SV_RF_HAVE_RECV, 0);
@@ -571,17 +585,8 @@ int sv_resp_send_batch(struct sv_engine *eng, struct sv_rtgt *t,
 	for (int i = 0; i < k; i++) {
 		struct ibv_wc wc;
 
-		memset(&wc, 0, sizeof(wc));
-		wc.wr_id = wr_id[i];
-		wc.status = IBV_WC_SUCCESS;
-		wc.opcode = IBV_WC_RECV;
-		wc.byte_len = (uint32_t)ws[i].len;
-		wc.qp_num = q->qpn;
-		wc.src_qp = q->dest_qpn;
-		if (ws[i].with_imm) {
-			wc.imm_data = ws[i].imm;
-			wc.wc_flags = IBV_WC_WITH_IMM;
-		}
+		recv_wc(&wc, q, wr_id[i], IBV_WC_SUCCESS, IBV_WC_RECV,
+			(uint32_t)ws[i].len, ws[i].with_imm, ws[i].imm);
 		cq_bits |= sv_cq_produce(t->rcq, &wc, ws[i].se);
 	}
 out:

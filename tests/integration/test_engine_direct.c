@@ -454,6 +454,30 @@ static void expect_recvs(struct peer *p, struct ep *a, uint32_t n,
 	}
 }
 
+/* The peer posts n receives; then, with stop, it is stopped with its
+ * progress thread asleep (a SEND reaches it only directly). */
+static void recvs_then_stop(struct peer *p, uint32_t n, int stop)
+{
+	char k;
+
+	peer_cmd(p, CMD_RECV, n);
+	xrecv(p->s, &k, 1);
+	if (stop)
+		stop_peer_armed(p, 1);
+}
+
+/* The next n completions of ours: SENDs id0.. done well, in order. */
+static void expect_sent(struct ep *a, uint64_t id0, uint32_t n)
+{
+	struct ibv_wc wc;
+
+	for (uint32_t i = 0; i < n; i++) {
+		EXPECT_WC(a->cq, &wc, IBV_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, id0 + i);
+		CHECK_EQ(wc.opcode, IBV_WC_SEND);
+	}
+}
+
 /* SENDs posted together run as one batch (one transfer into the
  * receives they take); each lands whole in its own receive, in order,
  * with its length and immediate data; a run longer than the receives
@@ -473,22 +497,14 @@ SV_TEST(send_runs_land_each_in_its_receive)
 	struct peer p;
 	struct ep a;
 	struct ibv_wc wc;
-	char k;
 
 	peer_open(&p, &a);
 	eu_pattern((uint8_t *)a.buf + 8192, 8 * 4096, 21);
 	for (int op = 0; op < 2; op++) {
-		peer_cmd(&p, CMD_RECV, 8);
-		xrecv(p.s, &k, 1);
-		if (stop)
-			stop_peer_armed(&p, 1);
+		recvs_then_stop(&p, 8, stop);
 		post_sends(&a, op ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, 8, len,
 			   10 * (uint64_t)op);
-		for (uint32_t i = 0; i < 8; i++) {
-			EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
-			CHECK_EQ(wc.wr_id, 10 * (uint64_t)op + i);
-			CHECK_EQ(wc.opcode, IBV_WC_SEND);
-		}
+		expect_sent(&a, 10 * (uint64_t)op, 8);
 		if (stop)
 			CHECK_EQ(kill(p.pid, SIGCONT), 0);
 		expect_recvs(&p, &a, 8, 8 * (uint32_t)op, len, op, NULL);
@@ -496,34 +512,18 @@ SV_TEST(send_runs_land_each_in_its_receive)
 	/* Two receives for four SENDs: two land (while the target is
 	 * stopped: nobody but us takes them), the others wait for the two
 	 * receives it posts when it runs again. */
-	peer_cmd(&p, CMD_RECV, 2);
-	xrecv(p.s, &k, 1);
-	if (stop)
-		stop_peer_armed(&p, 1);
+	recvs_then_stop(&p, 2, stop);
 	post_sends(&a, IBV_WR_SEND, 4, len, 20);
-	for (uint32_t i = 0; i < 2; i++) {
-		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
-		CHECK_EQ(wc.wr_id, 20 + i);
-	}
+	expect_sent(&a, 20, 2);
 	if (stop)
 		CHECK_EQ(kill(p.pid, SIGCONT), 0);
-	peer_cmd(&p, CMD_RECV, 2);
-	xrecv(p.s, &k, 1);
-	for (uint32_t i = 2; i < 4; i++) {
-		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
-		CHECK_EQ(wc.wr_id, 20 + i);
-	}
+	recvs_then_stop(&p, 2, 0);
+	expect_sent(&a, 22, 2);
 	expect_recvs(&p, &a, 4, 16, len, 0, NULL);
 	/* The third of four does not fit its 4 KiB receive. */
-	peer_cmd(&p, CMD_RECV, 4);
-	xrecv(p.s, &k, 1);
-	if (stop)
-		stop_peer_armed(&p, 1);
+	recvs_then_stop(&p, 4, stop);
 	post_sends(&a, IBV_WR_SEND, 4, bad, 30);
-	for (uint32_t i = 0; i < 2; i++) {
-		EXPECT_WC(a.cq, &wc, IBV_WC_SUCCESS);
-		CHECK_EQ(wc.wr_id, 30 + i);
-	}
+	expect_sent(&a, 30, 2);
 	EXPECT_WC(a.cq, &wc, IBV_WC_REM_INV_REQ_ERR);
 	CHECK_EQ(wc.wr_id, 32);
 	EXPECT_WC(a.cq, &wc, IBV_WC_WR_FLUSH_ERR);

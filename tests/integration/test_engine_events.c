@@ -86,34 +86,53 @@ static void plain_qp(struct ep *e)
 	CHECK(e->qp);
 }
 
-SV_TEST(srq_limit_reached_end_to_end)
+/* Two RC endpoints of one context connected to each other, b's QP
+ * taking its receives from the SRQ made here (max_wr, max_sge). */
+static struct ibv_srq *srq_pair_open(struct ep *a, struct ep *b,
+				     uint32_t max_wr, uint32_t max_sge)
 {
-	struct ep a, b;
 	struct ibv_srq_init_attr sa;
-	struct ibv_srq_attr attr;
 	struct ibv_qp_init_attr ia;
 	struct ibv_srq *srq;
-	struct ibv_wc wc;
 
-	ep_open(&a, NULL, IBV_QPT_RC);
-	ep_open(&b, a.ctx, IBV_QPT_RC);
+	ep_open(a, NULL, IBV_QPT_RC);
+	ep_open(b, a->ctx, IBV_QPT_RC);
 	memset(&sa, 0, sizeof(sa));
-	sa.attr.max_wr = 32;
-	sa.attr.max_sge = 1;
-	srq = ibv_create_srq(b.pd, &sa);
+	sa.attr.max_wr = max_wr;
+	sa.attr.max_sge = max_sge;
+	srq = ibv_create_srq(b->pd, &sa);
 	CHECK(srq);
-	/* b's QP takes its receives from the SRQ. */
-	CHECK_EQ(ibv_destroy_qp(b.qp), 0);
+	CHECK_EQ(ibv_destroy_qp(b->qp), 0);
 	memset(&ia, 0, sizeof(ia));
-	ia.send_cq = ia.recv_cq = b.cq;
+	ia.send_cq = ia.recv_cq = b->cq;
 	ia.srq = srq;
 	ia.qp_type = IBV_QPT_RC;
 	ia.cap.max_send_wr = 8;
 	ia.cap.max_send_sge = 1;
-	b.qp = ibv_create_qp(b.pd, &ia);
-	CHECK(b.qp);
-	ep_connect(&a, b.qp->qp_num);
-	ep_connect(&b, a.qp->qp_num);
+	b->qp = ibv_create_qp(b->pd, &ia);
+	CHECK(b->qp);
+	ep_connect(a, b->qp->qp_num);
+	ep_connect(b, a->qp->qp_num);
+	return srq;
+}
+
+static void srq_pair_close(struct ep *a, struct ep *b, struct ibv_srq *srq)
+{
+	CHECK_EQ(ibv_destroy_qp(b->qp), 0);
+	CHECK_EQ(ibv_destroy_srq(srq), 0);
+	plain_qp(b);
+	ep_close(a);
+	ep_close(b);
+}
+
+SV_TEST(srq_limit_reached_end_to_end)
+{
+	struct ep a, b;
+	struct ibv_srq_attr attr;
+	struct ibv_srq *srq;
+	struct ibv_wc wc;
+
+	srq = srq_pair_open(&a, &b, 32, 1);
 
 	srq_post(srq, b.mr, b.buf, 10);
 	memset(&attr, 0, sizeof(attr));
@@ -142,11 +161,7 @@ SV_TEST(srq_limit_reached_end_to_end)
 	EXPECT_WC(b.cq, &wc, IBV_WC_SUCCESS);
 	expect_event(a.ctx, IBV_EVENT_SRQ_LIMIT_REACHED, srq);
 
-	CHECK_EQ(ibv_destroy_qp(b.qp), 0);
-	CHECK_EQ(ibv_destroy_srq(srq), 0);
-	plain_qp(&b);
-	ep_close(&a);
-	ep_close(&b);
+	srq_pair_close(&a, &b, srq);
 }
 
 /* SENDs posted together to a QP on an SRQ run as one batch (one
@@ -159,30 +174,11 @@ SV_TEST(srq_limit_reached_by_a_run_of_sends)
 	struct ibv_send_wr wr[6], *badw;
 	struct ibv_sge sg[6];
 	struct ep a, b;
-	struct ibv_srq_init_attr sa;
 	struct ibv_srq_attr attr;
-	struct ibv_qp_init_attr ia;
 	struct ibv_srq *srq;
 	struct ibv_wc wc;
 
-	ep_open(&a, NULL, IBV_QPT_RC);
-	ep_open(&b, a.ctx, IBV_QPT_RC);
-	memset(&sa, 0, sizeof(sa));
-	sa.attr.max_wr = 16;
-	sa.attr.max_sge = 2;
-	srq = ibv_create_srq(b.pd, &sa);
-	CHECK(srq);
-	CHECK_EQ(ibv_destroy_qp(b.qp), 0);
-	memset(&ia, 0, sizeof(ia));
-	ia.send_cq = ia.recv_cq = b.cq;
-	ia.srq = srq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = 8;
-	ia.cap.max_send_sge = 1;
-	b.qp = ibv_create_qp(b.pd, &ia);
-	CHECK(b.qp);
-	ep_connect(&a, b.qp->qp_num);
-	ep_connect(&b, a.qp->qp_num);
+	srq = srq_pair_open(&a, &b, 16, 2);
 	/* Receive i: 100 bytes at i KiB, then 400 at i KiB + 512. */
 	for (int i = 0; i < 8; i++) {
 		struct ibv_sge s[2] = {
@@ -232,11 +228,7 @@ SV_TEST(srq_limit_reached_by_a_run_of_sends)
 	expect_event(a.ctx, IBV_EVENT_SRQ_LIMIT_REACHED, srq);
 	expect_no_event(a.ctx);
 
-	CHECK_EQ(ibv_destroy_qp(b.qp), 0);
-	CHECK_EQ(ibv_destroy_srq(srq), 0);
-	plain_qp(&b);
-	ep_close(&a);
-	ep_close(&b);
+	srq_pair_close(&a, &b, srq);
 }
 
 SV_TEST(cq_overflow_by_traffic)
