@@ -89,18 +89,26 @@ struct early {
 	int done;
 };
 
+/* Every WQE before idx is retired or done well. */
+static int done_well_before(struct sv_qp *qp, uint32_t idx)
+{
+	for (uint32_t i = qp->sq.head; i != idx; i++) {
+		struct sv_send_wqe *p = sv_wq_slot(&qp->sq, i);
+
+		if (WQE_STATE(p) != WQE_DONE || WQE_STATUS(p) != IBV_WC_SUCCESS)
+			return 0;
+	}
+	return 1;
+}
+
 static void complete_early(void *arg)
 {
 	struct early *e = arg;
 	struct sv_qp *qp = e->qp;
 	struct sv_send_wqe *w = sv_wq_slot(&qp->sq, e->idx);
 
-	for (uint32_t i = qp->sq.head; i != e->idx; i++) {
-		struct sv_send_wqe *p = sv_wq_slot(&qp->sq, i);
-
-		if (WQE_STATE(p) != WQE_DONE || WQE_STATUS(p) != IBV_WC_SUCCESS)
-			return;
-	}
+	if (!done_well_before(qp, e->idx))
+		return;
 	if (sv_qpt_rc(qp->type)) {
 		w->state = WQE_SENT;
 		sv_comp_acked(qp, e->tr, e->idx);
@@ -435,14 +443,8 @@ static void sends_went(void *arg, int k)
 {
 	struct sends_went *s = arg;
 	struct sv_qp *qp = s->qp;
-	int clean = 1;
+	int clean = done_well_before(qp, qp->sq.next);
 
-	for (uint32_t i = qp->sq.head; i != qp->sq.next && clean; i++) {
-		struct sv_send_wqe *p = sv_wq_slot(&qp->sq, i);
-
-		clean = WQE_STATE(p) == WQE_DONE &&
-			WQE_STATUS(p) == IBV_WC_SUCCESS;
-	}
 	batch_went(qp, s->tr, s->ws, k, s->mtu);
 	if (clean)
 		sv_comp_retire(qp);
