@@ -435,6 +435,21 @@ void sv_resp_flush_rq(struct sv_engine *eng, struct sv_rtgt *t)
 
 /* ---------------------------------------------------------- batches -- */
 
+/* A batch may run on q (must hold q->lock): alive, ready to receive (RTR
+ * only once its first message raised COMM_EST), no message in progress
+ * nor any of the flags busy. */
+static int batch_takes(const struct sv_qp_shm *q, uint32_t busy)
+{
+	uint32_t state = q->state;
+
+	return !atomic_load_explicit(&q->h.dead, memory_order_relaxed) &&
+	       (state == IBV_QPS_RTS || state == IBV_QPS_SQD ||
+		state == IBV_QPS_SQE ||
+		(state == IBV_QPS_RTR && (q->rflags & SV_RF_COMM_EST))) &&
+	       !(q->rflags & (SV_RF_IN_SEND | SV_RF_IN_WRITE | SV_RF_UC_DROP |
+			      busy));
+}
+
 /*
  * A run of whole RDMA WRITEs without immediate, or of RDMA READs (a
  * bandwidth stream), moved in one transfer -- one system call for up to
@@ -452,21 +467,16 @@ int sv_resp_rw_batch(struct sv_engine *eng, struct sv_rtgt *t,
 	struct sv_seg rsegs[SV_DIRECT_BATCH], lsegs[SV_DIRECT_BATCH * 2];
 	struct sv_data rem = { .seg = rsegs }, loc = { .seg = lsegs };
 	uint32_t access = read ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
-	uint32_t mtu, npk = 0, state;
+	uint32_t mtu, npk = 0;
 	int k = 0;
 
 	if (n > SV_DIRECT_BATCH)
 		n = SV_DIRECT_BATCH;
 	resp_lock(q);
-	state = q->state;
 	mtu = req_mtu ? req_mtu : resp_mtu(q);
-	if (atomic_load_explicit(&q->h.dead, memory_order_relaxed) ||
-	    (state != IBV_QPS_RTS && state != IBV_QPS_SQD &&
-	     state != IBV_QPS_SQE && !(state == IBV_QPS_RTR &&
-				       (q->rflags & SV_RF_COMM_EST))) ||
+	if (!batch_takes(q, 0) ||
 	    (q->type != IBV_QPT_RC && (read || q->type != IBV_QPT_UC)) ||
-	    !(q->access & access) ||
-	    (q->rflags & (SV_RF_IN_SEND | SV_RF_IN_WRITE | SV_RF_UC_DROP)))
+	    !(q->access & access))
 		goto out;
 	for (; k < n; k++) {
 		const struct sv_drw *w = &ws[k];
@@ -523,26 +533,20 @@ int sv_resp_send_batch(struct sv_engine *eng, struct sv_rtgt *t,
 			  SV_MAX_SRQ_SGE * sizeof(struct ibv_sge)];
 	} r;
 	uint64_t wr_id[SV_DIRECT_BATCH];
-	uint32_t mtu, npk = 0, state, cap;
+	uint32_t mtu, npk = 0, cap;
 	unsigned cq_bits = 0;
 	int k = 0, limit = 0;
 
 	if (n > SV_DIRECT_BATCH)
 		n = SV_DIRECT_BATCH;
 	resp_lock(q);
-	state = q->state;
 	mtu = req_mtu ? req_mtu : resp_mtu(q);
 	cap = srq ? SV_MAX_SRQ_SGE : q->rq.max_sge;
 	if (cap > SV_MAX_SRQ_SGE)
 		cap = SV_MAX_SRQ_SGE;
-	if (atomic_load_explicit(&q->h.dead, memory_order_relaxed) ||
-	    (state != IBV_QPS_RTS && state != IBV_QPS_SQD &&
-	     state != IBV_QPS_SQE && !(state == IBV_QPS_RTR &&
-				       (q->rflags & SV_RF_COMM_EST))) ||
+	if (!batch_takes(q, SV_RF_HAVE_RECV) ||
 	    (q->type != IBV_QPT_RC && q->type != IBV_QPT_UC) || t->x ||
-	    !t->rcq ||
-	    (q->rflags & (SV_RF_IN_SEND | SV_RF_IN_WRITE | SV_RF_UC_DROP |
-			  SV_RF_HAVE_RECV)))
+	    !t->rcq)
 		goto out;
 	if (srq)
 		sv_lock_shm(&srq->lock, SV_LOCK_SRQ);
