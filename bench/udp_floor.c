@@ -11,8 +11,8 @@
  * datagram's payload into a 1 MiB destination buffer, as a responder
  * places a WRITE (the kernel's copy and one of its own).
  *
- *   udp_floor recv PORT SECONDS          prints "MB/s cpu_s_per_GB"
- *   udp_floor send ADDR PORT SECONDS PAYLOAD
+ *   udp_floor recv PORT SECONDS [ack]    prints "MB/s cpu_s_per_GB"
+ *   udp_floor send ADDR PORT SECONDS PAYLOAD [roce]
  *
  * The receiver counts from its first datagram for SECONDS (or until the
  * sender has been quiet for a second); the sender sends for SECONDS plus
@@ -21,6 +21,18 @@
  * sends trains of at most N datagrams (64 or 65,000 bytes at most, as
  * softverbs), and FLOOR_STAGE=1 copies each payload into a ring of
  * packet buffers first, as softverbs' requester builds its packets.
+ *
+ * The RoCE-shaped floor ("roce" and "ack"): the same stream cut as
+ * softverbs cuts a 64 KiB RDMA WRITE into packets of PAYLOAD bytes and
+ * trains -- its first packet carries a 28-byte header (BTH and RETH), the
+ * others 12 (BTH), each a 4-byte ICRC after it; the first train is the
+ * FIRST packet and one MIDDLE (a train's segments are as long as its
+ * first but the last), then trains of the rest -- one sendmmsg a message,
+ * as softverbs' batch; and the receiver answers each datagram it reads (a
+ * train, mostly) with one of 20 bytes (an ACK: BTH, AETH and ICRC), which
+ * the sender reads after each message.  What RoCE's framing and
+ * acknowledgements cost in UDP here, still with no ICRC computed, no
+ * window, no parsing and no placement by PSN.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -65,10 +77,11 @@ static double cpu(void)
 	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
-static int do_recv(int port, double secs)
+static int do_recv(int port, double secs, int ack)
 {
-	static uint8_t buf[BATCH][TRAIN_MAX + 1024], dst[BUF];
+	static uint8_t buf[BATCH][TRAIN_MAX + 1024], dst[BUF], ackb[20];
 	static char ctl[BATCH][CMSG_SPACE(sizeof(int))];
+	static struct sockaddr_in from[BATCH];
 	struct sockaddr_in a = { .sin_family = AF_INET,
 				 .sin_port = htons((uint16_t)port) };
 	struct mmsghdr m[BATCH];
@@ -93,7 +106,9 @@ static int do_recv(int port, double secs)
 
 		for (int i = 0; i < BATCH; i++) {
 			iov[i] = (struct iovec){ buf[i], sizeof(buf[i]) };
-			m[i].msg_hdr = (struct msghdr){ .msg_iov = &iov[i],
+			m[i].msg_hdr = (struct msghdr){ .msg_name = &from[i],
+							.msg_namelen = sizeof(from[i]),
+							.msg_iov = &iov[i],
 							.msg_iovlen = 1,
 							.msg_control = ctl[i],
 							.msg_controllen =
@@ -110,6 +125,9 @@ static int do_recv(int port, double secs)
 			continue;
 		}
 		last = now();
+		for (int i = 0; ack && i < n; i++)
+			sendto(s, ackb, sizeof(ackb), MSG_DONTWAIT,
+			       (struct sockaddr *)&from[i], m[i].msg_hdr.msg_namelen);
 		if (!t0) {
 			t0 = last;
 			c0 = cpu();
@@ -152,7 +170,84 @@ static int do_recv(int port, double secs)
 	return 0;
 }
 
-static int do_send(const char *addr, int port, double secs, unsigned pl)
+/* One 64 KiB message of packets of pl bytes as softverbs' trains (see
+ * the top): fills mm[] (iovecs in v, UDP_SEGMENT in ctl) from src.
+ * Returns how many datagrams (trains) it takes. */
+#define MSG_BYTES 65536u
+#define ROCE_TRAINS 8
+static unsigned roce_message(const uint8_t *src, unsigned pl,
+			     struct mmsghdr *mm, struct iovec *v,
+			     char (*ctl)[CMSG_SPACE(sizeof(uint16_t))])
+{
+	static uint8_t first_hdr[28], hdr12[12], icrc[4];
+	unsigned npk = MSG_BYTES / pl, k = TRAIN_MAX / (pl + 16), t = 0, nv = 0;
+
+	if (k > 64)
+		k = 64;
+	for (unsigned i = 0; i < npk; t++) {
+		/* The first train: FIRST and one MIDDLE; then up to k. */
+		unsigned n = i == 0 ? 2 : npk - i < k ? npk - i : k;
+		uint16_t seg = (uint16_t)((i == 0 ? 28 : 12) + pl + 4);
+		struct cmsghdr *c;
+
+		mm[t].msg_hdr = (struct msghdr){ .msg_iov = v + nv,
+						 .msg_control = ctl[t],
+						 .msg_controllen = sizeof(ctl[t]) };
+		for (unsigned j = 0; j < n; j++, i++) {
+			v[nv++] = (struct iovec){ i ? hdr12 : first_hdr,
+						  i ? 12u : 28u };
+			v[nv++] = (struct iovec){ (void *)(src + (size_t)i * pl), pl };
+			v[nv++] = (struct iovec){ icrc, 4 };
+		}
+		mm[t].msg_hdr.msg_iovlen = 3 * n;
+		c = CMSG_FIRSTHDR(&mm[t].msg_hdr);
+		c->cmsg_level = IPPROTO_UDP;
+		c->cmsg_type = UDP_SEGMENT;
+		c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+		memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+	}
+	return t;
+}
+
+static int send_roce(int s, double secs, unsigned pl, const uint8_t *src)
+{
+	static struct mmsghdr mm[ROCE_TRAINS];
+	static struct iovec v[3 * 64 * ROCE_TRAINS];
+	static char ctl[ROCE_TRAINS][CMSG_SPACE(sizeof(uint16_t))];
+	uint8_t ack[64];
+	uint64_t off = 0, sent = 0;
+	double t0 = now(), c0 = cpu();
+
+	while (now() - t0 < secs + 1) {
+		unsigned t, done = 0;
+
+		if (off + MSG_BYTES > BUF)
+			off = 0;
+		t = roce_message(src + off, pl, mm, v, ctl);
+		while (done < t) {
+			int r = sendmmsg(s, mm + done, t - done, 0);
+
+			if (r < 0) {
+				if (errno == ENOBUFS || errno == EAGAIN ||
+				    errno == ECONNREFUSED)
+					continue;
+				perror("sendmmsg");
+				return 1;
+			}
+			done += (unsigned)r;
+		}
+		sent += MSG_BYTES;
+		off += MSG_BYTES;
+		while (recv(s, ack, sizeof(ack), MSG_DONTWAIT) > 0)
+			;
+	}
+	printf("%.0f %.2f\n", (double)sent / (now() - t0) / 1e6,
+	       (cpu() - c0) / ((double)sent / 1e9));
+	return 0;
+}
+
+static int do_send(const char *addr, int port, double secs, unsigned pl,
+		   int roce)
 {
 	static uint8_t src[BUF];
 	static uint8_t hdr[64][HDR];
@@ -177,6 +272,8 @@ static int do_send(const char *addr, int port, double secs, unsigned pl)
 		return 1;
 	}
 	memset(src, 0x5a, sizeof(src));
+	if (roce)
+		return send_roce(s, secs, pl, src);
 	while (now() - t0 < secs + 1) {
 		for (unsigned i = 0; i < k; i++) {
 			if (off + pl > BUF)
@@ -207,13 +304,18 @@ static int do_send(const char *addr, int port, double secs, unsigned pl)
 
 int main(int argc, char **argv)
 {
-	if (argc == 4 && !strcmp(argv[1], "recv"))
-		return do_recv(atoi(argv[2]), atof(argv[3]));
-	if (argc == 6 && !strcmp(argv[1], "send") && atoi(argv[5]) > 0 &&
-	    atoi(argv[5]) <= 9000)
+	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "ack"))) &&
+	    !strcmp(argv[1], "recv"))
+		return do_recv(atoi(argv[2]), atof(argv[3]), argc == 5);
+	if ((argc == 6 || (argc == 7 && !strcmp(argv[6], "roce"))) &&
+	    !strcmp(argv[1], "send") && atoi(argv[5]) > 0 &&
+	    atoi(argv[5]) <= 9000 &&
+	    (argc == 6 || (atoi(argv[5]) >= 256 && atoi(argv[5]) <= 4096 &&
+			   MSG_BYTES % (unsigned)atoi(argv[5]) == 0)))
 		return do_send(argv[2], atoi(argv[3]), atof(argv[4]),
-			       (unsigned)atoi(argv[5]));
-	fprintf(stderr, "usage: udp_floor recv PORT SECONDS\n"
-			"       udp_floor send ADDR PORT SECONDS PAYLOAD\n");
+			       (unsigned)atoi(argv[5]), argc == 7);
+	fprintf(stderr, "usage: udp_floor recv PORT SECONDS [ack]\n"
+			"       udp_floor send ADDR PORT SECONDS PAYLOAD [roce]\n"
+			"       (roce: PAYLOAD a RoCE MTU, 256 to 4096)\n");
 	return 2;
 }

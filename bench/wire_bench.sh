@@ -11,8 +11,9 @@
 #             and 9000 (RoCE MTU 1024 and 4096); CPU seconds per GB of
 #             each side (the process's user + system time over the bytes
 #             moved), ours and qperf's; the floor under them, a bare UDP
-#             stream of packets of the path MTU in trains
-#             (bench/udp_floor.c)
+#             stream of packets of the path MTU in trains, and the same
+#             shaped as 64 KiB WRITEs' packets with an ACK datagram back
+#             for each train (bench/udp_floor.c)
 #   latency   ib_send_lat, ib_read_lat, ib_write_lat, ib_atomic_lat 8 B
 #             typical and 99th percentile vs qperf udp_lat / tcp_lat 8 B
 #             (all one-way: half the round trip); ib_write_lat's floor,
@@ -178,11 +179,16 @@ serve_b() { # OUT CMD...: CMD in the background in B, once it printed "ready"
 	done
 }
 
-floor() { # NAME PAYLOAD: the UDP floor (bench/udp_floor.c), MB/s received
+# floor NAME PAYLOAD [roce]: the UDP floor (bench/udp_floor.c), MB/s
+# received; roce: the RoCE-shaped one (64 KiB WRITEs' packets and trains,
+# an ACK datagram back for each one read).
+floor() {
 	local v=failed
 	if [ -x "$build/bin/udp_floor" ]; then
-		serve_b "$TMP/floor.out" "$build/bin/udp_floor" recv 4792 "$SECS"
-		ns_a "$build/bin/udp_floor" send "$NS_B_IP4" 4792 "$SECS" "$2" >/dev/null 2>&1
+		serve_b "$TMP/floor.out" "$build/bin/udp_floor" recv 4792 "$SECS" \
+			${3:+ack}
+		ns_a "$build/bin/udp_floor" send "$NS_B_IP4" 4792 "$SECS" "$2" \
+			${3:+roce} >/dev/null 2>&1
 		wait
 		v=$(tail -1 "$TMP/floor.out" | awk 'NF == 2 { print $1 }')
 	fi
@@ -255,6 +261,7 @@ for ROUND in $(seq 1 "$ROUNDS"); do
 		for mtu in 1500 9000; do
 			set_mtu $mtu
 			floor "udp_floor_m$mtu" $((mtu == 1500 ? 1024 : 4096))
+			floor "udp_floor_roce_m$mtu" $((mtu == 1500 ? 1024 : 4096)) roce
 			qbw "qperf_tcp_bw_64k_m$mtu" 64k
 			bw "write_bw_64k_m$mtu" ib_write_bw 65536
 			[ "$mtu" = 1500 ] && on loss && loss1
