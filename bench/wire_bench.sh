@@ -16,7 +16,9 @@
 #             for each train (bench/udp_floor.c)
 #   latency   ib_send_lat, ib_read_lat, ib_write_lat, ib_atomic_lat 8 B
 #             typical and 99th percentile vs qperf udp_lat / tcp_lat 8 B
-#             (all one-way: half the round trip); ib_write_lat's floor,
+#             (one-way, half the round trip, but ib_read_lat's and
+#             ib_atomic_lat's: perftest gives their whole round trip);
+#             ib_write_lat's floor,
 #             a UDP ping-pong whose sides spin on memory that a thread
 #             blocked in recv() writes (bench/spin_floor.c)
 #   messages  ib_write_bw, ib_send_bw 8 B and ib_atomic_bw message rate

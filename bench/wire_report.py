@@ -179,8 +179,11 @@ for w in vals:
     m = med(w)
     v = fmt(m) if m is not None else ",".join(sorted(set(vals[w].values())))
     out.append("| %s | %s | %s | %d | %d |" % (w, v, units[w], len(vals[w]), failed(w)))
-out += ["", "Every round's figure: `bench/reports/wire.tsv`.  Latencies are one-way "
-        "(half the round trip), qperf's and perftest's alike.", "",
+out += ["", "Every round's figure: `bench/reports/wire.tsv`.  qperf's latencies, "
+        "ib_send_lat's and ib_write_lat's are one-way (half the round trip); "
+        "ib_read_lat's and ib_atomic_lat's are whole round trips (perftest halves "
+        "only the ping-pongs: a READ or an atomic is one request and its answer), so "
+        "their targets put a round trip beside UDP's one-way figure.", "",
         "![bandwidth, ours over qperf tcp_bw](wire.svg)"]
 open(md, "w").write("\n".join(out) + "\n")
 
