@@ -77,6 +77,29 @@ static double cpu(void)
 	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
+/* The result line: MB/s over the time since t0, and the CPU seconds
+ * since c0 a GB. */
+static void report(uint64_t bytes, double t0, double c0)
+{
+	printf("%.0f %.2f\n", (double)bytes / (now() - t0) / 1e6,
+	       (cpu() - c0) / ((double)bytes / 1e9));
+}
+
+/* A send that failed for a moment (the socket's buffer, the receiver not
+ * up yet): try again. */
+static int transient(int err)
+{
+	return err == ENOBUFS || err == EAGAIN || err == ECONNREFUSED;
+}
+
+/* Datagrams of seg bytes in one train: 65,000 bytes, 64 at most. */
+static unsigned train_pkts(unsigned seg)
+{
+	unsigned k = TRAIN_MAX / seg;
+
+	return k > 64 ? 64 : k;
+}
+
 static int do_recv(int port, double secs, int ack)
 {
 	static uint8_t buf[BATCH][TRAIN_MAX + 1024], dst[BUF], ackb[20];
@@ -164,9 +187,7 @@ static int do_recv(int port, double secs, int ack)
 		fprintf(stderr, "udp_floor recv: nothing came\n");
 		return 1;
 	}
-	last = now();
-	printf("%.0f %.2f\n", (double)bytes / (last - t0) / 1e6,
-	       (cpu() - c0) / ((double)bytes / 1e9));
+	report(bytes, t0, c0);
 	return 0;
 }
 
@@ -180,10 +201,8 @@ static unsigned roce_message(const uint8_t *src, unsigned pl,
 			     char (*ctl)[CMSG_SPACE(sizeof(uint16_t))])
 {
 	static uint8_t first_hdr[28], hdr12[12], icrc[4];
-	unsigned npk = MSG_BYTES / pl, k = TRAIN_MAX / (pl + 16), t = 0, nv = 0;
+	unsigned npk = MSG_BYTES / pl, k = train_pkts(pl + 16), t = 0, nv = 0;
 
-	if (k > 64)
-		k = 64;
 	for (unsigned i = 0; i < npk; t++) {
 		/* The first train: FIRST and one MIDDLE; then up to k. */
 		unsigned n = i == 0 ? 2 : npk - i < k ? npk - i : k;
@@ -209,14 +228,16 @@ static unsigned roce_message(const uint8_t *src, unsigned pl,
 	return t;
 }
 
-static int send_roce(int s, double secs, unsigned pl, const uint8_t *src)
+/* The RoCE-shaped stream on s until t0 + secs + 1, reading the ACKs
+ * after each message.  Returns the bytes sent, or -1 (said why). */
+static int64_t send_roce(int s, double t0, double secs, unsigned pl,
+			 const uint8_t *src)
 {
 	static struct mmsghdr mm[ROCE_TRAINS];
 	static struct iovec v[3 * 64 * ROCE_TRAINS];
 	static char ctl[ROCE_TRAINS][CMSG_SPACE(sizeof(uint16_t))];
 	uint8_t ack[64];
 	uint64_t off = 0, sent = 0;
-	double t0 = now(), c0 = cpu();
 
 	while (now() - t0 < secs + 1) {
 		unsigned t, done = 0;
@@ -228,11 +249,10 @@ static int send_roce(int s, double secs, unsigned pl, const uint8_t *src)
 			int r = sendmmsg(s, mm + done, t - done, 0);
 
 			if (r < 0) {
-				if (errno == ENOBUFS || errno == EAGAIN ||
-				    errno == ECONNREFUSED)
+				if (transient(errno))
 					continue;
 				perror("sendmmsg");
-				return 1;
+				return -1;
 			}
 			done += (unsigned)r;
 		}
@@ -241,9 +261,7 @@ static int send_roce(int s, double secs, unsigned pl, const uint8_t *src)
 		while (recv(s, ack, sizeof(ack), MSG_DONTWAIT) > 0)
 			;
 	}
-	printf("%.0f %.2f\n", (double)sent / (now() - t0) / 1e6,
-	       (cpu() - c0) / ((double)sent / 1e9));
-	return 0;
+	return (int64_t)sent;
 }
 
 static int do_send(const char *addr, int port, double secs, unsigned pl,
@@ -255,14 +273,12 @@ static int do_send(const char *addr, int port, double secs, unsigned pl,
 	int staged = getenv("FLOOR_STAGE") != NULL;
 	struct sockaddr_in a = { .sin_family = AF_INET,
 				 .sin_port = htons((uint16_t)port) };
-	unsigned seg = pl + HDR, k = TRAIN_MAX / seg;
+	unsigned seg = pl + HDR, k = train_pkts(seg);
 	struct iovec iov[64 * 2];
 	int s = socket(AF_INET, SOCK_DGRAM, 0), g = (int)seg;
 	uint64_t off = 0, sent = 0;
 	double t0 = now(), c0 = cpu();
 
-	if (k > 64)
-		k = 64;
 	if (getenv("FLOOR_K") && (unsigned)atoi(getenv("FLOOR_K")) < k)
 		k = (unsigned)atoi(getenv("FLOOR_K"));
 	if (s < 0 || inet_pton(AF_INET, addr, &a.sin_addr) != 1 ||
@@ -272,8 +288,14 @@ static int do_send(const char *addr, int port, double secs, unsigned pl,
 		return 1;
 	}
 	memset(src, 0x5a, sizeof(src));
-	if (roce)
-		return send_roce(s, secs, pl, src);
+	if (roce) {
+		int64_t r = send_roce(s, t0, secs, pl, src);
+
+		if (r < 0)
+			return 1;
+		report((uint64_t)r, t0, c0);
+		return 0;
+	}
 	while (now() - t0 < secs + 1) {
 		for (unsigned i = 0; i < k; i++) {
 			if (off + pl > BUF)
@@ -289,16 +311,14 @@ static int do_send(const char *addr, int port, double secs, unsigned pl,
 		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 * k };
 
 		if (sendmsg(s, &mh, 0) < 0) {
-			if (errno == ENOBUFS || errno == EAGAIN ||
-			    errno == ECONNREFUSED)
+			if (transient(errno))
 				continue;
 			perror("sendmsg");
 			return 1;
 		}
 		sent += (uint64_t)k * pl;
 	}
-	printf("%.0f %.2f\n", (double)sent / (now() - t0) / 1e6,
-	       (cpu() - c0) / ((double)sent / 1e9));
+	report(sent, t0, c0);
 	return 0;
 }
 
